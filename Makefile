@@ -1,0 +1,78 @@
+# exalsius-operator: one Go workspace, one module per deployable.
+#
+# The two commands for a fresh machine are `make run` and `make test`. `make help` lists every target.
+
+SHELL := /usr/bin/env bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+COMPONENTS := colony-controller workspace-controller inventory-collector webhook
+MODULES := common $(COMPONENTS) e2e
+
+TOOLS_BIN := $(shell hack/tools.sh bindir)
+KUBEBUILDER_ASSETS ?= $(shell hack/tools.sh assets)
+export KUBEBUILDER_ASSETS
+export PATH := $(TOOLS_BIN):$(PATH)
+CONTROLLER_GEN := $(TOOLS_BIN)/controller-gen
+
+# Built component binaries live outside the repository too, next to the tools.
+BIN_DIR ?= $(shell hack/tools.sh bindir)/../components
+export EXALSIUS_BIN_DIR := $(abspath $(BIN_DIR))
+
+CHART_DIR := charts/exalsius-operator
+GO_TEST_FLAGS ?= -count=1 -timeout 20m
+
+##@ General
+
+.PHONY: help
+help: ## List every target.
+	@awk 'BEGIN {FS = ":.*##"; printf "Usage: make <target>\n"} /^[a-zA-Z_0-9-]+:.*?##/ { printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2 } /^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) }' $(MAKEFILE_LIST)
+
+##@ Main commands
+
+.PHONY: run
+run: tools build ## Start the local world: management cluster, child clusters, k0rdent simulator, all components, the quick start.
+	cd e2e && go run ./cmd/localworld --bin-dir "$(EXALSIUS_BIN_DIR)" --repo-root "$(CURDIR)"
+
+.PHONY: test
+test: tools verify build test-unit test-chart test-e2e ## Every module's unit and integration tests, chart checks and the e2e suite.
+
+##@ Development
+
+.PHONY: tools
+tools: ## Build kube-apiserver, etcd, kube-controller-manager, kube-scheduler, kubectl, kwok, helm and controller-gen into the cache (once per machine).
+	hack/tools.sh
+
+.PHONY: generate
+generate: ## Generate deepcopy code, CRDs, RBAC and the chart's copies of them.
+	hack/tools.sh controller-gen
+	hack/generate.sh
+
+.PHONY: verify
+verify: ## Fail on generated-file drift, gofmt or go vet findings.
+	hack/verify.sh
+
+.PHONY: build
+build: ## Build every component binary into $(BIN_DIR).
+	@mkdir -p "$(EXALSIUS_BIN_DIR)"
+	@for c in $(COMPONENTS); do echo "[build] $$c"; (cd $$c && go build -o "$(EXALSIUS_BIN_DIR)/$$c" .); done
+
+.PHONY: test-unit
+test-unit: ## Unit and integration tests of every module but e2e (real API servers through envtest).
+	@for m in common $(COMPONENTS); do echo "[test] $$m"; (cd $$m && go test $(GO_TEST_FLAGS) ./...); done
+
+.PHONY: test-chart
+test-chart: ## Lint and render the umbrella chart and check the rendered objects.
+	@if [ -d "$(CHART_DIR)" ]; then hack/test-chart.sh; else echo "[chart] no chart yet"; fi
+
+.PHONY: test-e2e
+test-e2e: build ## End-to-end suites on the local world (k0rdent simulator, KWOK GPU nodes).
+	cd e2e && go test $(GO_TEST_FLAGS) ./...
+
+.PHONY: bench
+bench: tools ## Benchmarks that print speed and memory figures.
+	@for m in common $(COMPONENTS); do (cd $$m && go test -run '^$$' -bench . -benchmem ./...); done
+
+.PHONY: fuzz
+fuzz: ## Run each fuzz test for a short while.
+	hack/fuzz.sh

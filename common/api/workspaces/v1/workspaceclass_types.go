@@ -1,0 +1,315 @@
+package v1
+
+import (
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// DefaultServiceTemplateNamespace is where a class's ServiceTemplate is looked up when the class names
+// no namespace.
+const DefaultServiceTemplateNamespace = "kcm-system"
+
+// ServiceTemplateRef names the k0rdent ServiceTemplate (the workspace's Helm chart) of a class.
+type ServiceTemplateRef struct {
+	// Name of the ServiceTemplate.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// Namespace of the ServiceTemplate; kcm-system when empty.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace,omitempty"`
+
+	// VersionConstraint is a semantic version range the template's chart version must satisfy, for
+	// example `>=0.3.0, <0.4.0`.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	VersionConstraint string `json:"versionConstraint,omitempty"`
+}
+
+// Prerequisite is a service a workspace needs on its cluster before it is installed (a GPU operator, a
+// storage driver). Each is one ServiceSet per cluster, shared by every workspace that needs it, or a
+// service the Colony already put on the ClusterDeployment.
+type Prerequisite struct {
+	// ServiceTemplate names the k0rdent ServiceTemplate of the prerequisite. It is also the Helm release
+	// name on the child.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	ServiceTemplate string `json:"serviceTemplate"`
+
+	// Namespace on the child cluster the prerequisite is installed in. Two classes that name one
+	// prerequisite in different namespaces conflict.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Namespace string `json:"namespace"`
+
+	// Values are the prerequisite's Helm values.
+	// +optional
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
+	Values *apiextensionsv1.JSON `json:"values,omitempty"`
+}
+
+// EndpointProtocol is the protocol of an access endpoint.
+// +kubebuilder:validation:Enum=HTTP;TCP;SSH
+type EndpointProtocol string
+
+const (
+	// EndpointProtocolHTTP is served at https://<ws>.<tenant-domain>.
+	EndpointProtocolHTTP EndpointProtocol = "HTTP"
+	// EndpointProtocolTCP is served at a port of the tenant domain.
+	EndpointProtocolTCP EndpointProtocol = "TCP"
+	// EndpointProtocolSSH is served at ssh://<tenant-domain>:<port>.
+	EndpointProtocolSSH EndpointProtocol = "SSH"
+)
+
+// AccessEndpoint is one way users reach a workspace.
+type AccessEndpoint struct {
+	// Name of the endpoint, unique in the class.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+
+	// Protocol is HTTP, TCP or SSH.
+	// +required
+	Protocol EndpointProtocol `json:"protocol"`
+
+	// Port of the workspace's Service.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	Port int32 `json:"port"`
+
+	// ServiceName is the workspace's Service on the child; the release name when empty.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	ServiceName string `json:"serviceName,omitempty"`
+
+	// Description tells users what the endpoint is for.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Description string `json:"description,omitempty"`
+}
+
+// UserFacingConfigType is the type of a value users may set.
+// +kubebuilder:validation:Enum=string;int;bool;secret;publicKey
+type UserFacingConfigType string
+
+const (
+	// UserFacingConfigString is any string.
+	UserFacingConfigString UserFacingConfigType = "string"
+	// UserFacingConfigInt is a whole number.
+	UserFacingConfigInt UserFacingConfigType = "int"
+	// UserFacingConfigBool is true or false.
+	UserFacingConfigBool UserFacingConfigType = "bool"
+	// UserFacingConfigSecret is a string that is never logged, shown in events or copied to status.
+	UserFacingConfigSecret UserFacingConfigType = "secret"
+	// UserFacingConfigPublicKey is an SSH public key.
+	UserFacingConfigPublicKey UserFacingConfigType = "publicKey"
+)
+
+// UserFacingConfig is one Helm value that users may set on a WorkspaceDeployment, shown in catalogs.
+type UserFacingConfig struct {
+	// HelmValuePath is the dot-separated path of the value in the chart's values, with quoted bracket
+	// segments for keys holding dots: `a.b["nvidia.com/gpu"]`.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	HelmValuePath string `json:"helmValuePath"`
+
+	// DisplayName is the value's name in catalogs.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	DisplayName string `json:"displayName"`
+
+	// Description tells users what the value does.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Description string `json:"description,omitempty"`
+
+	// Type of the value: string, int, bool, secret or publicKey.
+	// +required
+	Type UserFacingConfigType `json:"type"`
+
+	// Required values must be set on every WorkspaceDeployment of the class.
+	// +optional
+	Required bool `json:"required,omitempty"`
+
+	// Default is the value used when the user sets none; it must match the type and the options.
+	// +optional
+	Default *apiextensionsv1.JSON `json:"default,omitempty"`
+
+	// Options, when set, are the only values allowed.
+	// +optional
+	// +listType=atomic
+	Options []apiextensionsv1.JSON `json:"options,omitempty"`
+}
+
+// ResourceInjection lists, for each resolved resource, the Helm value paths it is written to, in the
+// same path syntax as userFacingConfig.helmValuePath.
+type ResourceInjection struct {
+	// Replicas is written to these paths.
+	// +optional
+	// +listType=atomic
+	Replicas []string `json:"replicas,omitempty"`
+	// CPU is written to these paths.
+	// +optional
+	// +listType=atomic
+	CPU []string `json:"cpu,omitempty"`
+	// Memory is written to these paths.
+	// +optional
+	// +listType=atomic
+	Memory []string `json:"memory,omitempty"`
+	// Storage is written to these paths.
+	// +optional
+	// +listType=atomic
+	Storage []string `json:"storage,omitempty"`
+	// GPUCount is written to these paths.
+	// +optional
+	// +listType=atomic
+	GPUCount []string `json:"gpuCount,omitempty"`
+	// GPUVendor is written to these paths.
+	// +optional
+	// +listType=atomic
+	GPUVendor []string `json:"gpuVendor,omitempty"`
+	// GPUType is written to these paths.
+	// +optional
+	// +listType=atomic
+	GPUType []string `json:"gpuType,omitempty"`
+}
+
+// WorkspaceClassSpec describes a workspace type. It is immutable: publish a new class, with the new
+// version in its name, to change it.
+type WorkspaceClassSpec struct {
+	// DisplayName is the class's name in catalogs.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	DisplayName string `json:"displayName"`
+
+	// Description tells users what the class gives them.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Description string `json:"description,omitempty"`
+
+	// ServiceTemplate is the k0rdent ServiceTemplate holding the workspace's Helm chart.
+	// +required
+	ServiceTemplate ServiceTemplateRef `json:"serviceTemplate"`
+
+	// DefaultResources are the resources of each workspace, which a WorkspaceDeployment may override.
+	// +optional
+	// +kubebuilder:default={replicas: 1}
+	DefaultResources DefaultResources `json:"defaultResources,omitempty"`
+
+	// Prerequisites are services installed on the cluster before the workspace.
+	// +optional
+	// +listType=map
+	// +listMapKey=serviceTemplate
+	// +kubebuilder:validation:MaxItems=16
+	Prerequisites []Prerequisite `json:"prerequisites,omitempty"`
+
+	// AccessEndpoints are the ways users reach the workspace.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	AccessEndpoints []AccessEndpoint `json:"accessEndpoints,omitempty"`
+
+	// UserFacingConfig lists the values users may set.
+	// +optional
+	// +listType=map
+	// +listMapKey=helmValuePath
+	// +kubebuilder:validation:MaxItems=64
+	UserFacingConfig []UserFacingConfig `json:"userFacingConfig,omitempty"`
+
+	// DeployTimeout bounds the time from install to Running; past it the workspace is Failed.
+	// +optional
+	// +kubebuilder:default="15m"
+	DeployTimeout *metav1.Duration `json:"deployTimeout,omitempty"`
+
+	// PrerequisiteDeployTimeout bounds the time the prerequisites take to be deployed.
+	// +optional
+	// +kubebuilder:default="10m"
+	PrerequisiteDeployTimeout *metav1.Duration `json:"prerequisiteDeployTimeout,omitempty"`
+
+	// DefaultValues are the chart's Helm values, under the workspace's own values.
+	// +optional
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
+	DefaultValues *apiextensionsv1.JSON `json:"defaultValues,omitempty"`
+
+	// ResourceInjection writes the resolved resources into the chart's own value paths, in addition to
+	// the `_exalsius` block every chart receives.
+	// +optional
+	ResourceInjection *ResourceInjection `json:"resourceInjection,omitempty"`
+}
+
+// WorkspaceClassStatus is the observed state of a WorkspaceClass.
+type WorkspaceClassStatus struct {
+	// Valid is true when the ServiceTemplate exists and is valid and the class's paths parse.
+	// +optional
+	Valid bool `json:"valid"`
+
+	// ValidationError says why the class is not valid.
+	// +optional
+	ValidationError string `json:"validationError,omitempty"`
+
+	// Conditions: Ready.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// ObservedGeneration is the generation this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// InUseBy is the number of WorkspaceDeployments that use the class.
+	// +optional
+	InUseBy int32 `json:"inUseBy"`
+}
+
+// WorkspaceClass is an administrator's catalog entry for a workspace type. The name carries the
+// version (`jupyter-notebook-0-3-0`) and the spec never changes.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,categories=exalsius,shortName=wsc
+// +kubebuilder:printcolumn:name="Display Name",type=string,JSONPath=`.spec.displayName`
+// +kubebuilder:printcolumn:name="Template",type=string,JSONPath=`.spec.serviceTemplate.name`
+// +kubebuilder:printcolumn:name="Valid",type=boolean,JSONPath=`.status.valid`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="self.spec == oldSelf.spec",message="spec is immutable: publish a new WorkspaceClass with the new version in its name"
+type WorkspaceClass struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec describes the workspace type.
+	// +required
+	Spec WorkspaceClassSpec `json:"spec"`
+
+	// Status is the observed state.
+	// +optional
+	Status WorkspaceClassStatus `json:"status,omitempty"`
+}
+
+// WorkspaceClassList is a list of WorkspaceClasses.
+//
+// +kubebuilder:object:root=true
+type WorkspaceClassList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []WorkspaceClass `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&WorkspaceClass{}, &WorkspaceClassList{})
+}

@@ -1,0 +1,257 @@
+package v1
+
+import (
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ClusterDeploymentRef names the k0rdent ClusterDeployment a workspace runs on.
+type ClusterDeploymentRef struct {
+	// Name of the ClusterDeployment.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+
+	// Namespace of the ClusterDeployment; the workspace's own namespace when empty. Another namespace
+	// must allow it (see docs/TENANCY.md).
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace,omitempty"`
+}
+
+// WorkspaceDeploymentSpec is a user's request for one workspace.
+type WorkspaceDeploymentSpec struct {
+	// WorkspaceClassRef is the name of the WorkspaceClass. Immutable.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="workspaceClassRef is immutable"
+	WorkspaceClassRef string `json:"workspaceClassRef"`
+
+	// ClusterDeploymentRef is the ClusterDeployment the workspace runs on. Immutable.
+	// +required
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="clusterDeploymentRef is immutable"
+	ClusterDeploymentRef ClusterDeploymentRef `json:"clusterDeploymentRef"`
+
+	// Resources override the class's defaultResources, field by field.
+	// +optional
+	Resources *ResourceOverrides `json:"resources,omitempty"`
+
+	// Values are Helm values, deep-merged over the class's defaultValues.
+	// +optional
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
+	Values *apiextensionsv1.JSON `json:"values,omitempty"`
+
+	// Suspend stops reconciling the workspace (it keeps running as it is). It never blocks deletion.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
+}
+
+// WorkspacePhase summarises a workspace in one word.
+// +kubebuilder:validation:Enum=Pending;InstallingPrerequisites;Waiting;Deploying;Running;Failed;Deleting
+type WorkspacePhase string
+
+const (
+	// PhasePending: resolving the class and the cluster, or the cluster cannot be reached yet.
+	PhasePending WorkspacePhase = "Pending"
+	// PhaseInstallingPrerequisites: waiting for the prerequisites to be deployed.
+	PhaseInstallingPrerequisites WorkspacePhase = "InstallingPrerequisites"
+	// PhaseWaiting: the requested GPU kind exists on the cluster but none is free; retried, oldest first.
+	PhaseWaiting WorkspacePhase = "Waiting"
+	// PhaseDeploying: the ServiceSet is made and the release is being installed.
+	PhaseDeploying WorkspacePhase = "Deploying"
+	// PhaseRunning: the release is deployed.
+	PhaseRunning WorkspacePhase = "Running"
+	// PhaseFailed: a human must act; the Ready condition and failureContext say why.
+	PhaseFailed WorkspacePhase = "Failed"
+	// PhaseDeleting: the release is being uninstalled.
+	PhaseDeleting WorkspacePhase = "Deleting"
+)
+
+// ResolvedResources are a workspace's resources after the class defaults and the overrides are merged.
+type ResolvedResources struct {
+	// Replicas is the number of replicas.
+	Replicas int32 `json:"replicas"`
+	// PerReplica are the resources of each replica.
+	// +optional
+	PerReplica PerReplicaResources `json:"perReplica,omitempty"`
+	// GPUResourceName is the extended resource the GPUs are counted in, when gpuCount > 0.
+	// +optional
+	GPUResourceName string `json:"gpuResourceName,omitempty"`
+	// NodeSelector is the selector the GPU gate checked, passed to the chart.
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+}
+
+// PrerequisiteStatus is the state of one prerequisite.
+type PrerequisiteStatus struct {
+	// ServiceTemplate names the prerequisite.
+	ServiceTemplate string `json:"serviceTemplate"`
+	// Namespace on the child.
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	// ServiceSetName is the shared ServiceSet that installs it; empty when the Colony provides it.
+	// +optional
+	ServiceSetName string `json:"serviceSetName,omitempty"`
+	// ProvidedByCluster is true when a service already on the ClusterDeployment satisfies it.
+	// +optional
+	ProvidedByCluster bool `json:"providedByCluster,omitempty"`
+	// State is the k0rdent service state: Deployed, Provisioning, Failed, Pending, Deleting or Deleted.
+	// +optional
+	State string `json:"state,omitempty"`
+	// Message says what is wrong, when anything is.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// Feasibility says whether the cluster can hold the workspace.
+type Feasibility struct {
+	// Feasible is true when every replica fits on the cluster now.
+	Feasible bool `json:"feasible"`
+	// Reason is a one-word cause, matching the Feasible condition's reason.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// Message explains the decision with the numbers that drove it.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// Selector is the GPU node selector checked.
+	// +optional
+	Selector map[string]string `json:"selector,omitempty"`
+	// MatchingNodes is the number of schedulable nodes that carry the selector and the GPU resource.
+	// +optional
+	MatchingNodes int32 `json:"matchingNodes,omitempty"`
+	// FreeGPUs is the free GPUs on those nodes, after the reservations of other admitted workspaces.
+	// +optional
+	FreeGPUs int64 `json:"freeGPUs,omitempty"`
+	// FittingReplicas is how many replicas fit, each on one node.
+	// +optional
+	FittingReplicas int32 `json:"fittingReplicas,omitempty"`
+}
+
+// AccessStatus is one URL of a workspace.
+type AccessStatus struct {
+	// Name of the class's endpoint.
+	Name string `json:"name"`
+	// Protocol of the endpoint.
+	Protocol EndpointProtocol `json:"protocol"`
+	// URL users open.
+	// +optional
+	URL string `json:"url,omitempty"`
+	// Ready is true when the route serves.
+	Ready bool `json:"ready"`
+	// Message says why the route is not ready.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// FailureContext records what the workspace looked like when it failed.
+type FailureContext struct {
+	// PhaseWhenFailed is the phase the workspace was in.
+	// +optional
+	PhaseWhenFailed WorkspacePhase `json:"phaseWhenFailed,omitempty"`
+	// Reason is the Ready condition's reason.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// ServiceSetStatus is a snapshot of the ServiceSet's status.
+	// +optional
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
+	ServiceSetStatus *apiextensionsv1.JSON `json:"serviceSetStatus,omitempty"`
+	// RecentEvents are the last events about the workspace and its ServiceSet.
+	// +optional
+	// +listType=atomic
+	RecentEvents []string `json:"recentEvents,omitempty"`
+}
+
+// WorkspaceDeploymentStatus is the observed state of a workspace.
+type WorkspaceDeploymentStatus struct {
+	// Phase summarises the workspace.
+	// +optional
+	Phase WorkspacePhase `json:"phase,omitempty"`
+
+	// Conditions: Ready, ClassResolved, ClusterDeploymentResolved, Feasible, PrerequisitesMet,
+	// ResourcesInjected, HelmReleaseReady, RoutesReady.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// ObservedGeneration is the generation of the spec this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// ServiceSetName is the k0rdent ServiceSet that installs the workspace.
+	// +optional
+	ServiceSetName string `json:"serviceSetName,omitempty"`
+
+	// ReleaseName is the Helm release on the child, in namespace ws-<name>.
+	// +optional
+	ReleaseName string `json:"releaseName,omitempty"`
+
+	// ResolvedResources are the merged resources.
+	// +optional
+	ResolvedResources *ResolvedResources `json:"resolvedResources,omitempty"`
+
+	// Prerequisites are the states of the class's prerequisites.
+	// +optional
+	// +listType=atomic
+	Prerequisites []PrerequisiteStatus `json:"prerequisites,omitempty"`
+
+	// Feasibility is the last GPU gate's decision.
+	// +optional
+	Feasibility *Feasibility `json:"feasibility,omitempty"`
+
+	// Access are the workspace's URLs.
+	// +optional
+	// +listType=atomic
+	Access []AccessStatus `json:"access,omitempty"`
+
+	// FailureContext is set while the workspace is Failed.
+	// +optional
+	FailureContext *FailureContext `json:"failureContext,omitempty"`
+
+	// Message is a human summary of the current state.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// WorkspaceDeployment is one instance of a WorkspaceClass on one ClusterDeployment.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Namespaced,categories=exalsius,shortName=wsd
+// +kubebuilder:printcolumn:name="Class",type=string,JSONPath=`.spec.workspaceClassRef`
+// +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.clusterDeploymentRef.name`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.status.access[0].url`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 60",message="metadata.name must be at most 60 characters, so that ws-<name> fits 63"
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS label"
+type WorkspaceDeployment struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the request.
+	// +required
+	Spec WorkspaceDeploymentSpec `json:"spec"`
+
+	// Status is the observed state.
+	// +optional
+	Status WorkspaceDeploymentStatus `json:"status,omitempty"`
+}
+
+// WorkspaceDeploymentList is a list of WorkspaceDeployments.
+//
+// +kubebuilder:object:root=true
+type WorkspaceDeploymentList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []WorkspaceDeployment `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&WorkspaceDeployment{}, &WorkspaceDeploymentList{})
+}

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Generates deepcopy code, CRDs and per-component RBAC with controller-gen, and copies the CRDs and
+# RBAC rules into the chart. Never hand-edit what this writes; `make verify` fails on drift.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CG="$(hack/tools.sh bindir)/controller-gen"
+[ -x "$CG" ] || { echo "controller-gen is missing: run 'make tools'" >&2; exit 1; }
+export GOWORK="$PWD/go.work"
+
+echo "[generate] deepcopy"
+(cd common && "$CG" object paths=./api/...)
+
+echo "[generate] CRDs"
+rm -rf common/config/crd
+(cd common && "$CG" crd:allowDangerousTypes=false paths=./api/infra/... paths=./api/workspaces/... output:crd:artifacts:config=config/crd/bases)
+if [ -d common/api/k0rdent ]; then
+  (cd common && "$CG" crd paths=./api/k0rdent/... output:crd:artifacts:config=config/crd/k0rdent)
+fi
+
+echo "[generate] RBAC"
+for c in colony-controller workspace-controller inventory-collector webhook; do
+  [ -d "$c" ] || continue
+  if grep -rqs '+kubebuilder:rbac' "$c" common/childcluster 2>/dev/null; then
+    (cd "$c" && "$CG" rbac:roleName="$c" paths=./... output:rbac:artifacts:config=config/rbac)
+  fi
+done
+
+chart=charts/exalsius-operator
+if [ -d "$chart" ]; then
+  echo "[generate] chart CRDs and RBAC"
+  mkdir -p "$chart/crds" "$chart/files/rbac"
+  rm -f "$chart"/crds/*.yaml
+  cp common/config/crd/bases/*.yaml "$chart/crds/"
+  for c in colony-controller workspace-controller inventory-collector webhook; do
+    [ -f "$c/config/rbac/role.yaml" ] && cp "$c/config/rbac/role.yaml" "$chart/files/rbac/$c.yaml"
+  done
+fi
+echo "[generate] done"
