@@ -1,0 +1,28 @@
+// Package scheme builds the runtime scheme every component and test shares: the Kubernetes built-in
+// types, the exalsius APIs and the k0rdent mirror.
+package scheme
+
+import (
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+
+	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
+	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+)
+
+// adders lists every API group the project uses.
+var adders = []func(*runtime.Scheme) error{
+	clientgoscheme.AddToScheme,
+	infrav1.AddToScheme,
+	workspacesv1.AddToScheme,
+}
+
+// New returns a scheme with every API group the project uses registered.
+func New() *runtime.Scheme {
+	s := runtime.NewScheme()
+	for _, add := range adders {
+		utilruntime.Must(add(s))
+	}
+	return s
+}
