@@ -8,6 +8,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 )
 
@@ -16,6 +17,7 @@ var adders = []func(*runtime.Scheme) error{
 	clientgoscheme.AddToScheme,
 	infrav1.AddToScheme,
 	workspacesv1.AddToScheme,
+	k0rdentv1beta1.AddToScheme,
 }
 
 // New returns a scheme with every API group the project uses registered.
