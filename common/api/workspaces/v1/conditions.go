@@ -61,6 +61,15 @@ const (
 	ReasonSuspended                     = "Suspended"
 	ReasonDeleting                      = "Deleting"
 	ReasonRunning                       = "Running"
+	// ReasonServiceTemplateNotInClusterNamespace: k0rdent looks a ServiceSet's templates up in the
+	// ClusterDeployment's namespace, and the class's (or a prerequisite's) ServiceTemplate is not
+	// there, or is not valid there, yet.
+	ReasonServiceTemplateNotInClusterNamespace = "ServiceTemplateNotInClusterNamespace"
+	// ReasonReleaseNamespaceConflict: an older workspace with the same name, from another namespace,
+	// already uses the release namespace ws-<name> on the same cluster.
+	ReasonReleaseNamespaceConflict = "ReleaseNamespaceConflict"
+	// ReasonRoutingNotConfigured: access URLs are computed but no route serves them yet.
+	ReasonRoutingNotConfigured = "RoutingNotConfigured"
 )
 
 // Condition types and reasons of a WorkspaceClass.
@@ -71,5 +80,7 @@ const (
 	ReasonVersionConstraintUnmet  = "VersionConstraintUnmet"
 	ReasonInvalidInjectionPath    = "InvalidInjectionPath"
 	ReasonInvalidPrerequisite     = "InvalidPrerequisite"
-	ReasonValid                   = "Valid"
+	// ReasonInvalidValuePath: a userFacingConfig helmValuePath does not parse.
+	ReasonInvalidValuePath = "InvalidValuePath"
+	ReasonValid            = "Valid"
 )
