@@ -1,0 +1,241 @@
+package gpu
+
+import (
+	"fmt"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+
+	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+)
+
+// Outcome is the verdict of the GPU gate.
+type Outcome string
+
+const (
+	// Admit: every replica fits on the matching nodes now.
+	Admit Outcome = "Admit"
+	// Wait: matching nodes exist but have too few free GPUs; retry when capacity frees up.
+	Wait Outcome = "Wait"
+	// Unavailable: no schedulable Ready node carries the selector and the GPU resource, or the
+	// request itself is invalid; a human must act.
+	Unavailable Outcome = "Unavailable"
+)
+
+// Reasons of a Decision. They equal the workspace Feasible condition's reasons.
+const (
+	ReasonGpuOfferingUnavailable = workspacesv1.ReasonGpuOfferingUnavailable
+	ReasonWaitingForGpuCapacity  = workspacesv1.ReasonWaitingForGpuCapacity
+	ReasonFeasible               = workspacesv1.ReasonFeasible
+	ReasonNoGPURequested         = workspacesv1.ReasonNoGPURequested
+	// ReasonInvalidGpuRequest: the request has an unknown vendor or a negative count. The schema
+	// rejects both, so this only guards against callers passing unchecked input.
+	ReasonInvalidGpuRequest = "InvalidGpuRequest"
+)
+
+// Request is what one workspace asks of the GPU gate.
+type Request struct {
+	// Key names the requesting workspace (namespace/name); a reservation with the same key is its own
+	// and is not charged against it.
+	Key string
+	// Vendor picks the resource: NVIDIA (nvidia.com/gpu, also when empty) or AMD (amd.com/gpu).
+	Vendor workspacesv1.GPUVendor
+	// GPUType is matched against the node label exalsius.ai/gpu-model; empty matches any model.
+	GPUType string
+	// NodeSelector is joined with the GPUType selector.
+	NodeSelector map[string]string
+	// GPUsPerReplica is the GPUs each replica needs, all from one node. Zero admits at once.
+	GPUsPerReplica int64
+	// Replicas is the number of replicas; values below 1 count as 1.
+	Replicas int32
+}
+
+// Reservation holds GPUs for a workspace that the gate admitted earlier but whose pods are not bound
+// to nodes yet, so that two workspaces never claim the same free GPUs. Replicas counts only the
+// replicas still unbound; bound pods already show up as requests on their nodes.
+type Reservation struct {
+	// Key names the workspace (namespace/name); the requester's own reservation is skipped.
+	Key string
+	// Vendor picks the resource, as in Request.
+	Vendor workspacesv1.GPUVendor
+	// Selector is the node selector the workspace was admitted with (see Selector).
+	Selector map[string]string
+	// Node, when set, pins every replica of the reservation to that node.
+	Node string
+	// GPUsPerReplica and Replicas are the reserved amount.
+	GPUsPerReplica int64
+	Replicas       int32
+}
+
+// Decision is the gate's verdict with the numbers that drove it.
+type Decision struct {
+	// Outcome is Admit, Wait or Unavailable.
+	Outcome Outcome
+	// Reason is Feasible, NoGPURequested, WaitingForGpuCapacity, GpuOfferingUnavailable or
+	// InvalidGpuRequest.
+	Reason string
+	// Message explains the decision with numbers.
+	Message string
+	// Selector is the node selector checked: the one the chart must receive.
+	Selector map[string]string
+	// ResourceName is the GPU resource checked.
+	ResourceName corev1.ResourceName
+	// MatchingNodes is the number of schedulable Ready nodes with the selector and the resource.
+	MatchingNodes int32
+	// FreeGPUs is the free GPUs on the matching nodes after pods' requests and reservations.
+	FreeGPUs int64
+	// ReservedGPUs is the GPUs taken from the matching nodes by reservations.
+	ReservedGPUs int64
+	// FittingReplicas is how many replicas fit, each on one node, at most the replicas requested.
+	FittingReplicas int32
+}
+
+// Feasible reports whether the decision admits the workspace.
+func (d Decision) Feasible() bool { return d.Outcome == Admit }
+
+// Selector returns the node selector of a request: {exalsius.ai/gpu-model: GPUType} when GPUType is
+// set, joined with NodeSelector. The chart receives exactly this selector. A NodeSelector entry for
+// exalsius.ai/gpu-model is overridden by GPUType.
+func Selector(req Request) map[string]string {
+	out := make(map[string]string, len(req.NodeSelector)+1)
+	for k, v := range req.NodeSelector {
+		out[k] = v
+	}
+	if req.GPUType != "" {
+		out[LabelGPUModel] = req.GPUType
+	}
+	return out
+}
+
+// freeNode is one matching node and its free GPUs.
+type freeNode struct {
+	node     *corev1.Node
+	free     int64
+	reserved int64
+}
+
+// Gate decides whether a workspace's GPU request fits on a cluster now.
+//
+// GPU nodes are schedulable, Ready nodes with a positive allocatable of the vendor's resource; the
+// matching nodes are those whose labels also carry the request's Selector. Without any matching node
+// the outcome is Unavailable. Each GPU node's free GPUs are its allocatable minus the effective
+// requests of the non-terminal pods bound to it. Reservations are then charged, in the order given
+// (callers pass the oldest first): each replica of a reservation takes its GPUs from the first GPU
+// node, in node-name order, that matches the reservation's own selector and still has room
+// (first-fit), whether or not that node matches the request. A reservation pinned to a Node is
+// charged to that node. A reserved replica that fits nowhere takes nothing: those GPUs are not there
+// to hold. Finally the request's replicas are packed one per node slot: a node with f free GPUs holds
+// f / GPUsPerReplica replicas, since a replica never spans nodes. Enough slots admit; too few wait.
+func Gate(req Request, nodes []corev1.Node, pods []corev1.Pod, reservations []Reservation) Decision {
+	d := Decision{Selector: Selector(req)}
+	res, ok := ResourceNameFor(req.Vendor)
+	if !ok {
+		d.Outcome, d.Reason = Unavailable, ReasonInvalidGpuRequest
+		d.Message = fmt.Sprintf("resources.perReplica.gpuVendor: unsupported vendor %q, want NVIDIA or AMD", req.Vendor)
+		return d
+	}
+	d.ResourceName = res
+	if req.GPUsPerReplica < 0 {
+		d.Outcome, d.Reason = Unavailable, ReasonInvalidGpuRequest
+		d.Message = fmt.Sprintf("resources.perReplica.gpuCount: must not be negative, got %d", req.GPUsPerReplica)
+		return d
+	}
+	if req.GPUsPerReplica == 0 {
+		d.Outcome, d.Reason = Admit, ReasonNoGPURequested
+		d.Message = "no GPUs requested"
+		return d
+	}
+	replicas := max(req.Replicas, 1)
+
+	all := freeNodes(res, nodes, pods)
+	chargeReservations(all, res, req.Key, reservations)
+	free := make([]*freeNode, 0, len(all))
+	for _, f := range all {
+		if MatchesSelector(f.node, d.Selector) {
+			free = append(free, f)
+			d.ReservedGPUs = saturatingAdd(d.ReservedGPUs, f.reserved)
+		}
+	}
+	d.MatchingNodes = int32(len(free))
+	if len(free) == 0 {
+		d.Outcome, d.Reason = Unavailable, ReasonGpuOfferingUnavailable
+		d.Message = fmt.Sprintf("no schedulable, Ready node has %s with selector {%s}", res, selectorString(d.Selector))
+		return d
+	}
+
+	var slots int64
+	var largest int64
+	for _, f := range free {
+		d.FreeGPUs = saturatingAdd(d.FreeGPUs, f.free)
+		slots = saturatingAdd(slots, f.free/req.GPUsPerReplica)
+		largest = max(largest, f.free)
+	}
+	d.FittingReplicas = int32(min(slots, int64(replicas)))
+	numbers := fmt.Sprintf("%d replica(s) x %d %s needed on one node each; %d matching node(s) with selector {%s} have %d free (after %d reserved by admitted workspaces, largest %d on one node), fitting %d replica(s)",
+		replicas, req.GPUsPerReplica, res, d.MatchingNodes, selectorString(d.Selector), d.FreeGPUs, d.ReservedGPUs, largest, d.FittingReplicas)
+	if slots >= int64(replicas) {
+		d.Outcome, d.Reason, d.Message = Admit, ReasonFeasible, numbers
+		return d
+	}
+	d.Outcome, d.Reason, d.Message = Wait, ReasonWaitingForGpuCapacity, numbers
+	return d
+}
+
+// freeNodes returns the schedulable, Ready nodes with the resource, sorted by name, with their free
+// GPUs after pod requests.
+func freeNodes(res corev1.ResourceName, nodes []corev1.Node, pods []corev1.Pod) []*freeNode {
+	byName := map[string]*freeNode{}
+	for i := range nodes {
+		n := &nodes[i]
+		if !IsSchedulable(n) {
+			continue
+		}
+		alloc := Allocatable(n, res)
+		if alloc <= 0 {
+			continue
+		}
+		if _, dup := byName[n.Name]; dup {
+			continue // the same node twice in a caller's merged list: keep the first
+		}
+		byName[n.Name] = &freeNode{node: n, free: alloc}
+	}
+	for i := range pods {
+		p := &pods[i]
+		if p.Spec.NodeName == "" || IsTerminal(p) {
+			continue
+		}
+		if f := byName[p.Spec.NodeName]; f != nil {
+			f.free = max(f.free-PodRequest(p, res), 0)
+		}
+	}
+	out := make([]*freeNode, 0, len(byName))
+	for _, f := range byName {
+		out = append(out, f)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].node.Name < out[j].node.Name })
+	return out
+}
+
+// chargeReservations takes the reservations' GPUs from the free nodes by first-fit, recording on each
+// node how many it took.
+func chargeReservations(free []*freeNode, res corev1.ResourceName, self string, reservations []Reservation) {
+	for i := range reservations {
+		r := &reservations[i]
+		rres, ok := ResourceNameFor(r.Vendor)
+		if !ok || rres != res || r.GPUsPerReplica <= 0 || r.Replicas <= 0 || (self != "" && r.Key == self) {
+			continue
+		}
+		for range r.Replicas {
+			for _, f := range free {
+				if r.Node != "" && f.node.Name != r.Node {
+					continue
+				}
+				if f.free >= r.GPUsPerReplica && MatchesSelector(f.node, r.Selector) {
+					f.free -= r.GPUsPerReplica
+					f.reserved += r.GPUsPerReplica
+					break
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,223 @@
+package gpu
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+)
+
+func a100Nodes(n int, free int64) []corev1.Node {
+	var out []corev1.Node
+	for i := range n {
+		out = append(out, node(string(rune('a'+i)), gpus(ResourceNVIDIA, free), labels(LabelGPUModel, "A100")))
+	}
+	return out
+}
+
+func TestGateReplicaMustFitOnOneNode(t *testing.T) {
+	d := Gate(Request{GPUType: "A100", GPUsPerReplica: 6, Replicas: 1}, a100Nodes(2, 4), nil, nil)
+	if d.Outcome != Wait || d.Reason != ReasonWaitingForGpuCapacity || d.FreeGPUs != 8 || d.FittingReplicas != 0 || d.MatchingNodes != 2 {
+		t.Fatalf("6 GPUs on 2x4 must wait although 8 are free in total: %+v", d)
+	}
+	if !strings.Contains(d.Message, "largest 4") || !strings.Contains(d.Message, "8 free") {
+		t.Fatalf("message lacks the numbers: %q", d.Message)
+	}
+}
+
+func TestGateAdmitsAndPacksReplicas(t *testing.T) {
+	// 2 nodes x 4 free: replicas of 3 fit once per node, so 2 fit and 3 wait.
+	d := Gate(Request{GPUType: "A100", GPUsPerReplica: 3, Replicas: 2}, a100Nodes(2, 4), nil, nil)
+	if d.Outcome != Admit || d.Reason != ReasonFeasible || d.FittingReplicas != 2 || !d.Feasible() {
+		t.Fatalf("want admit with 2 fitting: %+v", d)
+	}
+	d = Gate(Request{GPUType: "A100", GPUsPerReplica: 3, Replicas: 3}, a100Nodes(2, 4), nil, nil)
+	if d.Outcome != Wait || d.FittingReplicas != 2 {
+		t.Fatalf("want wait with 2 fitting: %+v", d)
+	}
+}
+
+func TestGateUnavailable(t *testing.T) {
+	nodes := []corev1.Node{
+		node("cordoned", gpus(ResourceNVIDIA, 8), labels(LabelGPUModel, "H100"), cordoned),
+		node("notready", gpus(ResourceNVIDIA, 8), labels(LabelGPUModel, "H100"), notReady),
+		node("nogpu", labels(LabelGPUModel, "H100")),
+		node("other", gpus(ResourceNVIDIA, 8), labels(LabelGPUModel, "A100")),
+	}
+	d := Gate(Request{GPUType: "H100", GPUsPerReplica: 1, Replicas: 1}, nodes, nil, nil)
+	if d.Outcome != Unavailable || d.Reason != ReasonGpuOfferingUnavailable || d.MatchingNodes != 0 {
+		t.Fatalf("cordoned, NotReady and GPU-less nodes must not match: %+v", d)
+	}
+	if !strings.Contains(d.Message, "exalsius.ai/gpu-model=H100") {
+		t.Fatalf("message must name the selector: %q", d.Message)
+	}
+}
+
+func TestGateRawSelectorJoined(t *testing.T) {
+	nodes := []corev1.Node{
+		node("a", gpus(ResourceNVIDIA, 8), labels(LabelGPUModel, "A100", LabelNVIDIAProduct, "NVIDIA-A100-SXM4-40GB")),
+		node("b", gpus(ResourceNVIDIA, 8), labels(LabelGPUModel, "A100", LabelNVIDIAProduct, "NVIDIA-A100-SXM4-80GB")),
+	}
+	req := Request{GPUType: "A100", NodeSelector: map[string]string{LabelNVIDIAProduct: "NVIDIA-A100-SXM4-80GB"}, GPUsPerReplica: 8, Replicas: 1}
+	d := Gate(req, nodes, []corev1.Pod{gpuPod("busy", "b", 1)}, nil)
+	if d.Outcome != Wait || d.MatchingNodes != 1 || d.FreeGPUs != 7 {
+		t.Fatalf("only node b matches, and it has 7 free: %+v", d)
+	}
+	want := map[string]string{LabelGPUModel: "A100", LabelNVIDIAProduct: "NVIDIA-A100-SXM4-80GB"}
+	if !reflect.DeepEqual(d.Selector, want) || !reflect.DeepEqual(Selector(req), want) {
+		t.Fatalf("selector: got %v, want %v", d.Selector, want)
+	}
+	// A raw selector alone, without gpuType.
+	d = Gate(Request{NodeSelector: map[string]string{LabelNVIDIAProduct: "NVIDIA-A100-SXM4-40GB"}, GPUsPerReplica: 8}, nodes, nil, nil)
+	if d.Outcome != Admit || d.MatchingNodes != 1 {
+		t.Fatalf("raw selector must match node a: %+v", d)
+	}
+}
+
+func TestSelectorGPUTypeWins(t *testing.T) {
+	got := Selector(Request{GPUType: "H100", NodeSelector: map[string]string{LabelGPUModel: "A100", "zone": "x"}})
+	if !reflect.DeepEqual(got, map[string]string{LabelGPUModel: "H100", "zone": "x"}) {
+		t.Fatalf("got %v", got)
+	}
+	if got := Selector(Request{}); got == nil || len(got) != 0 {
+		t.Fatalf("want an empty, non-nil selector, got %#v", got)
+	}
+}
+
+func TestGateAMD(t *testing.T) {
+	nodes := []corev1.Node{
+		node("nv", gpus(ResourceNVIDIA, 8), labels(LabelGPUModel, "MI300X")),
+		node("amd", gpus(ResourceAMD, 8), labels(LabelGPUModel, "MI300X")),
+	}
+	pods := []corev1.Pod{pod("amd-user", "amd", container(gpuReq(ResourceAMD, 6)))}
+	d := Gate(Request{Vendor: workspacesv1.GPUVendorAMD, GPUType: "MI300X", GPUsPerReplica: 4, Replicas: 1}, nodes, pods, nil)
+	if d.Outcome != Wait || d.ResourceName != ResourceAMD || d.MatchingNodes != 1 || d.FreeGPUs != 2 {
+		t.Fatalf("AMD must count amd.com/gpu only: %+v", d)
+	}
+}
+
+func TestGateTerminalPodsIgnored(t *testing.T) {
+	pods := []corev1.Pod{
+		gpuPod("done", "a", 4, phase(corev1.PodSucceeded)),
+		gpuPod("crashed", "a", 4, phase(corev1.PodFailed)),
+	}
+	d := Gate(Request{GPUType: "A100", GPUsPerReplica: 4, Replicas: 1}, a100Nodes(1, 4), pods, nil)
+	if d.Outcome != Admit || d.FreeGPUs != 4 {
+		t.Fatalf("terminal pods hold no GPUs: %+v", d)
+	}
+	d = Gate(Request{GPUType: "A100", GPUsPerReplica: 4, Replicas: 1}, a100Nodes(1, 4), []corev1.Pod{gpuPod("init", "a", 0, initContainer(gpuReq(ResourceNVIDIA, 1), false))}, nil)
+	if d.Outcome != Wait || d.FreeGPUs != 3 {
+		t.Fatalf("an init container's GPU counts: %+v", d)
+	}
+}
+
+func TestGateReservationsFirstFit(t *testing.T) {
+	nodes := a100Nodes(2, 4) // a: 4, b: 4
+	// One admitted workspace of 2 x 3 GPUs, unbound: first-fit takes 3 from a and 3 from b.
+	res := []Reservation{{Key: "ns/older", Selector: map[string]string{LabelGPUModel: "A100"}, GPUsPerReplica: 3, Replicas: 2}}
+	d := Gate(Request{Key: "ns/new", GPUType: "A100", GPUsPerReplica: 2, Replicas: 1}, nodes, nil, res)
+	if d.Outcome != Wait || d.ReservedGPUs != 6 || d.FreeGPUs != 2 {
+		t.Fatalf("reserved GPUs must count as taken: %+v", d)
+	}
+	// The requester's own reservation is not charged against it.
+	d = Gate(Request{Key: "ns/older", GPUType: "A100", GPUsPerReplica: 3, Replicas: 2}, nodes, nil, res)
+	if d.Outcome != Admit || d.ReservedGPUs != 0 {
+		t.Fatalf("own reservation must be skipped: %+v", d)
+	}
+	// First-fit packs 1-GPU replicas onto node a, leaving b whole for a 4-GPU replica.
+	small := []Reservation{{Key: "ns/small", GPUsPerReplica: 1, Replicas: 3}}
+	d = Gate(Request{GPUType: "A100", GPUsPerReplica: 4, Replicas: 1}, nodes, nil, small)
+	if d.Outcome != Admit || d.ReservedGPUs != 3 || d.FreeGPUs != 5 {
+		t.Fatalf("first-fit must leave node b whole: %+v", d)
+	}
+	// Another vendor's reservation and a reservation whose selector matches no node take nothing.
+	other := []Reservation{
+		{Key: "ns/amd", Vendor: workspacesv1.GPUVendorAMD, GPUsPerReplica: 4, Replicas: 2},
+		{Key: "ns/h100", Selector: map[string]string{LabelGPUModel: "H100"}, GPUsPerReplica: 4, Replicas: 2},
+	}
+	d = Gate(Request{GPUType: "A100", GPUsPerReplica: 4, Replicas: 2}, nodes, nil, other)
+	if d.Outcome != Admit || d.ReservedGPUs != 0 {
+		t.Fatalf("unrelated reservations must not count: %+v", d)
+	}
+	// A reservation pinned to a node is charged there.
+	pinned := []Reservation{{Key: "ns/pinned", Node: "b", GPUsPerReplica: 4, Replicas: 1}}
+	d = Gate(Request{GPUType: "A100", GPUsPerReplica: 4, Replicas: 2}, nodes, nil, pinned)
+	if d.Outcome != Wait || d.FittingReplicas != 1 {
+		t.Fatalf("pinned reservation must take node b: %+v", d)
+	}
+}
+
+func TestGateReservationOnNonMatchingNodeDoesNotCharge(t *testing.T) {
+	nodes := []corev1.Node{
+		node("a", gpus(ResourceNVIDIA, 4), labels(LabelGPUModel, "A100", "zone", "east")),
+		node("b", gpus(ResourceNVIDIA, 4), labels(LabelGPUModel, "A100", "zone", "west")),
+	}
+	// The reservation may land anywhere, first-fit puts it on a; a request for zone=west is unaffected.
+	res := []Reservation{{Key: "ns/any", GPUsPerReplica: 4, Replicas: 1}}
+	d := Gate(Request{NodeSelector: map[string]string{"zone": "west"}, GPUsPerReplica: 4, Replicas: 1}, nodes, nil, res)
+	if d.Outcome != Admit || d.ReservedGPUs != 0 {
+		t.Fatalf("reservation charged to a must not block b: %+v", d)
+	}
+}
+
+func TestGateNoGPUAndInvalid(t *testing.T) {
+	if d := Gate(Request{}, nil, nil, nil); d.Outcome != Admit || d.Reason != ReasonNoGPURequested {
+		t.Fatalf("no GPUs requested must admit: %+v", d)
+	}
+	if d := Gate(Request{Vendor: "Intel", GPUsPerReplica: 1}, nil, nil, nil); d.Outcome != Unavailable || d.Reason != ReasonInvalidGpuRequest || !strings.Contains(d.Message, "gpuVendor") {
+		t.Fatalf("unknown vendor: %+v", d)
+	}
+	if d := Gate(Request{GPUsPerReplica: -1}, nil, nil, nil); d.Outcome != Unavailable || !strings.Contains(d.Message, "gpuCount") {
+		t.Fatalf("negative count: %+v", d)
+	}
+	// Replicas below 1 count as 1.
+	if d := Gate(Request{GPUType: "A100", GPUsPerReplica: 4, Replicas: 0}, a100Nodes(1, 4), nil, nil); d.Outcome != Admit || d.FittingReplicas != 1 {
+		t.Fatalf("zero replicas count as one: %+v", d)
+	}
+}
+
+func TestGateAgreesWithOfferings(t *testing.T) {
+	nodes := a100Nodes(3, 8)
+	pods := []corev1.Pod{gpuPod("p1", "a", 3), gpuPod("p2", "b", 8), gpuPod("p3", "c", 1, initContainer(gpuReq(ResourceNVIDIA, 5), false))}
+	off := Offerings(nodes, pods)
+	d := Gate(Request{GPUType: "A100", GPUsPerReplica: 1, Replicas: 1}, nodes, pods, nil)
+	if len(off) != 1 || off[0].Total-off[0].Allocated != d.FreeGPUs {
+		t.Fatalf("offering free %d-%d != gate free %d", off[0].Total, off[0].Allocated, d.FreeGPUs)
+	}
+}
+
+func TestFitResources(t *testing.T) {
+	nodes := []corev1.Node{
+		node("a", alloc(corev1.ResourceCPU, "4"), alloc(corev1.ResourceMemory, "16Gi"), labels("pool", "x")),
+		node("b", alloc(corev1.ResourceCPU, "8"), alloc(corev1.ResourceMemory, "4Gi"), labels("pool", "x")),
+		node("c", alloc(corev1.ResourceCPU, "64"), alloc(corev1.ResourceMemory, "64Gi"), labels("pool", "x"), cordoned),
+	}
+	pods := []corev1.Pod{pod("busy", "a", container(corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1500m")}))}
+	per := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("4Gi")}
+	// a: cpu 2.5 -> 2, mem 16Gi -> 4 => 2; b: cpu 8, mem 4Gi -> 1 => 1; c cordoned.
+	f := FitResources(map[string]string{"pool": "x"}, per, 4, nodes, pods)
+	if f.MatchingNodes != 2 || f.FittingReplicas != 3 || f.Fits(4) || f.Limiting == "" {
+		t.Fatalf("want 3 of 4 fitting on 2 nodes: %+v", f)
+	}
+	if f := FitResources(map[string]string{"pool": "x"}, per, 3, nodes, pods); !f.Fits(3) {
+		t.Fatalf("3 replicas fit: %+v", f)
+	}
+	if f := FitResources(map[string]string{"pool": "y"}, per, 1, nodes, pods); f.MatchingNodes != 0 || f.Fits(1) {
+		t.Fatalf("no node matches: %+v", f)
+	}
+	if f := FitResources(nil, nil, 2, nodes, nil); !f.Fits(2) {
+		t.Fatalf("an empty request fits: %+v", f)
+	}
+}
+
+func TestPodLevelResources(t *testing.T) {
+	p := pod("p", "a", container(corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}))
+	p.Spec.Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3")}}
+	if got := PodRequestMilli(&p, corev1.ResourceCPU); got != 3000 {
+		t.Fatalf("pod-level request wins: got %d", got)
+	}
+}
