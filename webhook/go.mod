@@ -10,4 +10,6 @@ require (
 	sigs.k8s.io/controller-runtime v0.25.2
 )
 
+require github.com/Masterminds/semver/v3 v3.5.0 // indirect
+
 replace github.com/exalsius/exalsius-operator/common => ../common

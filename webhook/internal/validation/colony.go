@@ -1,0 +1,103 @@
+package validation
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
+)
+
+// Colony checks a Colony: unique clusterNames, valid ClusterDeployment names, a clusterDeploymentSpec
+// that is an object naming a template, valid labels and annotations, and none of the labels the
+// colony-controller sets itself.
+func Colony(c *infrav1.Colony) field.ErrorList {
+	var errs field.ErrorList
+	p := field.NewPath("spec", "colonyClusters")
+	seen := map[string]int{}
+	for i := range c.Spec.ColonyClusters {
+		cc := &c.Spec.ColonyClusters[i]
+		ip := p.Index(i)
+		np := ip.Child("clusterName")
+		switch {
+		case cc.ClusterName == "":
+			errs = append(errs, field.Required(np, "names the cluster within the Colony"))
+		default:
+			if first, dup := seen[cc.ClusterName]; dup {
+				errs = append(errs, field.Invalid(np, cc.ClusterName, fmt.Sprintf("is already used by %s", p.Index(first))))
+			} else {
+				seen[cc.ClusterName] = i
+			}
+			if lerrs := dnsLabel(cc.ClusterName, np); len(lerrs) > 0 {
+				errs = append(errs, lerrs...)
+			} else if cd := c.Name + "-" + cc.ClusterName; len(dnsLabelMsgs(cd)) > 0 {
+				errs = append(errs, field.Invalid(np, cc.ClusterName, fmt.Sprintf(
+					"the ClusterDeployment name %q must be a DNS label of at most 63 characters: %s", cd, dnsLabelMsgs(cd)[0])))
+			}
+		}
+		errs = append(errs, clusterDeploymentSpec(cc.ClusterDeploymentSpec.Raw, ip.Child("clusterDeploymentSpec"))...)
+		errs = append(errs, labelMap(cc.ClusterLabels, ip.Child("clusterLabels"))...)
+		errs = append(errs, annotationKeys(cc.ClusterAnnotations, ip.Child("clusterAnnotations"))...)
+		for _, reserved := range []string{infrav1.ColonyLabel, infrav1.ColonyClusterLabel} {
+			if _, ok := cc.ClusterLabels[reserved]; ok {
+				errs = append(errs, field.Forbidden(ip.Child("clusterLabels").Key(reserved), "is set by the colony-controller"))
+			}
+		}
+	}
+	return Sort(errs)
+}
+
+// clusterDeploymentSpec checks the raw k0rdent ClusterDeploymentSpec: an object with a template, and
+// the well-known keys of the right JSON type. Unknown keys are left alone.
+func clusterDeploymentSpec(raw []byte, p *field.Path) field.ErrorList {
+	if len(raw) == 0 {
+		return field.ErrorList{field.Required(p, "the k0rdent ClusterDeploymentSpec, with at least a template")}
+	}
+	spec, err := decodeObject(raw)
+	if err != nil {
+		return field.ErrorList{field.Invalid(p, field.OmitValueType{}, err.Error())}
+	}
+	var errs field.ErrorList
+	switch t := spec["template"].(type) {
+	case nil:
+		errs = append(errs, field.Required(p.Child("template"), "the ClusterTemplate to build the cluster from"))
+	case string:
+		if t == "" {
+			errs = append(errs, field.Required(p.Child("template"), "the ClusterTemplate to build the cluster from"))
+		} else {
+			errs = append(errs, dnsSubdomain(t, p.Child("template"))...)
+		}
+	default:
+		errs = append(errs, field.Invalid(p.Child("template"), field.OmitValueType{}, "must be a string, not "+jsonKind(t)))
+	}
+	for key, want := range map[string]string{"credential": "string", "config": "object", "dryRun": "bool",
+		"propagateCredentials": "bool", "serviceSpec": "object", "ipamClaim": "object"} {
+		v, ok := spec[key]
+		if !ok || v == nil {
+			continue
+		}
+		good := false
+		switch want {
+		case "string":
+			_, good = v.(string)
+		case "object":
+			_, good = v.(map[string]any)
+		case "bool":
+			_, good = v.(bool)
+		}
+		if !good {
+			errs = append(errs, field.Invalid(p.Child(key), field.OmitValueType{}, fmt.Sprintf("must be %s, not %s", article(want), jsonKind(v))))
+		}
+	}
+	return errs
+}
+
+func article(kind string) string {
+	switch kind {
+	case "object":
+		return "an object"
+	case "bool":
+		return "a boolean"
+	}
+	return "a " + kind
+}

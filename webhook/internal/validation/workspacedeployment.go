@@ -1,0 +1,185 @@
+package validation
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+)
+
+// DefaultMaxReplicas is the default upper bound of a WorkspaceDeployment's replicas.
+const DefaultMaxReplicas = 64
+
+// GPUModelLabel is the node label the GPU gate joins with gpuType.
+const GPUModelLabel = "exalsius.ai/gpu-model"
+
+// MaxWorkspaceNameLength keeps `ws-<name>` within 63 characters.
+const MaxWorkspaceNameLength = 60
+
+// DeploymentOptions tune the WorkspaceDeployment rules.
+type DeploymentOptions struct {
+	// MaxReplicas bounds spec.resources.replicas; DefaultMaxReplicas when zero.
+	MaxReplicas int32
+}
+
+func (o DeploymentOptions) maxReplicas() int32 {
+	if o.MaxReplicas <= 0 {
+		return DefaultMaxReplicas
+	}
+	return o.MaxReplicas
+}
+
+// WorkspaceDeployment checks a deployment on create (and on an update that changes its spec). class
+// is nil when the class does not exist (yet): the checks that need it are skipped and the caller warns.
+// It returns the denials and the warnings.
+func WorkspaceDeployment(wsd *workspacesv1.WorkspaceDeployment, class *workspacesv1.WorkspaceClass, opts DeploymentOptions) (field.ErrorList, []string) {
+	spec := field.NewPath("spec")
+	var errs field.ErrorList
+	var warnings []string
+	name := field.NewPath("metadata", "name")
+	errs = append(errs, dnsLabel(wsd.Name, name)...)
+	if len(wsd.Name) > MaxWorkspaceNameLength {
+		errs = append(errs, field.TooLong(name, wsd.Name, MaxWorkspaceNameLength))
+	}
+	if wsd.Spec.WorkspaceClassRef == "" {
+		errs = append(errs, field.Required(spec.Child("workspaceClassRef"), "the WorkspaceClass to deploy"))
+	} else {
+		errs = append(errs, dnsSubdomain(wsd.Spec.WorkspaceClassRef, spec.Child("workspaceClassRef"))...)
+	}
+	cd := spec.Child("clusterDeploymentRef")
+	if wsd.Spec.ClusterDeploymentRef.Name == "" {
+		errs = append(errs, field.Required(cd.Child("name"), "the ClusterDeployment to deploy on"))
+	} else {
+		errs = append(errs, dnsSubdomain(wsd.Spec.ClusterDeploymentRef.Name, cd.Child("name"))...)
+	}
+	if ns := wsd.Spec.ClusterDeploymentRef.Namespace; ns != "" {
+		errs = append(errs, dnsLabel(ns, cd.Child("namespace"))...)
+	}
+	errs = append(errs, overrides(wsd.Spec.Resources, class, opts, spec.Child("resources"))...)
+	verrs, vwarn := values(wsd, class, spec.Child("values"))
+	errs = append(errs, verrs...)
+	warnings = append(warnings, vwarn...)
+	return Sort(errs), warnings
+}
+
+// WorkspaceDeploymentUpdate checks the fields that never change after creation.
+func WorkspaceDeploymentUpdate(oldWSD, newWSD *workspacesv1.WorkspaceDeployment) field.ErrorList {
+	spec := field.NewPath("spec")
+	var errs field.ErrorList
+	if oldWSD.Spec.WorkspaceClassRef != newWSD.Spec.WorkspaceClassRef {
+		errs = append(errs, field.Forbidden(spec.Child("workspaceClassRef"),
+			"is immutable: delete the WorkspaceDeployment and create it again with the new class"))
+	}
+	oldRef, newRef := oldWSD.Spec.ClusterDeploymentRef, newWSD.Spec.ClusterDeploymentRef
+	if oldRef.Name != newRef.Name {
+		errs = append(errs, field.Forbidden(spec.Child("clusterDeploymentRef", "name"),
+			"is immutable: delete the WorkspaceDeployment and create it again on the other cluster"))
+	}
+	if effectiveNamespace(oldRef.Namespace, oldWSD.Namespace) != effectiveNamespace(newRef.Namespace, newWSD.Namespace) {
+		errs = append(errs, field.Forbidden(spec.Child("clusterDeploymentRef", "namespace"),
+			"is immutable: delete the WorkspaceDeployment and create it again on the other cluster"))
+	}
+	return Sort(errs)
+}
+
+func effectiveNamespace(ref, own string) string {
+	if ref == "" {
+		return own
+	}
+	return ref
+}
+
+// overrides checks resource overrides: positive quantities, bounded replicas, GPU selection only with
+// GPUs, a vendor that agrees with the class, and valid label selectors.
+func overrides(r *workspacesv1.ResourceOverrides, class *workspacesv1.WorkspaceClass, opts DeploymentOptions, p *field.Path) field.ErrorList {
+	if r == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	if r.Replicas != nil {
+		if max := opts.maxReplicas(); *r.Replicas < 1 || *r.Replicas > max {
+			errs = append(errs, field.Invalid(p.Child("replicas"), *r.Replicas, fmt.Sprintf("must be between 1 and %d", max)))
+		}
+	}
+	pr := r.PerReplica
+	if pr == nil {
+		return errs
+	}
+	pp := p.Child("perReplica")
+	errs = append(errs, perReplicaQuantities(pr, pp)...)
+	gpus := pr.GPUCount != nil && *pr.GPUCount > 0
+	if pr.GPUType != "" && !gpus {
+		errs = append(errs, field.Forbidden(pp.Child("gpuType"), "needs perReplica.gpuCount greater than zero"))
+	}
+	if len(pr.GPUNodeSelector) > 0 && !gpus {
+		errs = append(errs, field.Forbidden(pp.Child("gpuNodeSelector"), "needs perReplica.gpuCount greater than zero"))
+	}
+	if pr.GPUType != "" {
+		for _, msg := range labelValueErrors(pr.GPUType) {
+			errs = append(errs, field.Invalid(pp.Child("gpuType"), pr.GPUType, msg+" (it is matched against the node label "+GPUModelLabel+")"))
+		}
+	}
+	errs = append(errs, labelMap(pr.GPUNodeSelector, pp.Child("gpuNodeSelector"))...)
+	if model, ok := pr.GPUNodeSelector[GPUModelLabel]; ok && pr.GPUType != "" && model != pr.GPUType {
+		errs = append(errs, field.Invalid(pp.Child("gpuNodeSelector").Key(GPUModelLabel), model,
+			fmt.Sprintf("contradicts gpuType %q: no node can match both", pr.GPUType)))
+	}
+	if class != nil && pr.GPUVendor != "" {
+		if cr := class.Spec.DefaultResources.PerReplica; cr != nil && cr.GPUVendor != "" && cr.GPUVendor != pr.GPUVendor {
+			errs = append(errs, field.Invalid(pp.Child("gpuVendor"), pr.GPUVendor,
+				fmt.Sprintf("WorkspaceClass %s is built for %s GPUs", class.Name, cr.GPUVendor)))
+		}
+	}
+	return errs
+}
+
+// values checks the deployment's Helm values against the class's userFacingConfig: required paths are
+// present, and types and options are respected. Writing to the operator's block is denied; writing to
+// a resourceInjection path is allowed with a warning, since the operator overwrites it.
+func values(wsd *workspacesv1.WorkspaceDeployment, class *workspacesv1.WorkspaceClass, p *field.Path) (field.ErrorList, []string) {
+	var vals map[string]any
+	if wsd.Spec.Values != nil {
+		var err error
+		if vals, err = decodeObject(wsd.Spec.Values.Raw); err != nil {
+			return field.ErrorList{field.Invalid(p, field.OmitValueType{}, err.Error())}, nil
+		}
+	}
+	var errs field.ErrorList
+	if _, ok := vals[ExalsiusValuesKey]; ok {
+		errs = append(errs, field.Forbidden(p.Child(ExalsiusValuesKey), "is written by the operator; set resources in spec.resources"))
+	}
+	if class == nil {
+		return errs, nil
+	}
+	var warnings []string
+	for i := range class.Spec.UserFacingConfig {
+		pc, _ := parseConfig(&class.Spec.UserFacingConfig[i], field.NewPath("spec", "userFacingConfig").Index(i))
+		if pc.segs == nil {
+			continue
+		}
+		vp := ValuePath(p, pc.segs)
+		v, ok := lookup(vals, pc.segs)
+		if !ok || v == nil {
+			if pc.cfg.Required && !pc.hasDef {
+				errs = append(errs, field.Required(vp, fmt.Sprintf("WorkspaceClass %s requires %q (%s)", class.Name, pc.cfg.DisplayName, pc.cfg.Type)))
+			}
+			continue
+		}
+		errs = append(errs, checkUserValue(pc.cfg, pc.options, v, vp)...)
+	}
+	for _, l := range injectionLists(class.Spec.ResourceInjection) {
+		for _, path := range l.paths {
+			pc := workspacesv1.UserFacingConfig{HelmValuePath: path}
+			parsed, _ := parseConfig(&pc, p)
+			if parsed.segs == nil {
+				continue
+			}
+			if _, ok := lookup(vals, parsed.segs); ok {
+				warnings = append(warnings, fmt.Sprintf("%s is overwritten with the resolved %s (resourceInjection of WorkspaceClass %s); set spec.resources instead",
+					ValuePath(p, parsed.segs), l.name, class.Name))
+			}
+		}
+	}
+	return errs, warnings
+}
