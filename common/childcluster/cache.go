@@ -1,0 +1,422 @@
+// Package childcluster keeps one live connection per child cluster, reached through the kubeconfig
+// Secret k0rdent (Cluster API) writes next to each ClusterDeployment: `<cd>-kubeconfig`, key `value`.
+//
+// A connection is built on the first Get: the Secret is read, a rest.Config is built with clientcmd,
+// and informers on the child's Nodes and Pods are started with transforms that keep only what resource
+// arithmetic needs. Later Gets return the same connection. It is rebuilt when the Secret's data
+// changes (compared by hash: a resourceVersion also moves on label edits), stopped by Forget, by an
+// optional idle timeout and by stopping the Cache. Connects run with bounded concurrency, and a failed
+// connect is retried only after an exponential backoff.
+//
+// Subscribe and Source tell controllers that a child's Nodes or Pods changed, or that it became
+// unreachable or reachable again, debounced per child and never blocking the informers.
+//
+// # What the caller's manager needs
+//
+// The Cache reads Secrets through the client.Reader it is given. Pass the manager's APIReader (one GET
+// per Get call) or a cache restricted to kubeconfig Secrets (for example by the label
+// cluster.x-k8s.io/cluster-name); never a cache of every Secret's data cluster-wide. The caller's RBAC
+// needs `get` on secrets in the ClusterDeployments' namespaces (plus `list` and `watch` when a
+// caching reader is used). The child side needs get/list/watch on nodes and pods, which a
+// ClusterDeployment's admin kubeconfig has. Kubeconfig contents never reach logs or errors.
+package childcluster
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/exalsius/exalsius-operator/common/scheme"
+)
+
+const (
+	// SecretSuffix is appended to a ClusterDeployment's name to name its kubeconfig Secret.
+	SecretSuffix = "-kubeconfig"
+	// SecretKey is the data key of the kubeconfig in that Secret.
+	SecretKey = "value"
+)
+
+// SecretName returns the name of a ClusterDeployment's kubeconfig Secret.
+func SecretName(cdName string) string { return cdName + SecretSuffix }
+
+// Options configure a Cache. Zero values take the defaults named on each field.
+type Options struct {
+	// Reader reads the kubeconfig Secrets (required): an APIReader or a narrowly filtered cache.
+	Reader client.Reader
+	// Scheme is the scheme of each cluster's direct client (default: common/scheme.New()).
+	Scheme *runtime.Scheme
+	// Logger logs connects and disconnects, by ClusterDeployment name only.
+	Logger logr.Logger
+	// MaxConcurrentConnects bounds how many children are connected at once (default 4).
+	MaxConcurrentConnects int
+	// SyncTimeout bounds a connect: listing the child's Nodes and Pods (default 30s).
+	SyncTimeout time.Duration
+	// IdleTimeout stops a connection that no Get used for this long (default 0: never). Leave it at 0
+	// when the connection must keep watching without Gets, as the inventory does.
+	IdleTimeout time.Duration
+	// HealthInterval is the period of the reachability probe of a connected child (default 15s).
+	HealthInterval time.Duration
+	// Debounce is the window in which a child's changes are folded into one notification (default 1s).
+	Debounce time.Duration
+	// BackoffBase and BackoffMax bound the wait before a failed connect is retried; it doubles with each
+	// failure (defaults 2s and 5m). A changed Secret retries at once.
+	BackoffBase, BackoffMax time.Duration
+	// QPS and Burst limit each child client (defaults 20 and 40).
+	QPS   float32
+	Burst int
+	// UserAgent is sent to the children (default "exalsius-childcluster").
+	UserAgent string
+	// OnConnect, when set, is called after each connect attempt with its duration and error.
+	OnConnect func(cd types.NamespacedName, took time.Duration, err error)
+}
+
+func (o *Options) defaults() {
+	if o.Scheme == nil {
+		o.Scheme = scheme.New()
+	}
+	if o.MaxConcurrentConnects <= 0 {
+		o.MaxConcurrentConnects = 4
+	}
+	if o.SyncTimeout <= 0 {
+		o.SyncTimeout = 30 * time.Second
+	}
+	if o.HealthInterval <= 0 {
+		o.HealthInterval = 15 * time.Second
+	}
+	if o.Debounce <= 0 {
+		o.Debounce = time.Second
+	}
+	if o.BackoffBase <= 0 {
+		o.BackoffBase = 2 * time.Second
+	}
+	if o.BackoffMax <= 0 {
+		o.BackoffMax = 5 * time.Minute
+	}
+	if o.QPS <= 0 {
+		o.QPS = 20
+	}
+	if o.Burst <= 0 {
+		o.Burst = 40
+	}
+	if o.UserAgent == "" {
+		o.UserAgent = "exalsius-childcluster"
+	}
+}
+
+// entry is the state of one ClusterDeployment in the cache: connecting, connected or failed.
+type entry struct {
+	key      types.NamespacedName
+	hash     [32]byte
+	done     chan struct{} // closed when the connect attempt finished
+	cluster  *Cluster      // set when connected
+	err      error         // set when the attempt failed
+	failures int           // consecutive failed attempts with this hash
+	retryAt  time.Time
+	lastUsed time.Time
+}
+
+// Cache holds the connections to child clusters. It is safe for concurrent use. Add it to the
+// manager (it is a manager.Runnable) so that it runs its idle sweeper and stops with the manager, or
+// call Stop yourself.
+type Cache struct {
+	opts     Options
+	log      logr.Logger
+	notifier *notifier
+	sem      chan struct{}
+	ctx      context.Context
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+
+	mu      sync.Mutex
+	entries map[types.NamespacedName]*entry
+	stopped bool
+}
+
+// New returns a Cache. It fails when opts.Reader is nil.
+func New(opts Options) (*Cache, error) {
+	if opts.Reader == nil {
+		return nil, fmt.Errorf("childcluster: Options.Reader is required")
+	}
+	opts.defaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Cache{
+		opts:     opts,
+		log:      opts.Logger,
+		notifier: newNotifier(opts.Debounce),
+		sem:      make(chan struct{}, opts.MaxConcurrentConnects),
+		ctx:      ctx,
+		cancel:   cancel,
+		entries:  map[types.NamespacedName]*entry{},
+	}, nil
+}
+
+// Get returns the connection to the child of ClusterDeployment namespace/name, connecting when needed.
+//
+// Errors: an *UnreachableError (see IsUnreachable) when the kubeconfig Secret is missing or unusable,
+// when the connect failed (a new attempt waits for the backoff; RetryAfter says how long), or when a
+// connected child stopped answering (the connection stays and recovers by itself); any other error
+// when the Secret could not be read or ctx ended.
+func (c *Cache) Get(ctx context.Context, namespace, name string) (*Cluster, error) {
+	key := types.NamespacedName{Namespace: namespace, Name: name}
+	data, err := c.readKubeconfig(ctx, key)
+	if err != nil {
+		if UnreachableReason(err) == ReasonKubeconfigMissing {
+			c.Forget(key)
+		}
+		return nil, err
+	}
+	hash := sha256.Sum256(data)
+
+	c.mu.Lock()
+	if c.stopped {
+		c.mu.Unlock()
+		return nil, ErrStopped
+	}
+	e := c.entries[key]
+	now := time.Now()
+	switch {
+	case e == nil:
+		e = c.connectLocked(key, hash, data, 0)
+	case e.hash != hash:
+		c.log.Info("kubeconfig Secret changed, reconnecting", "clusterDeployment", key.String())
+		c.removeLocked(e)
+		e = c.connectLocked(key, hash, data, 0)
+	case e.err != nil && !now.Before(e.retryAt):
+		c.removeLocked(e)
+		e = c.connectLocked(key, hash, data, e.failures)
+	}
+	e.lastUsed = now
+	c.mu.Unlock()
+
+	select {
+	case <-e.done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if e.err != nil {
+		return nil, e.err
+	}
+	if err := e.cluster.Err(); err != nil {
+		return nil, err
+	}
+	return e.cluster, nil
+}
+
+// readKubeconfig reads the kubeconfig Secret's value.
+func (c *Cache) readKubeconfig(ctx context.Context, key types.NamespacedName) ([]byte, error) {
+	secret := &corev1.Secret{}
+	name := types.NamespacedName{Namespace: key.Namespace, Name: SecretName(key.Name)}
+	if err := c.opts.Reader.Get(ctx, name, secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, &UnreachableError{Cluster: key, Reason: ReasonKubeconfigMissing,
+				Err: fmt.Errorf("Secret %s not found", name)}
+		}
+		return nil, fmt.Errorf("reading kubeconfig Secret %s: %w", name, err)
+	}
+	data := secret.Data[SecretKey]
+	if len(data) == 0 {
+		return nil, &UnreachableError{Cluster: key, Reason: ReasonKubeconfigInvalid,
+			Err: fmt.Errorf("Secret %s has no data key %q", name, SecretKey)}
+	}
+	return data, nil
+}
+
+// connectLocked adds a connecting entry and starts its connect in the background.
+func (c *Cache) connectLocked(key types.NamespacedName, hash [32]byte, data []byte, failures int) *entry {
+	e := &entry{key: key, hash: hash, done: make(chan struct{}), failures: failures}
+	c.entries[key] = e
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		c.connect(e, data)
+	}()
+	return e
+}
+
+// connect builds and starts the cluster of an entry, within the connect concurrency bound.
+func (c *Cache) connect(e *entry, data []byte) {
+	defer close(e.done)
+	select {
+	case c.sem <- struct{}{}:
+		defer func() { <-c.sem }()
+	case <-c.ctx.Done():
+		e.err = ErrStopped
+		return
+	}
+	start := time.Now()
+	cl, err := newCluster(e.key, data, connectConfig{opts: &c.opts, onChange: func() { c.notifier.trigger(e.key) }})
+	if err == nil {
+		err = cl.start(c.ctx, c.opts.SyncTimeout, c.opts.HealthInterval)
+	}
+	if c.opts.OnConnect != nil {
+		c.opts.OnConnect(e.key, time.Since(start), err)
+	}
+	if err != nil {
+		c.mu.Lock()
+		e.failures++
+		e.retryAt = time.Now().Add(c.backoff(e.failures))
+		if u, ok := err.(*UnreachableError); ok {
+			u.RetryAt = e.retryAt
+		}
+		e.err = err
+		c.mu.Unlock()
+		c.log.Info("child cluster connect failed", "clusterDeployment", e.key.String(), "error", err.Error(), "retryAt", e.retryAt)
+		return
+	}
+	c.mu.Lock()
+	current := c.entries[e.key] == e && !c.stopped
+	e.cluster = cl
+	c.mu.Unlock()
+	if !current {
+		// Forgotten or replaced while connecting.
+		cl.stop()
+		e.err = &UnreachableError{Cluster: e.key, Reason: ReasonConnectFailed, Err: fmt.Errorf("connection was forgotten while connecting")}
+		return
+	}
+	c.log.V(1).Info("child cluster connected", "clusterDeployment", e.key.String(), "took", time.Since(start).String())
+}
+
+// backoff returns the wait after the n-th consecutive failure.
+func (c *Cache) backoff(n int) time.Duration {
+	d := c.opts.BackoffBase
+	for i := 1; i < n && d < c.opts.BackoffMax; i++ {
+		d *= 2
+	}
+	return min(d, c.opts.BackoffMax)
+}
+
+// removeLocked drops an entry and stops its cluster in the background. A connecting entry's cluster
+// is stopped by connect when it finishes.
+func (c *Cache) removeLocked(e *entry) {
+	if c.entries[e.key] == e {
+		delete(c.entries, e.key)
+	}
+	if cl := e.cluster; cl != nil {
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			cl.stop()
+		}()
+	}
+}
+
+// Forget stops the connection to a ClusterDeployment's child, if any, and waits for its informers to
+// end. Call it when the ClusterDeployment goes or is no longer of interest.
+func (c *Cache) Forget(key types.NamespacedName) {
+	c.mu.Lock()
+	e := c.entries[key]
+	if e != nil {
+		delete(c.entries, key)
+	}
+	c.mu.Unlock()
+	if e == nil {
+		return
+	}
+	select {
+	case <-e.done:
+		if e.cluster != nil {
+			e.cluster.stop()
+		}
+	default:
+		// Still connecting: connect sees the entry gone and stops what it built.
+	}
+	c.log.V(1).Info("child cluster forgotten", "clusterDeployment", key.String())
+}
+
+// Keys returns the ClusterDeployments the cache holds an entry for (connecting, connected or failed).
+func (c *Cache) Keys() []types.NamespacedName {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]types.NamespacedName, 0, len(c.entries))
+	for k := range c.entries {
+		out = append(out, k)
+	}
+	return out
+}
+
+// Subscribe returns a channel that receives a ClusterDeployment's key after its child's Nodes or
+// Pods changed, or after it became unreachable or reachable again; and a function that cancels the
+// subscription and closes the channel. Changes of one child within the debounce window give one key;
+// a subscriber that reads slowly gets each pending key once.
+func (c *Cache) Subscribe() (<-chan types.NamespacedName, func()) {
+	return c.notifier.subscribe()
+}
+
+// Start runs the idle sweeper until ctx ends, then stops the cache. It makes the Cache a
+// manager.Runnable.
+func (c *Cache) Start(ctx context.Context) error {
+	if c.opts.IdleTimeout > 0 {
+		t := time.NewTicker(max(c.opts.IdleTimeout/4, 100*time.Millisecond))
+		defer t.Stop()
+	loop:
+		for {
+			select {
+			case <-ctx.Done():
+				break loop
+			case <-c.ctx.Done():
+				break loop
+			case <-t.C:
+				c.sweep()
+			}
+		}
+	} else {
+		select {
+		case <-ctx.Done():
+		case <-c.ctx.Done():
+		}
+	}
+	c.Stop()
+	return nil
+}
+
+// NeedLeaderElection returns false: every replica that uses the cache needs it running.
+func (c *Cache) NeedLeaderElection() bool { return false }
+
+// sweep stops connections unused for longer than the idle timeout.
+func (c *Cache) sweep() {
+	cutoff := time.Now().Add(-c.opts.IdleTimeout)
+	c.mu.Lock()
+	var idle []types.NamespacedName
+	for k, e := range c.entries {
+		if e.lastUsed.Before(cutoff) {
+			idle = append(idle, k)
+		}
+	}
+	c.mu.Unlock()
+	for _, k := range idle {
+		c.log.V(1).Info("child cluster idle, disconnecting", "clusterDeployment", k.String())
+		c.Forget(k)
+	}
+}
+
+// Stop stops every connection and subscription and waits for their goroutines. Get fails afterwards.
+func (c *Cache) Stop() {
+	c.mu.Lock()
+	if c.stopped {
+		c.mu.Unlock()
+		c.wg.Wait()
+		return
+	}
+	c.stopped = true
+	entries := c.entries
+	c.entries = map[types.NamespacedName]*entry{}
+	c.mu.Unlock()
+	c.cancel()
+	c.notifier.close()
+	for _, e := range entries {
+		<-e.done
+		if e.cluster != nil {
+			e.cluster.stop()
+		}
+	}
+	c.wg.Wait()
+}

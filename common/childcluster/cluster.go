@@ -1,0 +1,321 @@
+package childcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/connrotation"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// podFieldSelector keeps finished pods out of the cache: they hold no resources. A pod that finishes
+// leaves the watch as a deletion.
+var podFieldSelector = fields.AndSelectors(
+	fields.OneTermNotEqualSelector("status.phase", string(corev1.PodSucceeded)),
+	fields.OneTermNotEqualSelector("status.phase", string(corev1.PodFailed)),
+).String()
+
+// Cluster is a live connection to one child cluster: informers on its Nodes and Pods, trimmed to what
+// resource arithmetic needs, and a direct client. It is shared by every caller of Cache.Get for the
+// same ClusterDeployment; treat the objects it returns as read-only.
+type Cluster struct {
+	key    types.NamespacedName
+	client client.Client
+	nodes  toolscache.SharedIndexInformer
+	pods   toolscache.SharedIndexInformer
+
+	clientset  kubernetes.Interface
+	dialer     *connrotation.Dialer
+	httpClient *http.Client
+	onChange   func()
+
+	// health is the current *UnreachableError, or nil while the child answers.
+	health       atomic.Pointer[UnreachableError]
+	lastWatchErr atomic.Int64 // unix nanos of the last list/watch failure
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+}
+
+// Key returns the ClusterDeployment this cluster belongs to.
+func (c *Cluster) Key() types.NamespacedName { return c.key }
+
+// Client returns a direct (uncached) client for the child, for example to delete a namespace there.
+func (c *Cluster) Client() client.Client { return c.client }
+
+// Nodes returns the child's Nodes as last seen (trimmed: name, labels, unschedulable, allocatable and
+// the Ready condition's status).
+func (c *Cluster) Nodes() []corev1.Node {
+	items := c.nodes.GetStore().List()
+	out := make([]corev1.Node, 0, len(items))
+	for _, o := range items {
+		if n, ok := o.(*corev1.Node); ok {
+			out = append(out, *n)
+		}
+	}
+	return out
+}
+
+// Pods returns the child's non-terminal Pods as last seen (trimmed: name, namespace, labels, node,
+// node selector, phase and container resources).
+func (c *Cluster) Pods() []corev1.Pod {
+	items := c.pods.GetStore().List()
+	out := make([]corev1.Pod, 0, len(items))
+	for _, o := range items {
+		if p, ok := o.(*corev1.Pod); ok {
+			out = append(out, *p)
+		}
+	}
+	return out
+}
+
+// Err returns an *UnreachableError while the child does not answer, else nil.
+func (c *Cluster) Err() error {
+	if u := c.health.Load(); u != nil {
+		return u
+	}
+	return nil
+}
+
+// connectConfig holds what a connect needs from the Cache's options.
+type connectConfig struct {
+	opts     *Options
+	onChange func()
+}
+
+// restConfigFrom parses a kubeconfig. Its errors never quote the kubeconfig.
+func restConfigFrom(data []byte) (*rest.Config, error) {
+	cc, err := clientcmd.NewClientConfigFromBytes(data)
+	if err != nil {
+		return nil, errors.New("the kubeconfig cannot be parsed")
+	}
+	cfg, err := cc.ClientConfig()
+	if err != nil {
+		if clientcmd.IsEmptyConfig(err) {
+			return nil, errors.New("the kubeconfig is empty")
+		}
+		if clientcmd.IsConfigurationInvalid(err) {
+			return nil, errors.New("the kubeconfig is invalid: it needs a current context with a cluster server and credentials")
+		}
+		return nil, errors.New("the kubeconfig cannot be used")
+	}
+	return cfg, nil
+}
+
+// newCluster builds the clients and informers for a kubeconfig but starts nothing.
+func newCluster(key types.NamespacedName, data []byte, cc connectConfig) (*Cluster, error) {
+	cfg, err := restConfigFrom(data)
+	if err != nil {
+		return nil, &UnreachableError{Cluster: key, Reason: ReasonKubeconfigInvalid, Err: err}
+	}
+	cfg.QPS, cfg.Burst = cc.opts.QPS, cc.opts.Burst
+	cfg.UserAgent = cc.opts.UserAgent
+	// A dialer of our own per cluster: stopping the cluster closes its connections, and client-go's
+	// transport cache keys the transport on this dialer, so a rotated kubeconfig never reuses it.
+	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	dialer := connrotation.NewDialer(d.DialContext)
+	cfg.Dial = dialer.DialContext
+
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, &UnreachableError{Cluster: key, Reason: ReasonKubeconfigInvalid, Err: errors.New("the kubeconfig's TLS settings cannot be used")}
+	}
+	cs, err := kubernetes.NewForConfigAndClient(cfg, httpClient)
+	if err != nil {
+		return nil, &UnreachableError{Cluster: key, Reason: ReasonKubeconfigInvalid, Err: fmt.Errorf("building a client: %w", err)}
+	}
+	cl, err := client.New(cfg, client.Options{Scheme: cc.opts.Scheme, HTTPClient: httpClient})
+	if err != nil {
+		return nil, &UnreachableError{Cluster: key, Reason: ReasonKubeconfigInvalid, Err: fmt.Errorf("building a client: %w", err)}
+	}
+	c := &Cluster{key: key, client: cl, clientset: cs, dialer: dialer, httpClient: httpClient, onChange: cc.onChange}
+
+	c.nodes = toolscache.NewSharedIndexInformer(&toolscache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return cs.CoreV1().Nodes().List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return cs.CoreV1().Nodes().Watch(ctx, o)
+		},
+	}, &corev1.Node{}, 0, toolscache.Indexers{})
+	c.pods = toolscache.NewSharedIndexInformer(&toolscache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = podFieldSelector
+			return cs.CoreV1().Pods(metav1.NamespaceAll).List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = podFieldSelector
+			return cs.CoreV1().Pods(metav1.NamespaceAll).Watch(ctx, o)
+		},
+	}, &corev1.Pod{}, 0, toolscache.Indexers{})
+	for _, setup := range []func() error{
+		func() error { return c.nodes.SetTransform(trimNode) },
+		func() error { return c.pods.SetTransform(trimPod) },
+		func() error { return c.nodes.SetWatchErrorHandlerWithContext(c.watchError) },
+		func() error { return c.pods.SetWatchErrorHandlerWithContext(c.watchError) },
+	} {
+		if err := setup(); err != nil {
+			return nil, fmt.Errorf("child cluster %s: setting up informers: %w", key, err)
+		}
+	}
+	if _, err := c.nodes.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(_ any, initial bool) {
+			if !initial {
+				c.changed()
+			}
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			o, ok1 := oldObj.(*corev1.Node)
+			n, ok2 := newObj.(*corev1.Node)
+			if !ok1 || !ok2 || nodeChanged(o, n) {
+				c.changed()
+			}
+		},
+		DeleteFunc: func(any) { c.changed() },
+	}); err != nil {
+		return nil, fmt.Errorf("child cluster %s: adding node handler: %w", key, err)
+	}
+	if _, err := c.pods.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(_ any, initial bool) {
+			if !initial {
+				c.changed()
+			}
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			o, ok1 := oldObj.(*corev1.Pod)
+			n, ok2 := newObj.(*corev1.Pod)
+			if !ok1 || !ok2 || podChanged(o, n) {
+				c.changed()
+			}
+		},
+		DeleteFunc: func(any) { c.changed() },
+	}); err != nil {
+		return nil, fmt.Errorf("child cluster %s: adding pod handler: %w", key, err)
+	}
+	return c, nil
+}
+
+func (c *Cluster) changed() {
+	if c.onChange != nil {
+		c.onChange()
+	}
+}
+
+// start runs the informers and waits until both have listed the child, or fails after timeout.
+func (c *Cluster) start(parent context.Context, timeout time.Duration, healthInterval time.Duration) error {
+	ctx, cancel := context.WithCancel(parent)
+	c.cancel = cancel
+	for _, inf := range []toolscache.SharedIndexInformer{c.nodes, c.pods} {
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			inf.RunWithContext(ctx)
+		}()
+	}
+	syncCtx, syncCancel := context.WithTimeout(ctx, timeout)
+	defer syncCancel()
+	if !toolscache.WaitForCacheSync(syncCtx.Done(), c.nodes.HasSynced, c.pods.HasSynced) {
+		err := fmt.Errorf("nodes and pods not listed within %s", timeout)
+		if u := c.health.Load(); u != nil && u.Err != nil {
+			err = fmt.Errorf("%w: %w", err, u.Err)
+		}
+		if parent.Err() != nil {
+			err = parent.Err()
+		}
+		c.stop()
+		return &UnreachableError{Cluster: c.key, Reason: ReasonConnectFailed, Err: err}
+	}
+	c.health.Store(nil)
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		c.probe(ctx, healthInterval)
+	}()
+	return nil
+}
+
+// stop ends the informers and the probe, waits for their goroutines and closes every connection.
+func (c *Cluster) stop() {
+	c.once.Do(func() {
+		if c.cancel != nil {
+			c.cancel()
+		}
+		c.wg.Wait()
+		c.dialer.CloseAll()
+		utilnet.CloseIdleConnectionsFor(c.httpClient.Transport)
+	})
+}
+
+// watchError records a list or watch failure; the informer retries on its own with backoff.
+func (c *Cluster) watchError(_ context.Context, _ *toolscache.Reflector, err error) {
+	if benignWatchError(err) {
+		return
+	}
+	c.lastWatchErr.Store(time.Now().UnixNano())
+	c.setUnhealthy(err)
+}
+
+// benignWatchError reports errors that are part of normal watching: expired resource versions and
+// watches the server closed.
+func benignWatchError(err error) bool {
+	return err == nil || apierrors.IsResourceExpired(err) || apierrors.IsGone(err) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, context.Canceled)
+}
+
+func (c *Cluster) setUnhealthy(err error) {
+	u := &UnreachableError{Cluster: c.key, Reason: ReasonUnhealthy, Err: err}
+	if prev := c.health.Swap(u); prev == nil {
+		c.changed()
+	}
+}
+
+// probe checks the child every interval with a cheap, authorised request (one Node from the watch
+// cache) and flips health both ways. A success does not clear a list/watch failure younger than the
+// interval, so a child that answers probes but refuses the watches stays unhealthy.
+func (c *Cluster) probe(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		pctx, cancel := context.WithTimeout(ctx, min(interval, 10*time.Second))
+		_, err := c.clientset.CoreV1().Nodes().List(pctx, metav1.ListOptions{Limit: 1, ResourceVersion: "0"})
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			c.setUnhealthy(err)
+			continue
+		}
+		if time.Since(time.Unix(0, c.lastWatchErr.Load())) < interval {
+			continue
+		}
+		if prev := c.health.Swap(nil); prev != nil {
+			c.changed()
+		}
+	}
+}
