@@ -48,6 +48,9 @@ const (
 	ColonyReasonDeleting = "Deleting"
 	// ColonyReasonNoClusters: the Colony has no entries.
 	ColonyReasonNoClusters = "NoClusters"
+	// ColonyReasonKubeconfigSecretFailed: the Colony's kubeconfig Secret cannot be written, for example
+	// because a Secret of that name exists and the Colony does not control it; the message says why.
+	ColonyReasonKubeconfigSecretFailed = "KubeconfigSecretFailed"
 )
 
 // ColonySpec lists the child clusters of a Colony. Entries are keyed by clusterName, so the API server
