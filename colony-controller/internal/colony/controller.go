@@ -1,0 +1,257 @@
+// Package colony reconciles Colonies: each entry becomes a k0rdent ClusterDeployment, the Colony's
+// status follows their readiness, the kubeconfigs of the ready clusters are merged into one Secret,
+// and deleting a Colony deletes its ClusterDeployments before the Colony goes.
+package colony
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
+	kcmv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	"github.com/exalsius/exalsius-operator/common/conditions"
+)
+
+// FieldManager is the server-side apply field manager of everything the colony-controller writes.
+const FieldManager = "colony-controller"
+
+// Reconciler reconciles Colonies.
+type Reconciler struct {
+	// Client reads from the manager's cache (Colonies, ClusterDeployments, Secret metadata only) and
+	// writes to the API server.
+	Client client.Client
+	// APIReader reads Secret data straight from the API server, only when a kubeconfig must be built.
+	APIReader client.Reader
+	// Recorder records events.k8s.io/v1 Events on condition transitions.
+	Recorder events.EventRecorder
+
+	applied     *appliedCache
+	kubeconfigs *kubeconfigMemo
+}
+
+// NewReconciler returns a Reconciler wired to the manager's client, API reader and event recorder.
+func NewReconciler(mgr ctrl.Manager) *Reconciler {
+	return &Reconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  mgr.GetEventRecorder(FieldManager),
+	}
+}
+
+// +kubebuilder:rbac:groups=infra.exalsius.ai,resources=colonies,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=infra.exalsius.ai,resources=colonies/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=infra.exalsius.ai,resources=colonies/finalizers,verbs=update
+// +kubebuilder:rbac:groups=k0rdent.mirantis.com,resources=clusterdeployments,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// SetupWithManager registers the controller: it watches Colonies, the ClusterDeployments they control
+// and, metadata only, Secrets (each ClusterDeployment's `<cd>-kubeconfig` and the Colony's own
+// `<colony>-kubeconfig`). Secret data are never cached.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.applied == nil {
+		r.applied = newAppliedCache()
+	}
+	if r.kubeconfigs == nil {
+		r.kubeconfigs = newKubeconfigMemo()
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("colony").
+		For(&infrav1.Colony{}, builder.WithPredicates(colonyChanged())).
+		Owns(&kcmv1.ClusterDeployment{}).
+		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.secretToColony)).
+		Complete(r)
+}
+
+// colonyChanged lets through the Colony updates the controller acts on: spec (generation), deletion,
+// finalizers, and the status fields it owns (so that someone else's edit is corrected). Updates of
+// gpuInventory alone, written by the inventory-collector, are ignored. Periodic resyncs pass.
+func colonyChanged() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		oldC, okOld := e.ObjectOld.(*infrav1.Colony)
+		newC, okNew := e.ObjectNew.(*infrav1.Colony)
+		if !okOld || !okNew {
+			return true
+		}
+		return oldC.ResourceVersion == newC.ResourceVersion ||
+			oldC.Generation != newC.Generation ||
+			!oldC.DeletionTimestamp.Equal(newC.DeletionTimestamp) ||
+			!slices.Equal(oldC.Finalizers, newC.Finalizers) ||
+			!ownedStatusEqual(oldC.Status, newC.Status)
+	}}
+}
+
+// secretToColony maps a Secret to the Colony it concerns: the Colony that controls it (its
+// aggregated kubeconfig), or the Colony that controls the ClusterDeployment whose kubeconfig it is.
+func (r *Reconciler) secretToColony(ctx context.Context, obj client.Object) []reconcile.Request {
+	if ref := metav1.GetControllerOfNoCopy(obj); ref != nil && ref.Kind == "Colony" &&
+		strings.HasPrefix(ref.APIVersion, infrav1.GroupVersion.Group+"/") {
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: ref.Name}}}
+	}
+	cdName, ok := strings.CutSuffix(obj.GetName(), kcmv1.KubeconfigSecretSuffix)
+	if !ok || cdName == "" {
+		return nil
+	}
+	cd := &kcmv1.ClusterDeployment{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: obj.GetNamespace(), Name: cdName}, cd); err != nil {
+		return nil // not a ClusterDeployment's Secret, or the ClusterDeployment is not cached yet
+	}
+	ref := metav1.GetControllerOfNoCopy(cd)
+	if ref == nil || ref.Kind != "Colony" || !strings.HasPrefix(ref.APIVersion, infrav1.GroupVersion.Group+"/") {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: cd.Namespace, Name: ref.Name}}}
+}
+
+// Reconcile brings one Colony's ClusterDeployments, kubeconfig Secret and status in line with its
+// spec. The status is written once, at the end, and only when it changed.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
+	colony := &infrav1.Colony{}
+	if err := r.Client.Get(ctx, req.NamespacedName, colony); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.forget(req.NamespacedName)
+			return ctrl.Result{}, nil
+		}
+		countError(stageRead)
+		return ctrl.Result{}, fmt.Errorf("reading Colony: %w", err)
+	}
+
+	obs := &observation{}
+	defer func() {
+		if obs.skip {
+			return
+		}
+		desired := computeStatus(colony, obs)
+		if err := r.patchStatus(ctx, colony, desired); err != nil {
+			countError(stageStatus)
+			retErr = errors.Join(retErr, err)
+		}
+		tracker.observe(req.NamespacedName, desired)
+	}()
+
+	if !colony.DeletionTimestamp.IsZero() {
+		return r.reconcileDelete(ctx, colony, obs)
+	}
+	return r.reconcileNormal(ctx, colony, obs)
+}
+
+// reconcileNormal adds the finalizer, applies every entry's ClusterDeployment, deletes those of
+// removed entries, reads readiness and keeps the kubeconfig Secret current. Each entry is handled on
+// its own: one that fails does not stop the others.
+func (r *Reconciler) reconcileNormal(ctx context.Context, colony *infrav1.Colony, obs *observation) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(colony, infrav1.ColonyFinalizer) {
+		patch := client.MergeFromWithOptions(colony.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		controllerutil.AddFinalizer(colony, infrav1.ColonyFinalizer)
+		if err := r.Client.Patch(ctx, colony, patch, client.FieldOwner(FieldManager)); err != nil {
+			countError(stageFinalizer)
+			obs.skip = true
+			return ctrl.Result{}, fmt.Errorf("adding finalizer: %w", err)
+		}
+	}
+
+	all, err := r.listClusterDeployments(ctx, colony)
+	if err != nil {
+		countError(stageRead)
+		return ctrl.Result{}, err
+	}
+	var errs []error
+	wanted := make(map[string]bool, len(colony.Spec.ColonyClusters))
+	var ready []*entryState
+	for _, entry := range colony.Spec.ColonyClusters {
+		st, err := r.reconcileEntry(ctx, colony, entry, all)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		wanted[st.cdName] = true
+		obs.entries = append(obs.entries, st)
+		if st.phase == clusterReady {
+			ready = append(ready, st)
+		}
+	}
+
+	removing, err := r.deleteRemovedClusterDeployments(ctx, colony, all, wanted)
+	if err != nil {
+		countError(stageDelete)
+		errs = append(errs, err)
+	}
+	obs.removing = removing
+
+	obs.kubeconfig, err = r.reconcileKubeconfigSecret(ctx, colony, ready)
+	if err != nil {
+		countError(stageKubeconfig)
+		errs = append(errs, err)
+		obs.kubeconfig.secretName = colony.Status.KubeconfigSecretName
+	}
+	return ctrl.Result{}, errors.Join(errs...)
+}
+
+// reconcileEntry applies one entry's ClusterDeployment and reads its readiness. An entry the API
+// server (or the decoder) refuses is reported in the state, not returned: retrying cannot fix it,
+// a Colony edit (a new generation) will. Transient errors are returned for a retry with backoff.
+func (r *Reconciler) reconcileEntry(ctx context.Context, colony *infrav1.Colony, entry infrav1.ColonyCluster,
+	all map[string]*kcmv1.ClusterDeployment) (*entryState, error) {
+	st := &entryState{clusterName: entry.ClusterName, cdName: ClusterDeploymentName(colony.Name, entry.ClusterName)}
+	live := all[st.cdName]
+	var retErr error
+	if err := r.applyClusterDeployment(ctx, colony, entry, live); err != nil {
+		if isEntryError(err) {
+			st.invalid = err.Error()
+		} else {
+			countError(stageApply)
+			st.applyError = err.Error()
+			retErr = err
+		}
+	}
+	st.exists = live != nil && isControlledBy(live, colony)
+	if st.invalid == "" && st.applyError == "" {
+		st.exists = true
+	}
+	if !st.exists {
+		st.phase, st.message = clusterProvisioning, "ClusterDeployment not created"
+		return st, retErr
+	}
+	secretName := kcmv1.KubeconfigSecretName(st.cdName)
+	secret, err := r.secretMetadata(ctx, colony.Namespace, secretName)
+	if err != nil {
+		countError(stageRead)
+		st.phase, st.message = clusterProvisioning, err.Error()
+		return st, errors.Join(retErr, err)
+	}
+	st.secret = secret
+	var conds []metav1.Condition
+	if live != nil {
+		conds = live.Status.Conditions
+	}
+	st.phase, st.message = readiness(conds, secretName, secret != nil)
+	return st, retErr
+}
+
+// recordTransitions emits an event for each of the Colony's condition transitions.
+func (r *Reconciler) recordTransitions(colony *infrav1.Colony, desired infrav1.ColonyStatus) {
+	conditions.RecordTransitions(r.Recorder, colony, colony.Status.Conditions, desired.Conditions)
+}
+
+// forget drops what the reconciler remembers about a Colony that is gone.
+func (r *Reconciler) forget(key types.NamespacedName) {
+	if r.kubeconfigs != nil {
+		r.kubeconfigs.forget(key)
+	}
+	tracker.forget(key)
+}

@@ -1,0 +1,97 @@
+package colony
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kcmv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+)
+
+// clusterPhase is the state of one Colony entry.
+type clusterPhase int
+
+const (
+	// clusterProvisioning: the ClusterDeployment exists (or is being made) and is not ready yet.
+	clusterProvisioning clusterPhase = iota
+	// clusterReady: the cluster is up and its kubeconfig Secret exists.
+	clusterReady
+	// clusterFailed: the ClusterDeployment reports Ready=False with reason Failed.
+	clusterFailed
+	// clusterInvalid: the entry could not be applied; the message names the field.
+	clusterInvalid
+)
+
+// maxQuotedMessage bounds how much of a ClusterDeployment's condition message is repeated in the
+// Colony's conditions.
+const maxQuotedMessage = 200
+
+// readiness decides whether a ClusterDeployment's cluster is ready from its conditions and whether
+// its kubeconfig Secret exists. Ready=True or CAPIClusterSummary=True means the cluster is up (the
+// aggregate Ready also waits for services, CAPIClusterSummary does not); a missing condition means
+// not ready. A cluster that is not up and whose Ready is False with reason Failed has failed. The
+// message says what the cluster waits for, or why it failed, and is empty when it is ready.
+func readiness(conds []metav1.Condition, secretName string, secretExists bool) (clusterPhase, string) {
+	ready := meta.FindStatusCondition(conds, kcmv1.ReadyCondition)
+	summary := meta.FindStatusCondition(conds, kcmv1.CAPIClusterSummaryCondition)
+	up := (ready != nil && ready.Status == metav1.ConditionTrue) ||
+		(summary != nil && summary.Status == metav1.ConditionTrue)
+	switch {
+	case up && secretExists:
+		return clusterReady, ""
+	case up:
+		return clusterProvisioning, fmt.Sprintf("kubeconfig Secret %s not found", secretName)
+	case ready != nil && ready.Status == metav1.ConditionFalse && ready.Reason == kcmv1.FailedReason:
+		return clusterFailed, describe(ready)
+	case ready != nil:
+		return clusterProvisioning, describe(ready)
+	case summary != nil:
+		return clusterProvisioning, describe(summary)
+	default:
+		return clusterProvisioning, "no Ready condition yet"
+	}
+}
+
+// describe renders a condition for a message: "Ready=False (Progressing): text".
+func describe(c *metav1.Condition) string {
+	s := fmt.Sprintf("%s=%s", c.Type, c.Status)
+	if c.Reason != "" {
+		s += " (" + c.Reason + ")"
+	}
+	if c.Message != "" {
+		s += ": " + truncate(c.Message, maxQuotedMessage)
+	}
+	return s
+}
+
+// truncate cuts s to at most n bytes without splitting a UTF-8 sequence, marking the cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && s[cut]&0xC0 == 0x80 {
+		cut--
+	}
+	return s[:cut] + "..."
+}
+
+// secretMetadata returns a Secret's metadata, or nil when it does not exist, reading only the
+// metadata-only cache (the controller never caches Secret data).
+func (r *Reconciler) secretMetadata(ctx context.Context, namespace, name string) (*metav1.PartialObjectMetadata, error) {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, m)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("reading Secret %s metadata: %w", name, err)
+	}
+	return m, nil
+}

@@ -1,0 +1,249 @@
+package colony
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
+	"github.com/exalsius/exalsius-operator/common/conditions"
+)
+
+// maxConditionMessage bounds the Colony's condition messages (the API allows 32768 bytes).
+const maxConditionMessage = 4096
+
+// entryState is what one reconcile learned about one Colony entry.
+type entryState struct {
+	clusterName string
+	cdName      string
+	// exists: the ClusterDeployment exists and the Colony controls it.
+	exists bool
+	// invalid names the field of an entry that could not be applied.
+	invalid string
+	// applyError is a transient error applying the entry.
+	applyError string
+	// phase and message describe the existing ClusterDeployment's readiness.
+	phase   clusterPhase
+	message string
+	// secret is the metadata of the cluster's kubeconfig Secret, when it exists.
+	secret *metav1.PartialObjectMetadata
+}
+
+// observation is everything a reconcile learned, from which the status is computed.
+type observation struct {
+	entries    []*entryState
+	kubeconfig kubeconfigResult
+	// removing lists ClusterDeployments of removed entries that are still being deleted.
+	removing []string
+	// deleting is set while the Colony is being deleted; remaining describes what it waits for.
+	deleting  bool
+	remaining []remainingClusterDeployment
+	// skip: the Colony is gone (finalizer removed); there is no status to write.
+	skip bool
+}
+
+// computeStatus returns the fields of the Colony's status that the colony-controller owns. Conditions
+// keep their lastTransitionTime unless their status changes.
+func computeStatus(colony *infrav1.Colony, obs *observation) infrav1.ColonyStatus {
+	st := infrav1.ColonyStatus{
+		ObservedGeneration:   colony.Generation,
+		TotalClusters:        int32(len(colony.Spec.ColonyClusters)),
+		KubeconfigSecretName: obs.kubeconfig.secretName,
+	}
+	for _, c := range colony.Status.Conditions {
+		if c.Type == infrav1.ColonyClustersReadyCondition || c.Type == infrav1.ColonyReadyCondition {
+			st.Conditions = append(st.Conditions, c)
+		}
+	}
+	if obs.deleting {
+		st.Phase = infrav1.ColonyPhaseDeleting
+		st.KubeconfigSecretName = colony.Status.KubeconfigSecretName
+		waiting := make([]string, 0, len(obs.remaining))
+		for _, cd := range obs.remaining {
+			st.ClusterDeploymentRefs = append(st.ClusterDeploymentRefs, infrav1.ObjectRef{Name: cd.name, Namespace: colony.Namespace})
+			waiting = append(waiting, cd.String())
+		}
+		msg := "all ClusterDeployments are deleted"
+		if len(waiting) > 0 {
+			msg = "waiting for ClusterDeployments to be deleted: " + strings.Join(waiting, ", ")
+		}
+		msg = truncate(msg, maxConditionMessage)
+		setCondition(&st, infrav1.ColonyClustersReadyCondition, metav1.ConditionFalse, infrav1.ColonyReasonDeleting, msg)
+		setCondition(&st, infrav1.ColonyReadyCondition, metav1.ConditionFalse, infrav1.ColonyReasonDeleting, msg)
+		return st
+	}
+
+	var invalid, failed, notReady []string
+	for _, e := range obs.entries {
+		if e.exists {
+			st.ClusterDeploymentRefs = append(st.ClusterDeploymentRefs, infrav1.ObjectRef{Name: e.cdName, Namespace: colony.Namespace})
+		}
+		who := fmt.Sprintf("%s (ClusterDeployment %s)", e.clusterName, e.cdName)
+		if e.invalid != "" {
+			invalid = append(invalid, e.invalid)
+		}
+		switch {
+		case e.phase == clusterReady && obs.kubeconfig.included[e.clusterName]:
+			st.ReadyClusters++
+			continue
+		case e.phase == clusterFailed:
+			failed = append(failed, who+": "+e.message)
+			continue
+		case e.invalid != "" && !e.exists:
+			continue // listed as invalid already
+		}
+		reason := e.message
+		switch {
+		case e.applyError != "":
+			reason = e.applyError
+		case e.phase == clusterReady && obs.kubeconfig.problems[e.clusterName] != "":
+			reason = obs.kubeconfig.problems[e.clusterName]
+		case e.phase == clusterReady:
+			reason = "kubeconfig not aggregated yet"
+		}
+		notReady = append(notReady, who+": "+reason)
+	}
+
+	var parts []string
+	parts = append(parts, fmt.Sprintf("%d/%d clusters ready", st.ReadyClusters, st.TotalClusters))
+	if len(invalid) > 0 {
+		parts = append(parts, "invalid entries: "+strings.Join(invalid, "; "))
+	}
+	if len(failed) > 0 {
+		parts = append(parts, "failed: "+strings.Join(failed, "; "))
+	}
+	if len(notReady) > 0 {
+		parts = append(parts, fmt.Sprintf("not ready, left out of Secret %s: %s",
+			KubeconfigSecretName(colony.Name), strings.Join(notReady, "; ")))
+	}
+	if len(obs.removing) > 0 {
+		parts = append(parts, "deleting ClusterDeployments of removed entries: "+strings.Join(obs.removing, ", "))
+	}
+	msg := truncate(strings.Join(parts, ". "), maxConditionMessage)
+
+	status, reason := metav1.ConditionFalse, infrav1.ColonyReasonClustersNotReady
+	switch {
+	case len(invalid) > 0:
+		reason = infrav1.ColonyReasonInvalidEntry
+	case len(failed) > 0:
+		reason = infrav1.ColonyReasonClusterFailed
+	case st.TotalClusters == 0:
+		status, reason, msg = metav1.ConditionTrue, infrav1.ColonyReasonNoClusters, "the Colony has no clusters"
+	case len(notReady) == 0:
+		status, reason = metav1.ConditionTrue, infrav1.ColonyReasonAllClustersReady
+	}
+	setCondition(&st, infrav1.ColonyClustersReadyCondition, status, reason, msg)
+
+	switch {
+	case obs.kubeconfig.conflict != "":
+		setCondition(&st, infrav1.ColonyReadyCondition, metav1.ConditionFalse, infrav1.ColonyReasonKubeconfigSecretFailed,
+			truncate(obs.kubeconfig.conflict, maxConditionMessage))
+	case status == metav1.ConditionTrue && st.KubeconfigSecretName != "":
+		setCondition(&st, infrav1.ColonyReadyCondition, status, reason,
+			truncate(msg+fmt.Sprintf(". Kubeconfig in Secret %s", st.KubeconfigSecretName), maxConditionMessage))
+	default:
+		setCondition(&st, infrav1.ColonyReadyCondition, status, reason, msg)
+	}
+
+	switch {
+	case len(invalid) > 0 || len(failed) > 0 || obs.kubeconfig.conflict != "":
+		st.Phase = infrav1.ColonyPhaseDegraded
+	case status == metav1.ConditionTrue:
+		st.Phase = infrav1.ColonyPhaseReady
+	default:
+		st.Phase = infrav1.ColonyPhaseProvisioning
+	}
+	return st
+}
+
+func setCondition(st *infrav1.ColonyStatus, typ string, status metav1.ConditionStatus, reason, msg string) {
+	conditions.Set(&st.Conditions, metav1.Condition{
+		Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: st.ObservedGeneration,
+	})
+}
+
+// ownedStatusEqual compares the fields the colony-controller owns, ignoring lastTransitionTime.
+func ownedStatusEqual(a, b infrav1.ColonyStatus) bool {
+	if a.Phase != b.Phase || a.ObservedGeneration != b.ObservedGeneration || a.TotalClusters != b.TotalClusters ||
+		a.ReadyClusters != b.ReadyClusters || a.KubeconfigSecretName != b.KubeconfigSecretName ||
+		len(a.ClusterDeploymentRefs) != len(b.ClusterDeploymentRefs) {
+		return false
+	}
+	for i := range a.ClusterDeploymentRefs {
+		if a.ClusterDeploymentRefs[i] != b.ClusterDeploymentRefs[i] {
+			return false
+		}
+	}
+	for _, typ := range []string{infrav1.ColonyClustersReadyCondition, infrav1.ColonyReadyCondition} {
+		x, y := meta.FindStatusCondition(a.Conditions, typ), meta.FindStatusCondition(b.Conditions, typ)
+		if (x == nil) != (y == nil) {
+			return false
+		}
+		if x != nil && (x.Status != y.Status || x.Reason != y.Reason || x.Message != y.Message ||
+			x.ObservedGeneration != y.ObservedGeneration) {
+			return false
+		}
+	}
+	return true
+}
+
+// patchStatus writes the owned status fields with server-side apply on the status subresource,
+// with the colony-controller field manager, and only when they changed. gpuInventory, which the
+// inventory-collector owns, is never sent and so never touched. It records events for condition
+// transitions.
+func (r *Reconciler) patchStatus(ctx context.Context, colony *infrav1.Colony, desired infrav1.ColonyStatus) error {
+	if ownedStatusEqual(colony.Status, desired) {
+		return nil
+	}
+	u, err := statusApplyConfiguration(colony, desired)
+	if err != nil {
+		return err
+	}
+	if err := r.Client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
+		client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+		return fmt.Errorf("applying Colony status: %w", err)
+	}
+	r.recordTransitions(colony, desired)
+	return nil
+}
+
+// statusApplyConfiguration renders the owned status fields; counts and phase are always sent so that
+// zero is explicit.
+func statusApplyConfiguration(colony *infrav1.Colony, st infrav1.ColonyStatus) (*unstructured.Unstructured, error) {
+	status := map[string]any{
+		"phase":              string(st.Phase),
+		"observedGeneration": st.ObservedGeneration,
+		"totalClusters":      int64(st.TotalClusters),
+		"readyClusters":      int64(st.ReadyClusters),
+	}
+	if st.KubeconfigSecretName != "" {
+		status["kubeconfigSecretName"] = st.KubeconfigSecretName
+	}
+	refs := make([]any, 0, len(st.ClusterDeploymentRefs))
+	for _, ref := range st.ClusterDeploymentRefs {
+		refs = append(refs, map[string]any{"name": ref.Name, "namespace": ref.Namespace})
+	}
+	if len(refs) > 0 {
+		status["clusterDeploymentRefs"] = refs
+	}
+	conds := make([]any, 0, len(st.Conditions))
+	for i := range st.Conditions {
+		c, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&st.Conditions[i])
+		if err != nil {
+			return nil, fmt.Errorf("rendering condition %s: %w", st.Conditions[i].Type, err)
+		}
+		conds = append(conds, c)
+	}
+	status["conditions"] = conds
+	u := &unstructured.Unstructured{Object: map[string]any{"status": status}}
+	u.SetGroupVersionKind(infrav1.GroupVersion.WithKind("Colony"))
+	u.SetNamespace(colony.Namespace)
+	u.SetName(colony.Name)
+	return u, nil
+}
