@@ -1,0 +1,41 @@
+package testenv
+
+import (
+	"fmt"
+	"os"
+	"testing"
+)
+
+// Main runs a package's tests against one shared management server: it starts the server with opts,
+// calls setup (store the *Management in a package variable there, start controllers, ...), runs the
+// tests, stops the server and exits with the tests' exit code.
+//
+// A missing KUBEBUILDER_ASSETS, a server that does not start or a failing setup make every test of
+// the package fail loudly (exit code 1 with the reason on stderr); nothing is skipped.
+//
+//	func TestMain(m *testing.M) {
+//		testenv.Main(m, func(mg *testenv.Management) error { mgmt = mg; return nil })
+//	}
+func Main(m *testing.M, setup func(*Management) error, opts ...Option) {
+	os.Exit(run(m, setup, opts...))
+}
+
+func run(m *testing.M, setup func(*Management) error, opts ...Option) int {
+	mgmt, err := StartManagement(opts...)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "testenv: %v\n", err)
+		return 1
+	}
+	defer func() {
+		if err := mgmt.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "testenv: stopping the management API server: %v\n", err)
+		}
+	}()
+	if setup != nil {
+		if err := setup(mgmt); err != nil {
+			fmt.Fprintf(os.Stderr, "testenv: setup: %v\n", err)
+			return 1
+		}
+	}
+	return m.Run()
+}

@@ -1,0 +1,303 @@
+// Package testenv starts real Kubernetes API servers for tests: one management server (kube-apiserver
+// and etcd) with every CRD the project uses, and any number of separate child servers standing in for
+// the clusters k0rdent provisions.
+//
+// The binaries come from KUBEBUILDER_ASSETS (`make tools` builds them; `hack/tools.sh assets` prints
+// the directory). When they are missing every entry point fails with a message naming `make tools`;
+// nothing is ever skipped.
+//
+// A package's tests share one management server through TestMain:
+//
+//	var mgmt *testenv.Management
+//
+//	func TestMain(m *testing.M) {
+//		testenv.Main(m, func(m *testenv.Management) error {
+//			mgmt = m
+//			return nil
+//		})
+//	}
+//
+// Set TESTENV_VERBOSE=1 to see the output of the servers.
+package testenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/exalsius/exalsius-operator/common/scheme"
+)
+
+const (
+	// EnvVerbose, when set to 1 or true, attaches the servers' output to the test's stdout/stderr.
+	EnvVerbose = "TESTENV_VERBOSE"
+
+	// KubeconfigSecretKey is the data key of a ClusterDeployment's kubeconfig Secret.
+	KubeconfigSecretKey = "value"
+	// KubeconfigSecretType is the type Cluster API gives kubeconfig Secrets.
+	KubeconfigSecretType corev1.SecretType = "cluster.x-k8s.io/secret"
+	// ClusterNameLabel labels a kubeconfig Secret with the name of its cluster.
+	ClusterNameLabel = "cluster.x-k8s.io/cluster-name"
+
+	envAssets       = "KUBEBUILDER_ASSETS"
+	envStartTimeout = "KUBEBUILDER_CONTROLPLANE_START_TIMEOUT"
+	// defaultStartTimeout is generous: the test machines are small and shared.
+	defaultStartTimeout = 2 * time.Minute
+)
+
+// errAssets is the message every entry point returns when the binaries are missing.
+const errAssets = "KUBEBUILDER_ASSETS is not set or lacks kube-apiserver/etcd: run `make tools` " +
+	"(or export KUBEBUILDER_ASSETS=$(hack/tools.sh assets))"
+
+// AssetsDir returns KUBEBUILDER_ASSETS after checking that it holds kube-apiserver and etcd.
+func AssetsDir() (string, error) {
+	dir := os.Getenv(envAssets)
+	if dir == "" {
+		return "", errors.New(errAssets)
+	}
+	for _, bin := range []string{"kube-apiserver", "etcd"} {
+		st, err := os.Stat(filepath.Join(dir, bin))
+		if err != nil || st.IsDir() || st.Mode().Perm()&0o111 == 0 {
+			return "", fmt.Errorf("%s (%s has no executable %s)", errAssets, dir, bin)
+		}
+	}
+	return dir, nil
+}
+
+// Option configures StartManagement.
+type Option func(*options)
+
+type options struct {
+	webhook  *envtest.WebhookInstallOptions
+	crdDirs  []string
+	scheme   *k8sruntime.Scheme
+	apiFlags map[string]string
+}
+
+// WithWebhook installs the given webhook configurations on the management server (envtest serves
+// them from a local webhook server the test starts; see envtest.WebhookInstallOptions).
+func WithWebhook(o envtest.WebhookInstallOptions) Option {
+	return func(opts *options) { opts.webhook = &o }
+}
+
+// WithCRDDirs installs the CRDs found in dirs in addition to the project's own and the k0rdent mirror.
+func WithCRDDirs(dirs ...string) Option {
+	return func(opts *options) { opts.crdDirs = append(opts.crdDirs, dirs...) }
+}
+
+// WithScheme replaces the scheme of the management client (the default is common/scheme.New()).
+func WithScheme(s *k8sruntime.Scheme) Option {
+	return func(opts *options) { opts.scheme = s }
+}
+
+// WithAPIServerFlag sets a kube-apiserver flag (without the leading dashes) on the management server.
+func WithAPIServerFlag(name, value string) Option {
+	return func(opts *options) {
+		if opts.apiFlags == nil {
+			opts.apiFlags = map[string]string{}
+		}
+		opts.apiFlags[name] = value
+	}
+}
+
+// Management is a running management API server with every CRD of the project installed.
+type Management struct {
+	// Config reaches the server as a member of system:masters.
+	Config *rest.Config
+	// Client is a controller-runtime client for Config using Scheme.
+	Client client.Client
+	// Scheme holds every API group the project uses.
+	Scheme *k8sruntime.Scheme
+	// Env is the underlying envtest environment (webhook options, installed CRDs, AddUser).
+	Env *envtest.Environment
+	// Kubeconfig is an admin kubeconfig for the server.
+	Kubeconfig []byte
+}
+
+// StartManagement starts kube-apiserver and etcd and installs the CRDs of common/config/crd/bases and,
+// when present, of the k0rdent mirror in common/config/crd/k0rdent.
+func StartManagement(opts ...Option) (*Management, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	assets, err := AssetsDir()
+	if err != nil {
+		return nil, err
+	}
+	dirs, err := crdDirs()
+	if err != nil {
+		return nil, err
+	}
+	dirs = append(dirs, o.crdDirs...)
+	s := o.scheme
+	if s == nil {
+		s = scheme.New()
+	}
+
+	env := &envtest.Environment{
+		BinaryAssetsDirectory: assets,
+		CRDDirectoryPaths:     dirs,
+		ErrorIfCRDPathMissing: true,
+		Scheme:                s,
+	}
+	configureEnv(env)
+	if o.webhook != nil {
+		env.WebhookInstallOptions = *o.webhook
+	}
+	for name, value := range o.apiFlags {
+		env.ControlPlane.GetAPIServer().Configure().Set(name, value)
+	}
+
+	cfg, err := env.Start()
+	if err != nil {
+		_ = env.Stop()
+		return nil, fmt.Errorf("starting the management API server: %w", err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: s})
+	if err != nil {
+		_ = env.Stop()
+		return nil, fmt.Errorf("building the management client: %w", err)
+	}
+	return &Management{Config: cfg, Client: c, Scheme: s, Env: env, Kubeconfig: env.KubeConfig}, nil
+}
+
+// Stop stops the management server and removes its data.
+func (m *Management) Stop() error {
+	if m == nil || m.Env == nil {
+		return nil
+	}
+	return m.Env.Stop()
+}
+
+// WriteKubeconfigSecret creates or updates the Secret "<cdName>-kubeconfig" in namespace, the way
+// k0rdent (Cluster API) publishes a ClusterDeployment's kubeconfig: data key "value", type
+// cluster.x-k8s.io/secret, label cluster.x-k8s.io/cluster-name=<cdName>. The namespace is created
+// when missing.
+func (m *Management) WriteKubeconfigSecret(ctx context.Context, namespace, cdName string, kubeconfig []byte) error {
+	if namespace == "" || cdName == "" {
+		return fmt.Errorf("WriteKubeconfigSecret: namespace (%q) and cdName (%q) must not be empty", namespace, cdName)
+	}
+	if err := ensureNamespace(ctx, m.Client, namespace); err != nil {
+		return err
+	}
+	name := cdName + "-kubeconfig"
+	secret := &corev1.Secret{}
+	err := m.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, secret)
+	switch {
+	case apierrors.IsNotFound(err):
+		secret = &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{
+				Namespace: namespace,
+				Name:      name,
+				Labels:    map[string]string{ClusterNameLabel: cdName},
+			},
+			Type: KubeconfigSecretType,
+			Data: map[string][]byte{KubeconfigSecretKey: kubeconfig},
+		}
+		if err := m.Client.Create(ctx, secret); err != nil {
+			return fmt.Errorf("creating Secret %s/%s: %w", namespace, name, err)
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("reading Secret %s/%s: %w", namespace, name, err)
+	}
+	if secret.Labels == nil {
+		secret.Labels = map[string]string{}
+	}
+	secret.Labels[ClusterNameLabel] = cdName
+	if secret.Data == nil {
+		secret.Data = map[string][]byte{}
+	}
+	secret.Data[KubeconfigSecretKey] = kubeconfig
+	if err := m.Client.Update(ctx, secret); err != nil {
+		return fmt.Errorf("updating Secret %s/%s: %w", namespace, name, err)
+	}
+	return nil
+}
+
+func ensureNamespace(ctx context.Context, c client.Client, name string) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := c.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating namespace %s: %w", name, err)
+	}
+	return nil
+}
+
+// configureEnv applies the settings shared by management and child servers: quiet output unless
+// TESTENV_VERBOSE is set, and a start timeout suited to small shared machines.
+func configureEnv(env *envtest.Environment) {
+	env.AttachControlPlaneOutput = verbose()
+	if os.Getenv(envStartTimeout) == "" {
+		env.ControlPlaneStartTimeout = defaultStartTimeout
+	}
+}
+
+func verbose() bool {
+	switch os.Getenv(EnvVerbose) {
+	case "1", "true", "TRUE", "True", "yes":
+		return true
+	}
+	return false
+}
+
+// crdDirs returns the project's CRD directory (required) and the k0rdent mirror's (when present).
+func crdDirs() ([]string, error) {
+	root, err := commonDir()
+	if err != nil {
+		return nil, err
+	}
+	dirs := []string{filepath.Join(root, "config", "crd", "bases")}
+	mirror := filepath.Join(root, "config", "crd", "k0rdent")
+	if st, err := os.Stat(mirror); err == nil && st.IsDir() {
+		dirs = append(dirs, mirror)
+	}
+	return dirs, nil
+}
+
+// commonDir locates the common module: from this source file's path (works from any module's tests),
+// else by walking up from the working directory (for builds with -trimpath).
+func commonDir() (string, error) {
+	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
+		dir := filepath.Dir(filepath.Dir(file))
+		if isDir(filepath.Join(dir, "config", "crd", "bases")) {
+			return dir, nil
+		}
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("locating common/config/crd: %w", err)
+	}
+	for dir := wd; ; dir = filepath.Dir(dir) {
+		for _, cand := range []string{dir, filepath.Join(dir, "common")} {
+			if isDir(filepath.Join(cand, "config", "crd", "bases")) && isFile(filepath.Join(cand, "go.mod")) {
+				return cand, nil
+			}
+		}
+		if filepath.Dir(dir) == dir {
+			return "", fmt.Errorf("cannot find common/config/crd/bases from the testenv source or from %s", wd)
+		}
+	}
+}
+
+func isDir(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.IsDir()
+}
+
+func isFile(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && !st.IsDir()
+}

@@ -1,0 +1,255 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
+)
+
+const wantKubeVersion = "v1.37.2"
+
+var mgmt *Management
+
+func TestMain(m *testing.M) {
+	start := time.Now()
+	Main(m, func(mg *Management) error {
+		fmt.Printf("testenv: StartManagement took %s\n", time.Since(start).Round(time.Millisecond))
+		mgmt = mg
+		return nil
+	})
+}
+
+// startChild starts a child and stops it when the test ends.
+func startChild(t *testing.T, name string) *Child {
+	t.Helper()
+	start := time.Now()
+	ch, err := StartChild(name)
+	if err != nil {
+		t.Fatalf("StartChild(%q): %v", name, err)
+	}
+	t.Logf("StartChild(%q) took %s", name, time.Since(start).Round(time.Millisecond))
+	t.Cleanup(func() {
+		if err := ch.Stop(); err != nil {
+			t.Errorf("stopping child %s: %v", name, err)
+		}
+	})
+	return ch
+}
+
+func TestManagementServesProjectCRDs(t *testing.T) {
+	dc, err := discovery.NewDiscoveryClientForConfig(mgmt.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resources, err := dc.ServerResourcesForGroupVersion(infrav1.GroupVersion.String())
+	if err != nil {
+		t.Fatalf("discovery of %s: %v", infrav1.GroupVersion, err)
+	}
+	found := false
+	for _, r := range resources.APIResources {
+		if r.Name == "colonies" {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("discovery of %s lists no colonies: %+v", infrav1.GroupVersion, resources.APIResources)
+	}
+
+	// The typed client round-trips through the scheme: an empty list proves the CRD is served.
+	var colonies infrav1.ColonyList
+	if err := mgmt.Client.List(context.Background(), &colonies); err != nil {
+		t.Fatalf("listing colonies: %v", err)
+	}
+}
+
+func TestServersReportStampedVersion(t *testing.T) {
+	child := startChild(t, "version")
+	for name, cfg := range map[string]*rest.Config{"management": mgmt.Config, "child": child.Config} {
+		dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := dc.ServerVersion()
+		if err != nil {
+			t.Fatalf("%s: server version: %v", name, err)
+		}
+		if v.GitVersion != wantKubeVersion {
+			t.Errorf("%s: gitVersion = %q, want %q", name, v.GitVersion, wantKubeVersion)
+		}
+	}
+}
+
+func TestChildrenAreSeparate(t *testing.T) {
+	ctx := context.Background()
+	a, b := startChild(t, "a"), startChild(t, "b")
+	if a.Config.Host == b.Config.Host || a.Config.Host == mgmt.Config.Host {
+		t.Fatalf("children share an address: a=%s b=%s management=%s", a.Config.Host, b.Config.Host, mgmt.Config.Host)
+	}
+
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "only-in-a"}}
+	if err := a.Client.Create(ctx, ns); err != nil {
+		t.Fatalf("creating namespace in a: %v", err)
+	}
+	if err := a.Client.Get(ctx, client.ObjectKeyFromObject(ns), &corev1.Namespace{}); err != nil {
+		t.Fatalf("namespace missing in a: %v", err)
+	}
+	for name, c := range map[string]client.Client{"b": b.Client, "management": mgmt.Client} {
+		err := c.Get(ctx, client.ObjectKeyFromObject(ns), &corev1.Namespace{})
+		if !apierrors.IsNotFound(err) {
+			t.Errorf("namespace created in a: Get from %s = %v, want NotFound", name, err)
+		}
+	}
+
+	// A child serves no CRDs.
+	err := a.Client.List(ctx, &infrav1.ColonyList{})
+	if err == nil {
+		t.Errorf("child serves colonies; want no CRDs on a child")
+	}
+}
+
+func TestWriteKubeconfigSecretReachesChild(t *testing.T) {
+	ctx := context.Background()
+	child := startChild(t, "secret")
+	const namespace, cd = "kubeconfig-ns", "cd-one"
+
+	if err := mgmt.WriteKubeconfigSecret(ctx, namespace, cd, []byte("stale")); err != nil {
+		t.Fatalf("first write (namespace missing): %v", err)
+	}
+	if err := mgmt.WriteKubeconfigSecret(ctx, namespace, cd, child.Kubeconfig); err != nil {
+		t.Fatalf("second write (update): %v", err)
+	}
+
+	var secret corev1.Secret
+	if err := mgmt.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: cd + "-kubeconfig"}, &secret); err != nil {
+		t.Fatalf("reading the Secret: %v", err)
+	}
+	if secret.Type != KubeconfigSecretType {
+		t.Errorf("type = %q, want %q", secret.Type, KubeconfigSecretType)
+	}
+	if got := secret.Labels[ClusterNameLabel]; got != cd {
+		t.Errorf("label %s = %q, want %q", ClusterNameLabel, got, cd)
+	}
+
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(secret.Data[KubeconfigSecretKey])
+	if err != nil {
+		t.Fatalf("parsing kubeconfig from the Secret: %v", err)
+	}
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	marker := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "made-via-secret"}}
+	if err := c.Create(ctx, marker); err != nil {
+		t.Fatalf("creating through the Secret's kubeconfig: %v", err)
+	}
+	if err := child.Client.Get(ctx, client.ObjectKeyFromObject(marker), &corev1.Namespace{}); err != nil {
+		t.Fatalf("object created through the Secret's kubeconfig is not on the child: %v", err)
+	}
+}
+
+func TestWriteKubeconfigSecretRejectsEmptyNames(t *testing.T) {
+	if err := mgmt.WriteKubeconfigSecret(context.Background(), "", "cd", nil); err == nil {
+		t.Error("empty namespace accepted")
+	}
+	if err := mgmt.WriteKubeconfigSecret(context.Background(), "ns", "", nil); err == nil {
+		t.Error("empty cluster name accepted")
+	}
+}
+
+func TestChildRestartKeepsAddressAndData(t *testing.T) {
+	ctx := context.Background()
+	child := startChild(t, "restart")
+	hostBefore := child.Config.Host
+	kubeconfig := child.Kubeconfig
+
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "survives"},
+		Data:       map[string]string{"k": "v"},
+	}
+	if err := child.Client.Create(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := child.Restart(); err != nil {
+		t.Fatalf("Restart: %v", err)
+	}
+	if child.Config.Host != hostBefore {
+		t.Fatalf("host changed across Restart: %s -> %s", hostBefore, child.Config.Host)
+	}
+
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got corev1.ConfigMap
+	if err := c.Get(ctx, client.ObjectKeyFromObject(cm), &got); err != nil {
+		t.Fatalf("kubeconfig from before the restart: %v", err)
+	}
+	if got.Data["k"] != "v" {
+		t.Errorf("data lost across Restart: %v", got.Data)
+	}
+	if err := child.Client.Get(ctx, client.ObjectKeyFromObject(cm), &corev1.ConfigMap{}); err != nil {
+		t.Errorf("child.Client after Restart: %v", err)
+	}
+}
+
+func TestChildUnreachableWhilePaused(t *testing.T) {
+	child := startChild(t, "down")
+	hostBefore := child.Config.Host
+	if err := child.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	cfg := *child.Config
+	cfg.Timeout = 5 * time.Second
+	c, err := client.New(&cfg, client.Options{})
+	if err == nil {
+		err = c.Get(context.Background(), client.ObjectKey{Name: "default"}, &corev1.Namespace{})
+	}
+	if err == nil {
+		t.Fatalf("child at %s answered while paused", hostBefore)
+	}
+	if err := child.Resume(); err != nil {
+		t.Fatalf("Resume: %v", err)
+	}
+	if child.Config.Host != hostBefore {
+		t.Errorf("host changed across Pause/Resume: %s -> %s", hostBefore, child.Config.Host)
+	}
+	if err := child.Client.Get(context.Background(), client.ObjectKey{Name: "default"}, &corev1.Namespace{}); err != nil {
+		t.Fatalf("child unreachable after Restart: %v", err)
+	}
+}
+
+func TestAssetsDirNamesMakeTools(t *testing.T) {
+	for _, dir := range []string{"", t.TempDir()} {
+		t.Setenv("KUBEBUILDER_ASSETS", dir)
+		_, err := AssetsDir()
+		if err == nil {
+			t.Fatalf("AssetsDir with KUBEBUILDER_ASSETS=%q: no error", dir)
+		}
+		if !strings.Contains(err.Error(), "make tools") {
+			t.Errorf("AssetsDir error %q does not name `make tools`", err)
+		}
+		if _, err := StartChild("x"); err == nil || !strings.Contains(err.Error(), "make tools") {
+			t.Errorf("StartChild with KUBEBUILDER_ASSETS=%q: %v, want an error naming `make tools`", dir, err)
+		}
+		if _, err := StartManagement(); err == nil || !strings.Contains(err.Error(), "make tools") {
+			t.Errorf("StartManagement with KUBEBUILDER_ASSETS=%q: %v, want an error naming `make tools`", dir, err)
+		}
+	}
+}
