@@ -25,6 +25,11 @@ for c in colony-controller workspace-controller inventory-collector webhook; do
   fi
 done
 
+echo "[generate] webhook configurations"
+if [ -d webhook/internal/admission ]; then
+  (cd webhook && "$CG" webhook paths=./... output:webhook:artifacts:config=config/webhook)
+fi
+
 chart=charts/exalsius-operator
 if [ -d "$chart" ]; then
   echo "[generate] chart CRDs and RBAC"

@@ -1,0 +1,111 @@
+// Package admission serves the webhook's admission handlers: validating WorkspaceClass,
+// WorkspaceDeployment and Colony, and defaulting WorkspaceDeployment. The rules themselves are the
+// pure functions of internal/validation; this package adds the lookups they need and turns their
+// field errors into API errors.
+//
+// The kubebuilder markers below generate config/webhook/manifests.yaml (`hack/generate.sh`). Both
+// configurations are named exalsius-operator-webhook; failurePolicy is Fail with a 5 second timeout,
+// sideEffects None, and the namespaceSelector leaves kube-system, kube-public and kube-node-lease, and
+// any namespace labelled webhooks.exalsius.ai/ignore, alone (the chart labels the operator's own).
+//
+// +kubebuilder:webhookconfiguration:mutating=false,name=exalsius-operator-webhook
+// +kubebuilder:webhookconfiguration:mutating=true,name=exalsius-operator-webhook
+//
+// +kubebuilder:rbac:groups=workspaces.exalsius.ai,resources=workspaceclasses,verbs=get;list;watch
+// +kubebuilder:rbac:groups=workspaces.exalsius.ai,resources=workspacedeployments,verbs=list
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+package admission
+
+import (
+	"context"
+	"net/http"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
+	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/webhook/internal/validation"
+)
+
+// IgnoreNamespaceLabel on a namespace keeps the webhook from being called for objects in it.
+const IgnoreNamespaceLabel = "webhooks.exalsius.ai/ignore"
+
+// Paths the handlers are served at; they match the markers.
+const (
+	ValidateWorkspaceClassPath      = "/validate-workspaces-exalsius-ai-v1-workspaceclass"
+	ValidateWorkspaceDeploymentPath = "/validate-workspaces-exalsius-ai-v1-workspacedeployment"
+	DefaultWorkspaceDeploymentPath  = "/mutate-workspaces-exalsius-ai-v1-workspacedeployment"
+	ValidateColonyPath              = "/validate-infra-exalsius-ai-v1-colony"
+)
+
+// Registrar is what handlers are registered on: the controller-runtime webhook server.
+type Registrar interface {
+	Register(path string, hook http.Handler)
+}
+
+// Options configure the handlers.
+type Options struct {
+	// Reader reads WorkspaceClasses and Namespaces; a cached client is fine.
+	Reader client.Reader
+	// LiveReader lists WorkspaceDeployments when a class is deleted; it should read the API server
+	// directly, so that a deployment created a moment ago still protects its class.
+	LiveReader client.Reader
+	// Deployment tunes the WorkspaceDeployment rules.
+	Deployment validation.DeploymentOptions
+}
+
+// Register registers every handler on srv. Handlers recover from panics and deny the request.
+func Register(srv Registrar, scheme *runtime.Scheme, opts Options) {
+	if opts.LiveReader == nil {
+		opts.LiveReader = opts.Reader
+	}
+	srv.Register(ValidateWorkspaceClassPath, admission.WithValidator[*workspacesv1.WorkspaceClass](scheme,
+		&ClassValidator{Reader: opts.LiveReader}).WithRecoverPanic(true))
+	srv.Register(ValidateWorkspaceDeploymentPath, admission.WithValidator[*workspacesv1.WorkspaceDeployment](scheme,
+		&DeploymentValidator{Reader: opts.Reader, Options: opts.Deployment}).WithRecoverPanic(true))
+	srv.Register(DefaultWorkspaceDeploymentPath, admission.WithDefaulter[*workspacesv1.WorkspaceDeployment](scheme,
+		&DeploymentDefaulter{}).WithRecoverPanic(true))
+	srv.Register(ValidateColonyPath, admission.WithValidator[*infrav1.Colony](scheme,
+		&ColonyValidator{}).WithRecoverPanic(true))
+}
+
+// invalid turns a non-empty error list into the API's 422 Invalid error, which the API server
+// returns to the client with every field path.
+func invalid(kind schema.GroupKind, name string, errs field.ErrorList) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	return apierrors.NewInvalid(kind, name, validation.Sort(errs))
+}
+
+var (
+	classKind      = workspacesv1.GroupVersion.WithKind("WorkspaceClass").GroupKind()
+	deploymentKind = workspacesv1.GroupVersion.WithKind("WorkspaceDeployment").GroupKind()
+	colonyKind     = infrav1.GroupVersion.WithKind("Colony").GroupKind()
+)
+
+// ColonyValidator validates Colonies.
+type ColonyValidator struct{}
+
+// ValidateCreate checks a new Colony.
+func (v *ColonyValidator) ValidateCreate(_ context.Context, c *infrav1.Colony) (admission.Warnings, error) {
+	return nil, invalid(colonyKind, c.Name, validation.Colony(c))
+}
+
+// ValidateUpdate checks a changed Colony; a Colony being deleted is never held up.
+func (v *ColonyValidator) ValidateUpdate(_ context.Context, oldC, newC *infrav1.Colony) (admission.Warnings, error) {
+	if newC.DeletionTimestamp != nil || specEqual(oldC.Spec, newC.Spec) {
+		return nil, nil
+	}
+	return nil, invalid(colonyKind, newC.Name, validation.Colony(newC))
+}
+
+// ValidateDelete allows every deletion.
+func (v *ColonyValidator) ValidateDelete(context.Context, *infrav1.Colony) (admission.Warnings, error) {
+	return nil, nil
+}

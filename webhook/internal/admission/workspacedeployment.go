@@ -1,0 +1,147 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/common/tenancy"
+	"github.com/exalsius/exalsius-operator/webhook/internal/validation"
+)
+
+// DeploymentValidator validates WorkspaceDeployments against their class and the tenancy rule.
+type DeploymentValidator struct {
+	// Reader reads WorkspaceClasses and Namespaces.
+	Reader client.Reader
+	// Options tune the rules.
+	Options validation.DeploymentOptions
+}
+
+// ValidateCreate checks a new deployment: its fields, its values against the class (a missing class
+// is a warning, so that GitOps tools may apply the deployment before the class), and the tenancy rule.
+func (v *DeploymentValidator) ValidateCreate(ctx context.Context, wsd *workspacesv1.WorkspaceDeployment) (admission.Warnings, error) {
+	errs, warnings, err := v.check(ctx, wsd)
+	if err != nil {
+		return warnings, err
+	}
+	terrs, err := v.tenancy(ctx, wsd)
+	if err != nil {
+		return warnings, err
+	}
+	return warnings, invalid(deploymentKind, wsd.Name, append(errs, terrs...))
+}
+
+// ValidateUpdate keeps the class and cluster references fixed and checks a changed spec again. A
+// deployment being deleted, or an update that leaves the spec alone (finalizers, labels), always
+// passes, so that teardown never waits for the webhook's verdict on old data. Tenancy is checked on
+// create only: the target never changes, and the workspace-controller re-checks it on every pass.
+func (v *DeploymentValidator) ValidateUpdate(ctx context.Context, oldWSD, newWSD *workspacesv1.WorkspaceDeployment) (admission.Warnings, error) {
+	if newWSD.DeletionTimestamp != nil {
+		return nil, nil
+	}
+	errs := validation.WorkspaceDeploymentUpdate(oldWSD, newWSD)
+	if len(errs) > 0 || apiequality.Semantic.DeepEqual(oldWSD.Spec, newWSD.Spec) {
+		return nil, invalid(deploymentKind, newWSD.Name, errs)
+	}
+	cerrs, warnings, err := v.check(ctx, newWSD)
+	if err != nil {
+		return warnings, err
+	}
+	return warnings, invalid(deploymentKind, newWSD.Name, cerrs)
+}
+
+// ValidateDelete allows every deletion.
+func (v *DeploymentValidator) ValidateDelete(context.Context, *workspacesv1.WorkspaceDeployment) (admission.Warnings, error) {
+	return nil, nil
+}
+
+// check runs the field rules with the class, when it exists.
+func (v *DeploymentValidator) check(ctx context.Context, wsd *workspacesv1.WorkspaceDeployment) (field.ErrorList, admission.Warnings, error) {
+	var warnings admission.Warnings
+	var class *workspacesv1.WorkspaceClass
+	if wsd.Spec.WorkspaceClassRef != "" {
+		wc := &workspacesv1.WorkspaceClass{}
+		err := v.Reader.Get(ctx, client.ObjectKey{Name: wsd.Spec.WorkspaceClassRef}, wc)
+		switch {
+		case apierrors.IsNotFound(err):
+			warnings = append(warnings, ClassMissingWarning(wsd.Spec.WorkspaceClassRef))
+		case err != nil:
+			return nil, nil, apierrors.NewInternalError(fmt.Errorf("reading WorkspaceClass %s: %w", wsd.Spec.WorkspaceClassRef, err))
+		default:
+			class = wc
+		}
+	}
+	errs, w := validation.WorkspaceDeployment(wsd, class, v.Options)
+	return errs, append(warnings, w...), nil
+}
+
+// ClassMissingWarning is the warning returned when a deployment names a class that does not exist.
+func ClassMissingWarning(class string) string {
+	return fmt.Sprintf("WorkspaceClass %s does not exist yet: the workspace waits for it, and its values and "+
+		"resources were not checked against it", class)
+}
+
+// tenancy applies the cross-namespace rule of common/tenancy to spec.clusterDeploymentRef.namespace.
+func (v *DeploymentValidator) tenancy(ctx context.Context, wsd *workspacesv1.WorkspaceDeployment) (field.ErrorList, error) {
+	target := wsd.Spec.ClusterDeploymentRef.Namespace
+	if tenancy.SameNamespace(wsd.Namespace, target) {
+		return nil, nil
+	}
+	ns := &corev1.Namespace{}
+	err := v.Reader.Get(ctx, client.ObjectKey{Name: target}, ns)
+	switch {
+	case apierrors.IsNotFound(err):
+		ns = nil
+	case err != nil:
+		return nil, apierrors.NewInternalError(fmt.Errorf("reading namespace %s: %w", target, err))
+	}
+	if ok, why := tenancy.Allowed(wsd.Namespace, ns); !ok {
+		return field.ErrorList{field.Forbidden(field.NewPath("spec", "clusterDeploymentRef", "namespace"), why)}, nil
+	}
+	return nil, nil
+}
+
+// DeploymentDefaulter fills spec.clusterDeploymentRef.namespace with the deployment's own namespace,
+// so that the stored object says where the workspace runs. On update it only restores the value when
+// a client drops it (server-side apply of a manifest without it), so that the immutability rule never
+// trips on a field the client never set.
+type DeploymentDefaulter struct{}
+
+// Default sets the defaults.
+func (d *DeploymentDefaulter) Default(ctx context.Context, wsd *workspacesv1.WorkspaceDeployment) error {
+	if wsd.Spec.ClusterDeploymentRef.Namespace != "" || wsd.Namespace == "" {
+		return nil
+	}
+	req, err := admission.RequestFromContext(ctx)
+	if err != nil {
+		return nil
+	}
+	switch req.Operation {
+	case "CREATE":
+		wsd.Spec.ClusterDeploymentRef.Namespace = wsd.Namespace
+	case "UPDATE":
+		if oldNamespace(req) == wsd.Namespace {
+			wsd.Spec.ClusterDeploymentRef.Namespace = wsd.Namespace
+		}
+	}
+	return nil
+}
+
+// oldNamespace reads spec.clusterDeploymentRef.namespace of the old object of an update.
+func oldNamespace(req admission.Request) string {
+	old := &workspacesv1.WorkspaceDeployment{}
+	if len(req.OldObject.Raw) == 0 {
+		return ""
+	}
+	if err := jsonUnmarshal(req.OldObject.Raw, old); err != nil {
+		return ""
+	}
+	return old.Spec.ClusterDeploymentRef.Namespace
+}

@@ -1,0 +1,257 @@
+// Package server wires the webhook: its flags, its HTTPS server (certificates from the rotator of
+// internal/certs or from files cert-manager writes), the admission handlers and the readiness check.
+// main.go only parses flags and starts the manager.
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/webhook/internal/admission"
+	"github.com/exalsius/exalsius-operator/webhook/internal/certs"
+	wsvalidation "github.com/exalsius/exalsius-operator/webhook/internal/validation"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Certificate modes.
+const (
+	// CertModeSelf: the webhook keeps its own CA and serving certificate in a Secret and injects the
+	// CA bundle into its webhook configurations.
+	CertModeSelf = "self"
+	// CertModeCertManager: cert-manager writes tls.crt, tls.key and ca.crt into --cert-dir and its
+	// cainjector fills the caBundle; the webhook reloads the files when they change.
+	CertModeCertManager = "cert-manager"
+)
+
+// Defaults of the flags.
+const (
+	DefaultPort              = 9443
+	DefaultServiceName       = "exalsius-operator-webhook"
+	DefaultServiceNamespace  = "exalsius-system"
+	DefaultWebhookConfigName = "exalsius-operator-webhook"
+	DefaultCertDir           = "/tmp/k8s-webhook-server/serving-certs"
+)
+
+// Config holds the webhook's own flags.
+type Config struct {
+	Host              string
+	Port              int
+	CertDir           string
+	CertMode          string
+	CertSecretName    string
+	ServiceName       string
+	ServiceNamespace  string
+	WebhookConfigName string
+	ExtraDNSNames     string
+	IPAddresses       string
+	CABundleFile      string
+	CAValidity        time.Duration
+	CertValidity      time.Duration
+	CertCheckInterval time.Duration
+	MaxReplicas       int
+}
+
+// NewConfig returns the defaults; the service namespace defaults to $POD_NAMESPACE when set.
+func NewConfig() *Config {
+	ns := os.Getenv("POD_NAMESPACE")
+	if ns == "" {
+		ns = DefaultServiceNamespace
+	}
+	return &Config{
+		Port:              DefaultPort,
+		CertDir:           DefaultCertDir,
+		CertMode:          CertModeSelf,
+		CertSecretName:    certs.DefaultSecret,
+		ServiceName:       DefaultServiceName,
+		ServiceNamespace:  ns,
+		WebhookConfigName: DefaultWebhookConfigName,
+		CAValidity:        certs.DefaultCAValidity,
+		CertValidity:      certs.DefaultServingValidity,
+		CertCheckInterval: certs.DefaultCheckInterval,
+		MaxReplicas:       wsvalidation.DefaultMaxReplicas,
+	}
+}
+
+// AddFlags binds the config to flags.
+func (c *Config) AddFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.Host, "host", c.Host, "Address the webhook server binds to; empty binds every interface.")
+	fs.IntVar(&c.Port, "port", c.Port, "Port the webhook server listens on.")
+	fs.StringVar(&c.CertDir, "cert-dir", c.CertDir, "Directory with tls.crt, tls.key and ca.crt (--cert-mode=cert-manager).")
+	fs.StringVar(&c.CertMode, "cert-mode", c.CertMode, "Where certificates come from: self (own CA in a Secret, rotated) or cert-manager (files in --cert-dir).")
+	fs.StringVar(&c.CertSecretName, "cert-secret-name", c.CertSecretName, "Secret in --service-namespace holding the CA and serving certificate (--cert-mode=self).")
+	fs.StringVar(&c.ServiceName, "service-name", c.ServiceName, "Service in front of the webhook; its DNS names go into the serving certificate.")
+	fs.StringVar(&c.ServiceNamespace, "service-namespace", c.ServiceNamespace, "Namespace of the Service and the certificate Secret (default $POD_NAMESPACE).")
+	fs.StringVar(&c.WebhookConfigName, "webhook-config-name", c.WebhookConfigName, "Name of the Validating- and MutatingWebhookConfiguration that receive the CA bundle; empty injects nothing.")
+	fs.StringVar(&c.ExtraDNSNames, "cert-extra-dns-names", c.ExtraDNSNames, "Comma-separated extra DNS names for the serving certificate (for example localhost).")
+	fs.StringVar(&c.IPAddresses, "cert-ip-addresses", c.IPAddresses, "Comma-separated IP addresses for the serving certificate (for webhook configurations that use a url such as https://127.0.0.1:9443).")
+	fs.StringVar(&c.CABundleFile, "ca-bundle-file", c.CABundleFile, "File the CA bundle is written to whenever it changes (--cert-mode=self).")
+	fs.DurationVar(&c.CAValidity, "ca-validity", c.CAValidity, "Lifetime of the self-managed CA; renewed after two thirds.")
+	fs.DurationVar(&c.CertValidity, "cert-validity", c.CertValidity, "Lifetime of the self-managed serving certificate; renewed after two thirds.")
+	fs.DurationVar(&c.CertCheckInterval, "cert-check-interval", c.CertCheckInterval, "How often certificates and the injected CA bundle are checked.")
+	fs.IntVar(&c.MaxReplicas, "max-replicas", c.MaxReplicas, "Largest spec.resources.replicas a WorkspaceDeployment may ask for.")
+}
+
+// Validate reports every invalid flag.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.Port < 1 || c.Port > 65535 {
+		errs = append(errs, fmt.Errorf("--port: %d is not a port", c.Port))
+	}
+	switch c.CertMode {
+	case CertModeSelf:
+		if msgs := validation.IsDNS1123Subdomain(c.CertSecretName); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("--cert-secret-name: %s", strings.Join(msgs, "; ")))
+		}
+		if c.CertValidity <= 0 || c.CAValidity <= 0 || c.CertValidity > c.CAValidity {
+			errs = append(errs, fmt.Errorf("--cert-validity (%s) must be positive and at most --ca-validity (%s)", c.CertValidity, c.CAValidity))
+		}
+		if c.CertCheckInterval <= 0 {
+			errs = append(errs, fmt.Errorf("--cert-check-interval: %s must be positive", c.CertCheckInterval))
+		}
+	case CertModeCertManager:
+		if c.CertDir == "" {
+			errs = append(errs, errors.New("--cert-dir is required with --cert-mode=cert-manager"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("--cert-mode: %q is not one of self, cert-manager", c.CertMode))
+	}
+	for flagName, v := range map[string]string{"--service-name": c.ServiceName, "--service-namespace": c.ServiceNamespace} {
+		if msgs := validation.IsDNS1123Label(v); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("%s: %q: %s", flagName, v, strings.Join(msgs, "; ")))
+		}
+	}
+	if _, err := c.ips(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.MaxReplicas < 1 || c.MaxReplicas > 1<<20 {
+		errs = append(errs, fmt.Errorf("--max-replicas: %d must be at least 1", c.MaxReplicas))
+	}
+	return errors.Join(errs...)
+}
+
+// DNSNames are the serving certificate's names: the Service's, then the extra ones.
+func (c *Config) DNSNames() []string {
+	svc, ns := c.ServiceName, c.ServiceNamespace
+	names := []string{svc + "." + ns + ".svc", svc + "." + ns + ".svc.cluster.local", svc + "." + ns, svc}
+	for _, n := range strings.Split(c.ExtraDNSNames, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			names = append(names, n)
+		}
+	}
+	return names
+}
+
+func (c *Config) ips() ([]net.IP, error) {
+	var out []net.IP
+	for _, s := range strings.Split(c.IPAddresses, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		ip := net.ParseIP(s)
+		if ip == nil {
+			return nil, fmt.Errorf("--cert-ip-addresses: %q is not an IP address", s)
+		}
+		out = append(out, ip)
+	}
+	return out, nil
+}
+
+// Webhook is the wired webhook: the server to hand to the manager and, in self mode, the rotator.
+type Webhook struct {
+	Server  webhook.Server
+	Rotator *certs.Rotator
+	checker *certs.TLSChecker
+}
+
+// New builds the webhook server and, in self mode, the certificate rotator; Setup completes them once
+// the manager exists.
+func New(c *Config) (*Webhook, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	ips, _ := c.ips()
+	w := &Webhook{}
+	opts := webhook.Options{Host: c.Host, Port: c.Port, CertDir: c.CertDir,
+		TLSOpts: []func(*tls.Config){func(t *tls.Config) { t.MinVersion = tls.VersionTLS12 }}}
+	serverName := c.DNSNames()[0]
+	roots := func() []byte {
+		b, err := os.ReadFile(filepath.Join(c.CertDir, "ca.crt"))
+		if err != nil {
+			return nil
+		}
+		return b
+	}
+	if c.CertMode == CertModeSelf {
+		r, err := certs.New(certs.Options{
+			Secret:            client.ObjectKey{Namespace: c.ServiceNamespace, Name: c.CertSecretName},
+			WebhookConfigName: c.WebhookConfigName,
+			DNSNames:          c.DNSNames(),
+			IPAddresses:       ips,
+			CAValidity:        c.CAValidity,
+			ServingValidity:   c.CertValidity,
+			CheckInterval:     c.CertCheckInterval,
+			CABundleFile:      c.CABundleFile,
+			Log:               ctrl.Log.WithName("certs"),
+		})
+		if err != nil {
+			return nil, err
+		}
+		w.Rotator = r
+		opts.TLSOpts = append(opts.TLSOpts, func(t *tls.Config) { t.GetCertificate = r.GetCertificate })
+		roots = r.CABundle
+	}
+	w.Server = webhook.NewServer(opts)
+	w.checker = &certs.TLSChecker{Addr: net.JoinHostPort(c.Host, strconv.Itoa(c.Port)), ServerName: serverName, Roots: roots}
+	return w, nil
+}
+
+// ManagerOption puts the webhook server into the manager's options (a bootstrap mutate function).
+func (w *Webhook) ManagerOption(mo *ctrl.Options) { mo.WebhookServer = w.Server }
+
+// Setup registers the rotator, the handlers and the readiness check "webhook-tls" on mgr, and warms
+// the caches the handlers read.
+func (w *Webhook) Setup(mgr ctrl.Manager, c *Config) error {
+	if w.Rotator != nil {
+		// The rotator reads one Secret and two webhook configurations by name: an uncached client,
+		// so that no informer caches Secrets and RBAC can name the objects.
+		direct, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+		if err != nil {
+			return fmt.Errorf("building the certificate client: %w", err)
+		}
+		w.Rotator.SetClient(direct)
+		if err := mgr.Add(w.Rotator); err != nil {
+			return err
+		}
+	}
+	srv := mgr.GetWebhookServer()
+	admission.Register(srv, mgr.GetScheme(), admission.Options{
+		Reader:     mgr.GetClient(),
+		LiveReader: mgr.GetAPIReader(),
+		Deployment: wsvalidation.DeploymentOptions{MaxReplicas: int32(c.MaxReplicas)},
+	})
+	for _, obj := range []client.Object{&workspacesv1.WorkspaceClass{}, &corev1.Namespace{}} {
+		if _, err := mgr.GetCache().GetInformer(context.Background(), obj); err != nil {
+			return fmt.Errorf("starting the informer for %T: %w", obj, err)
+		}
+	}
+	return mgr.AddReadyzCheck("webhook-tls", w.checker.Check)
+}
+
+// Checker is the readiness check, for tests.
+func (w *Webhook) Checker() *certs.TLSChecker { return w.checker }
