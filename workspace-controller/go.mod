@@ -10,4 +10,11 @@ require (
 	sigs.k8s.io/controller-runtime v0.25.2
 )
 
+require (
+	github.com/Masterminds/semver/v3 v3.5.0 // indirect
+	github.com/prometheus/client_golang v1.24.0 // indirect
+	go.yaml.in/yaml/v2 v2.4.4 // indirect
+	sigs.k8s.io/yaml v1.6.0 // indirect
+)
+
 replace github.com/exalsius/exalsius-operator/common => ../common

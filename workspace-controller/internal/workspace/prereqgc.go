@@ -1,0 +1,168 @@
+package workspace
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+)
+
+// AnnotationUnusedSince records, on a shared prerequisite ServiceSet, when the last workspace that
+// needed it went away.
+const AnnotationUnusedSince = "workspaces.exalsius.ai/unused-since"
+
+// PrerequisiteCollector removes a shared prerequisite ServiceSet once no workspace on its cluster has
+// needed it for the grace period.
+type PrerequisiteCollector struct {
+	Client      client.Client
+	GracePeriod time.Duration
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+}
+
+// SetupWithManager registers the collector. It relies on the workspace reconciler's indexes.
+func (c *PrerequisiteCollector) SetupWithManager(mgr manager.Manager, opts controller.Options) error {
+	return builder.ControllerManagedBy(mgr).
+		Named("prerequisite-collector").
+		For(&k0rdentv1.ServiceSet{}, builder.WithPredicates(hasLabel(workspacesv1.PrerequisiteLabel))).
+		Watches(&workspacesv1.WorkspaceDeployment{}, handler.EnqueueRequestsFromMapFunc(c.forWorkspace)).
+		WithOptions(opts).
+		Complete(c)
+}
+
+func (c *PrerequisiteCollector) now() time.Time {
+	if c.Now != nil {
+		return c.Now()
+	}
+	return time.Now()
+}
+
+// forWorkspace maps a workspace to the prerequisite ServiceSets of its cluster.
+func (c *PrerequisiteCollector) forWorkspace(ctx context.Context, o client.Object) []reconcile.Request {
+	ws, ok := o.(*workspacesv1.WorkspaceDeployment)
+	if !ok {
+		return nil
+	}
+	cd := ClusterKey(ws)
+	var list k0rdentv1.ServiceSetList
+	if err := c.Client.List(ctx, &list, client.InNamespace(cd.Namespace),
+		client.MatchingLabels{workspacesv1.ClusterDeploymentLabel: cd.Name}, client.HasLabels{workspacesv1.PrerequisiteLabel}); err != nil {
+		log.FromContext(ctx).Error(err, "listing prerequisite ServiceSets")
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return out
+}
+
+// Reconcile marks a prerequisite ServiceSet unused, clears the mark when it is needed again, and
+// deletes it when the grace period has passed.
+func (c *PrerequisiteCollector) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	ss := &k0rdentv1.ServiceSet{}
+	if err := c.Client.Get(ctx, req.NamespacedName, ss); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if !ss.DeletionTimestamp.IsZero() {
+		return c.finishDeletion(ctx, ss)
+	}
+	template := ss.Annotations[AnnotationPrerequisiteTemplate]
+	if template == "" && len(ss.Spec.Services) > 0 {
+		template = ss.Spec.Services[0].Template
+	}
+	cd := types.NamespacedName{Namespace: ss.Namespace, Name: ss.Labels[workspacesv1.ClusterDeploymentLabel]}
+	used, err := c.inUse(ctx, cd, template)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	since, marked := ss.Annotations[AnnotationUnusedSince]
+	patchBase := ss.DeepCopy()
+	switch {
+	case used && !marked:
+		return reconcile.Result{}, nil
+	case used:
+		delete(ss.Annotations, AnnotationUnusedSince)
+		return reconcile.Result{}, c.patch(ctx, ss, patchBase)
+	case !marked:
+		if ss.Annotations == nil {
+			ss.Annotations = map[string]string{}
+		}
+		ss.Annotations[AnnotationUnusedSince] = c.now().UTC().Format(time.RFC3339)
+		if err := c.patch(ctx, ss, patchBase); err != nil {
+			return reconcile.Result{}, err
+		}
+		return reconcile.Result{RequeueAfter: c.GracePeriod}, nil
+	}
+	t, err := time.Parse(time.RFC3339, since)
+	if err != nil {
+		t = c.now()
+	}
+	if left := c.GracePeriod - c.now().Sub(t); left > 0 {
+		return reconcile.Result{RequeueAfter: left}, nil
+	}
+	log.FromContext(ctx).Info("removing unused prerequisite", "serviceSet", req.NamespacedName.String(), "template", template)
+	if err := c.Client.Delete(ctx, ss); err != nil && !apierrors.IsNotFound(err) {
+		return reconcile.Result{}, fmt.Errorf("deleting unused prerequisite ServiceSet %s: %w", req.NamespacedName, err)
+	}
+	return reconcile.Result{}, nil
+}
+
+// finishDeletion removes k0rdent's finalizer from a prerequisite ServiceSet whose ClusterDeployment is
+// gone (KCM cannot finish it then); otherwise KCM finishes it.
+func (c *PrerequisiteCollector) finishDeletion(ctx context.Context, ss *k0rdentv1.ServiceSet) (reconcile.Result, error) {
+	cd := &k0rdentv1.ClusterDeployment{}
+	err := c.Client.Get(ctx, types.NamespacedName{Namespace: ss.Namespace, Name: ss.Spec.Cluster}, cd)
+	if err == nil || !apierrors.IsNotFound(err) || len(ss.Finalizers) == 0 {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	patchBase := ss.DeepCopy()
+	ss.Finalizers = nil
+	return reconcile.Result{}, client.IgnoreNotFound(c.Client.Patch(ctx, ss, client.MergeFrom(patchBase)))
+}
+
+// inUse reports whether a workspace on the cluster that is not being deleted needs the template.
+func (c *PrerequisiteCollector) inUse(ctx context.Context, cd types.NamespacedName, template string) (bool, error) {
+	var list workspacesv1.WorkspaceDeploymentList
+	if err := c.Client.List(ctx, &list, client.MatchingFields{IndexCluster: cd.String()}); err != nil {
+		return false, fmt.Errorf("listing workspaces of %s: %w", cd, err)
+	}
+	for i := range list.Items {
+		ws := &list.Items[i]
+		if !ws.DeletionTimestamp.IsZero() {
+			continue
+		}
+		class := &workspacesv1.WorkspaceClass{}
+		if err := c.Client.Get(ctx, types.NamespacedName{Name: ws.Spec.WorkspaceClassRef}, class); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return false, fmt.Errorf("reading WorkspaceClass %s: %w", ws.Spec.WorkspaceClassRef, err)
+		}
+		for _, p := range class.Spec.Prerequisites {
+			if p.ServiceTemplate == template {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
+func (c *PrerequisiteCollector) patch(ctx context.Context, ss, base *k0rdentv1.ServiceSet) error {
+	if err := c.Client.Patch(ctx, ss, client.MergeFrom(base)); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("updating prerequisite ServiceSet %s/%s: %w", ss.Namespace, ss.Name, err)
+	}
+	return nil
+}

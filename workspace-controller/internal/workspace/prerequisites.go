@@ -1,0 +1,235 @@
+package workspace
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/yaml"
+
+	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/common/conditions"
+	"github.com/exalsius/exalsius-operator/common/names"
+)
+
+// defaultPrerequisiteTimeout applies when a class sets no prerequisiteDeployTimeout.
+const defaultPrerequisiteTimeout = 10 * time.Minute
+
+// PrerequisiteServiceSetName is the name of the shared ServiceSet that installs a prerequisite on a
+// cluster: one per ClusterDeployment and ServiceTemplate.
+func PrerequisiteServiceSetName(cd, template string) string {
+	return names.DNSLabel(cd, "prereq", template)
+}
+
+// prerequisites makes sure every prerequisite of the class is deployed on the cluster (SPEC step 4),
+// either by a service the Colony put on the ClusterDeployment or by the shared per-cluster ServiceSet.
+func (r *Reconciler) prerequisites(ctx context.Context, s *scope) (stepResult, error) {
+	prereqs := s.class.Spec.Prerequisites
+	if len(prereqs) == 0 {
+		s.ws.Status.Prerequisites = nil
+		s.setTrue(workspacesv1.PrerequisitesMetCondition, workspacesv1.ReasonNoPrerequisites, "the class has no prerequisites")
+		return next, nil
+	}
+	statuses := make([]workspacesv1.PrerequisiteStatus, 0, len(prereqs))
+	var conflict, failed, pending []string
+	for _, p := range prereqs {
+		st, err := r.prerequisite(ctx, s, p)
+		if err != nil {
+			return stop, err
+		}
+		statuses = append(statuses, st)
+		switch {
+		case st.State == "Conflict":
+			conflict = append(conflict, st.Message)
+		case st.State == string(k0rdentv1.ServiceStateFailed):
+			failed = append(failed, fmt.Sprintf("%s: %s", p.ServiceTemplate, st.Message))
+		case st.State != string(k0rdentv1.ServiceStateDeployed):
+			pending = append(pending, fmt.Sprintf("%s (%s)", p.ServiceTemplate, orDefault(st.State, "Pending")))
+		}
+	}
+	s.ws.Status.Prerequisites = statuses
+	deployedBefore := s.ws.Status.ServiceSetName != ""
+	switch {
+	case len(conflict) > 0:
+		s.failed(workspacesv1.PrerequisitesMetCondition, workspacesv1.ReasonPrerequisiteNamespaceConflict, strings.Join(conflict, "; "))
+		return stop, nil
+	case len(failed) > 0 && !deployedBefore:
+		s.failed(workspacesv1.PrerequisitesMetCondition, workspacesv1.ReasonPrerequisiteFailed, "prerequisite failed: "+strings.Join(failed, "; "))
+		return stop, nil
+	case len(failed)+len(pending) > 0 && deployedBefore:
+		// The workspace is installed already: report, but do not take it down.
+		s.setCondition(workspacesv1.PrerequisitesMetCondition, metav1.ConditionFalse, workspacesv1.ReasonPrerequisitesDeploying,
+			"prerequisites not deployed: "+strings.Join(append(failed, pending...), "; "))
+		return next, nil
+	case len(pending) > 0:
+		return r.waitForPrerequisites(s, pending), nil
+	}
+	s.setTrue(workspacesv1.PrerequisitesMetCondition, workspacesv1.ReasonPrerequisitesMet, "every prerequisite is deployed")
+	return next, nil
+}
+
+// waitForPrerequisites keeps the workspace in InstallingPrerequisites until the class's
+// prerequisiteDeployTimeout, counted from when it started waiting, then fails it.
+func (r *Reconciler) waitForPrerequisites(s *scope, pending []string) stepResult {
+	timeout := defaultPrerequisiteTimeout
+	if d := s.class.Spec.PrerequisiteDeployTimeout; d != nil && d.Duration > 0 {
+		timeout = d.Duration
+	}
+	started := s.now
+	if c := conditions.Get(s.ws.Status.Conditions, workspacesv1.PrerequisitesMetCondition); c != nil &&
+		c.Status == metav1.ConditionFalse && c.Reason == workspacesv1.ReasonPrerequisitesDeploying {
+		started = c.LastTransitionTime.Time
+	}
+	msg := "waiting for prerequisites: " + strings.Join(pending, ", ")
+	if s.now.Sub(started) >= timeout {
+		s.failed(workspacesv1.PrerequisitesMetCondition, workspacesv1.ReasonPrerequisiteTimeout,
+			fmt.Sprintf("prerequisites not deployed within prerequisiteDeployTimeout %s: %s", timeout, strings.Join(pending, ", ")))
+		return stop
+	}
+	s.blocked(workspacesv1.PhaseInstallingPrerequisites, workspacesv1.PrerequisitesMetCondition, workspacesv1.ReasonPrerequisitesDeploying, msg)
+	return stopAfter(timeout - s.now.Sub(started))
+}
+
+// prerequisite resolves one prerequisite: the shared ServiceSet when it exists, else a service the
+// Colony provides, else a new shared ServiceSet. State "Conflict" marks a namespace conflict.
+func (r *Reconciler) prerequisite(ctx context.Context, s *scope, p workspacesv1.Prerequisite) (workspacesv1.PrerequisiteStatus, error) {
+	st := workspacesv1.PrerequisiteStatus{ServiceTemplate: p.ServiceTemplate, Namespace: p.Namespace}
+	name := PrerequisiteServiceSetName(s.cdKey.Name, p.ServiceTemplate)
+	ss := &k0rdentv1.ServiceSet{}
+	err := r.Client.Get(ctx, types.NamespacedName{Namespace: s.cdKey.Namespace, Name: name}, ss)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return st, fmt.Errorf("reading prerequisite ServiceSet %s/%s: %w", s.cdKey.Namespace, name, err)
+	}
+	if apierrors.IsNotFound(err) {
+		if provided, ok := colonyService(s.cd, p.ServiceTemplate); ok {
+			st.ProvidedByCluster = true
+			st.State = provided.state
+			if provided.namespace != p.Namespace {
+				st.State = "Conflict"
+				st.Message = fmt.Sprintf("prerequisite %s: the class wants it in namespace %s, but ClusterDeployment %s already has it in namespace %s",
+					p.ServiceTemplate, p.Namespace, s.cdKey, provided.namespace)
+			}
+			return st, nil
+		}
+		ss, err = r.createPrerequisite(ctx, s, p, name)
+		if err != nil {
+			return st, err
+		}
+	}
+	st.ServiceSetName = ss.Name
+	if len(ss.Spec.Services) > 0 && ss.Spec.Services[0].Namespace != p.Namespace {
+		st.State = "Conflict"
+		st.Message = fmt.Sprintf("prerequisite %s: the class wants it in namespace %s, but the shared ServiceSet %s/%s installs it in namespace %s",
+			p.ServiceTemplate, p.Namespace, ss.Namespace, ss.Name, ss.Spec.Services[0].Namespace)
+		return st, nil
+	}
+	if !ss.DeletionTimestamp.IsZero() {
+		st.State = string(k0rdentv1.ServiceStateDeleting)
+		st.Message = "the shared ServiceSet is being removed; it is made again once it is gone"
+		return st, nil
+	}
+	st.State = string(k0rdentv1.ServiceStatePending)
+	release := names.HelmRelease(p.ServiceTemplate)
+	for _, svc := range ss.Status.Services {
+		if svc.Name == release && svc.Namespace == p.Namespace {
+			st.State, st.Message = string(svc.State), svc.FailureMessage
+		}
+	}
+	return st, nil
+}
+
+// createPrerequisite creates the shared ServiceSet; when another workspace created it first, that one
+// is used.
+func (r *Reconciler) createPrerequisite(ctx context.Context, s *scope, p workspacesv1.Prerequisite, name string) (*k0rdentv1.ServiceSet, error) {
+	values := ""
+	if p.Values != nil && len(p.Values.Raw) > 0 && string(p.Values.Raw) != "null" {
+		y, err := yaml.JSONToYAML(p.Values.Raw)
+		if err != nil {
+			return nil, fmt.Errorf("prerequisite %s values: %w", p.ServiceTemplate, err)
+		}
+		values = string(y)
+	}
+	timeout := defaultPrerequisiteTimeout
+	if d := s.class.Spec.PrerequisiteDeployTimeout; d != nil && d.Duration > 0 {
+		timeout = d.Duration
+	}
+	ss := &k0rdentv1.ServiceSet{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      name,
+			Namespace: s.cdKey.Namespace,
+			Labels: map[string]string{
+				k0rdentv1.StateManagementProviderAdapterLabel: k0rdentv1.StateManagementProviderAdapterValue,
+				workspacesv1.PrerequisiteLabel:                names.DNSLabel(p.ServiceTemplate),
+				workspacesv1.ClusterDeploymentLabel:           s.cdKey.Name,
+			},
+			Annotations:     map[string]string{AnnotationPrerequisiteTemplate: p.ServiceTemplate},
+			OwnerReferences: []metav1.OwnerReference{clusterOwnerRef(s.cd)},
+		},
+		Spec: k0rdentv1.ServiceSetSpec{
+			Cluster:  s.cdKey.Name,
+			Provider: k0rdentv1.StateManagementProviderConfig{Name: k0rdentv1.DefaultStateManagementProvider},
+			Services: []k0rdentv1.ServiceWithValues{{
+				Name:        names.HelmRelease(p.ServiceTemplate),
+				Namespace:   p.Namespace,
+				Template:    p.ServiceTemplate,
+				Values:      values,
+				HelmOptions: helmOptions(timeout),
+			}},
+		},
+	}
+	err := r.Client.Create(ctx, ss)
+	if apierrors.IsAlreadyExists(err) {
+		existing := &k0rdentv1.ServiceSet{}
+		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: ss.Namespace, Name: ss.Name}, existing); err != nil {
+			return nil, fmt.Errorf("reading prerequisite ServiceSet %s/%s: %w", ss.Namespace, ss.Name, err)
+		}
+		return existing, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("creating prerequisite ServiceSet %s/%s: %w", ss.Namespace, ss.Name, err)
+	}
+	return ss, nil
+}
+
+// providedService is a service the Colony (or anyone but this operator) put on a ClusterDeployment.
+type providedService struct {
+	namespace string
+	state     string
+}
+
+// colonyService finds a service with the template on the ClusterDeployment: in spec.serviceSpec
+// (its state read from status.services), else a Deployed entry of status.services. Templates are
+// versioned by name, so only the exact template counts.
+func colonyService(cd *k0rdentv1.ClusterDeployment, template string) (providedService, bool) {
+	for _, svc := range cd.Spec.ServiceSpec.Services {
+		if svc.Template != template || svc.Disable {
+			continue
+		}
+		ns := orDefault(svc.Namespace, "default")
+		out := providedService{namespace: ns, state: string(k0rdentv1.ServiceStatePending)}
+		for _, st := range cd.Status.Services {
+			if st.Name == svc.Name && st.Namespace == ns {
+				out.state = string(st.State)
+			}
+		}
+		return out, true
+	}
+	for _, st := range cd.Status.Services {
+		if st.Template == template && st.State == k0rdentv1.ServiceStateDeployed {
+			return providedService{namespace: st.Namespace, state: string(st.State)}, true
+		}
+	}
+	return providedService{}, false
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}

@@ -1,0 +1,215 @@
+// Package workspace runs the WorkspaceDeployment state machine: resolve the class and the
+// ClusterDeployment, merge resources, pass the GPU gate, install the prerequisites, build the Helm
+// values, create the workspace's k0rdent ServiceSet and follow its state, and tear it all down on
+// deletion. Each step lives in its own file; docs/RECONCILIATION.md walks through them.
+package workspace
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/common/conditions"
+)
+
+// Options tune the reconciler.
+type Options struct {
+	// TenantDomain is the DNS domain access URLs are built under.
+	TenantDomain string
+	// RolloutSettle is how long after a ServiceSet change a service state older than the change is
+	// still trusted as current (k0rdent collects states every 10 s and may skip a short Provisioning).
+	RolloutSettle time.Duration
+	// UnreachableRetry is the delay before retrying a child that could not be reached.
+	UnreachableRetry time.Duration
+}
+
+// Reconciler reconciles WorkspaceDeployments.
+type Reconciler struct {
+	// Client reads through the manager's cache and writes to the API server.
+	Client client.Client
+	// APIReader reads the API server directly, for what is not cached (events on failure).
+	APIReader client.Reader
+	// Children reaches the child clusters.
+	Children Children
+	// Recorder emits events.k8s.io/v1 events.
+	Recorder events.EventRecorder
+	// Options tune timings and URLs.
+	Options Options
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+
+	admissions *admissions
+}
+
+// +kubebuilder:rbac:groups=workspaces.exalsius.ai,resources=workspacedeployments,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=workspaces.exalsius.ai,resources=workspacedeployments/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=workspaces.exalsius.ai,resources=workspacedeployments/finalizers,verbs=update
+// +kubebuilder:rbac:groups=workspaces.exalsius.ai,resources=workspaceclasses,verbs=get;list;watch
+// +kubebuilder:rbac:groups=k0rdent.mirantis.com,resources=clusterdeployments,verbs=get;list;watch
+// +kubebuilder:rbac:groups=k0rdent.mirantis.com,resources=servicetemplates,verbs=get;list;watch
+// +kubebuilder:rbac:groups=k0rdent.mirantis.com,resources=servicesets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch;list;watch
+
+func (r *Reconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// Reconcile drives one WorkspaceDeployment one step further and writes its status once, when it
+// changed.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, retErr error) {
+	ws := &workspacesv1.WorkspaceDeployment{}
+	if err := r.Client.Get(ctx, req.NamespacedName, ws); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.admissionsFor().forget(req.NamespacedName.String())
+		}
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	s := newScope(ws, r.now())
+	before := ws.DeepCopy()
+
+	defer func() {
+		if err := r.patchStatus(ctx, before, s); err != nil {
+			retErr = errors.Join(retErr, err)
+		}
+	}()
+
+	if !ws.DeletionTimestamp.IsZero() {
+		return r.reconcileDelete(ctx, s)
+	}
+	if !controllerutil.ContainsFinalizer(ws, workspacesv1.WorkspaceFinalizer) {
+		patchBase := ws.DeepCopy()
+		controllerutil.AddFinalizer(ws, workspacesv1.WorkspaceFinalizer)
+		if err := r.Client.Patch(ctx, ws, client.MergeFrom(patchBase)); err != nil {
+			return reconcile.Result{}, fmt.Errorf("adding finalizer: %w", err)
+		}
+	}
+	if ws.Spec.Suspend {
+		s.suspended()
+		return reconcile.Result{}, nil
+	}
+	return r.reconcileNormal(ctx, s)
+}
+
+// reconcileNormal runs the steps in order; a step that cannot finish stops the pass and says when to
+// come back.
+func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (reconcile.Result, error) {
+	steps := []struct {
+		name string
+		run  func(context.Context, *scope) (stepResult, error)
+	}{
+		{"resolve class", r.resolveClass},
+		{"resolve cluster", r.resolveCluster},
+		{"resolve templates", r.resolveTemplates},
+		{"merge resources", r.mergeResources},
+		{"gpu gate", r.gate},
+		{"prerequisites", r.prerequisites},
+		{"values", r.values},
+		{"serviceset", r.serviceSet},
+		{"readiness", r.readiness},
+	}
+	for _, st := range steps {
+		out, err := st.run(ctx, s)
+		if err != nil {
+			log.FromContext(ctx).V(1).Info("step failed", "step", st.name, "error", err.Error())
+			return reconcile.Result{}, fmt.Errorf("%s: %w", st.name, err)
+		}
+		if out.stop {
+			s.observed = true
+			return reconcile.Result{RequeueAfter: out.requeueAfter}, nil
+		}
+	}
+	s.observed = true
+	r.access(s)
+	return reconcile.Result{RequeueAfter: s.requeueAfter}, nil
+}
+
+// patchStatus writes the status when it changed, and records events for the condition transitions.
+func (r *Reconciler) patchStatus(ctx context.Context, before *workspacesv1.WorkspaceDeployment, s *scope) error {
+	ws := s.ws
+	if s.observed {
+		ws.Status.ObservedGeneration = ws.Generation
+	}
+	s.finish()
+	observePhase(before, ws, r.now())
+	if equality.Semantic.DeepEqual(before.Status, ws.Status) {
+		return nil
+	}
+	conditions.RecordTransitions(r.Recorder, ws, before.Status.Conditions, ws.Status.Conditions)
+	base := ws.DeepCopy()
+	base.Status = before.Status
+	if err := r.Client.Status().Patch(ctx, ws, client.MergeFrom(base)); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("writing status: %w", err)
+	}
+	return nil
+}
+
+// stepResult says whether the pass stops at a step and when to come back.
+type stepResult struct {
+	stop         bool
+	requeueAfter time.Duration
+}
+
+var (
+	next = stepResult{}
+	stop = stepResult{stop: true}
+)
+
+func stopAfter(d time.Duration) stepResult { return stepResult{stop: true, requeueAfter: d} }
+
+// scope carries what the steps learn about one workspace during one pass.
+type scope struct {
+	ws  *workspacesv1.WorkspaceDeployment
+	now time.Time
+
+	class     *workspacesv1.WorkspaceClass
+	cd        *k0rdentv1.ClusterDeployment
+	cdKey     types.NamespacedName
+	resources *workspacesv1.ResolvedResources
+	values    string
+	svcSet    *k0rdentv1.ServiceSet
+
+	// observed is true when the pass got far enough to describe the current generation.
+	observed bool
+	// requeueAfter asks for a pass at a deadline (deployTimeout) even without events.
+	requeueAfter time.Duration
+}
+
+func newScope(ws *workspacesv1.WorkspaceDeployment, now time.Time) *scope {
+	return &scope{ws: ws, now: now}
+}
+
+// key is the workspace's namespace/name.
+func (s *scope) key() string { return s.ws.Namespace + "/" + s.ws.Name }
+
+// releaseNamespace is the namespace of the workspace's Helm release on the child.
+func (s *scope) releaseNamespace() string { return ReleaseNamespace(s.ws.Name) }
+
+// ReleaseNamespace is the namespace of a workspace's Helm release on the child: ws-<name>.
+func ReleaseNamespace(name string) string { return "ws-" + name }
+
+func (r *Reconciler) admissionsFor() *admissions {
+	if r.admissions == nil {
+		r.admissions = newAdmissions()
+	}
+	return r.admissions
+}

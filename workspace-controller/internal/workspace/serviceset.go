@@ -1,0 +1,257 @@
+package workspace
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/common/names"
+)
+
+const (
+	// AnnotationRolloutStarted records, on a workspace's ServiceSet, when its spec last changed; the
+	// deployTimeout counts from there and older service states are not trusted as current.
+	AnnotationRolloutStarted = "workspaces.exalsius.ai/rollout-started"
+	// AnnotationPrerequisiteTemplate records the full ServiceTemplate name on a prerequisite
+	// ServiceSet (the label value is bounded to 63 characters).
+	AnnotationPrerequisiteTemplate = "workspaces.exalsius.ai/prerequisite-template"
+
+	// defaultDeployTimeout applies when a class sets no deployTimeout.
+	defaultDeployTimeout = 15 * time.Minute
+)
+
+// ServiceSetName is the name of a workspace's ServiceSet: `<cd>-ws-<name>` (with the workspace's
+// namespace when it is not the ClusterDeployment's), bounded to 63 characters. It never equals the
+// `<cd>` ServiceSet KCM makes itself.
+func ServiceSetName(ws *workspacesv1.WorkspaceDeployment) string {
+	cd := ClusterKey(ws)
+	if cd.Namespace == ws.Namespace {
+		return names.DNSLabel(cd.Name, "ws", ws.Name)
+	}
+	return names.DNSLabel(cd.Name, "ws", ws.Namespace, ws.Name)
+}
+
+// ReleaseName is the Helm release name of a workspace, at most 53 characters.
+func ReleaseName(ws *workspacesv1.WorkspaceDeployment) string {
+	return names.HelmRelease(ws.Name)
+}
+
+func clusterOwnerRef(cd *k0rdentv1.ClusterDeployment) metav1.OwnerReference {
+	f := false
+	return metav1.OwnerReference{
+		APIVersion: k0rdentv1.GroupVersion.String(), Kind: "ClusterDeployment", Name: cd.Name, UID: cd.UID, Controller: &f,
+	}
+}
+
+func helmOptions(timeout time.Duration) *apiextensionsv1.JSON {
+	raw, _ := json.Marshal(map[string]any{"wait": true, "timeout": timeout.String()})
+	return &apiextensionsv1.JSON{Raw: raw}
+}
+
+func (s *scope) deployTimeout() time.Duration {
+	if d := s.class.Spec.DeployTimeout; d != nil && d.Duration > 0 {
+		return d.Duration
+	}
+	return defaultDeployTimeout
+}
+
+// desiredServiceSet is the workspace's ServiceSet as the k0rdent contract's checklist wants it.
+func (s *scope) desiredServiceSet() *k0rdentv1.ServiceSet {
+	return &k0rdentv1.ServiceSet{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      ServiceSetName(s.ws),
+			Namespace: s.cdKey.Namespace,
+			Labels: map[string]string{
+				k0rdentv1.StateManagementProviderAdapterLabel: k0rdentv1.StateManagementProviderAdapterValue,
+				workspacesv1.WorkspaceLabel:                   s.ws.Name,
+				workspacesv1.WorkspaceNamespaceLabel:          s.ws.Namespace,
+				workspacesv1.ClusterDeploymentLabel:           s.cdKey.Name,
+			},
+			OwnerReferences: []metav1.OwnerReference{clusterOwnerRef(s.cd)},
+		},
+		Spec: k0rdentv1.ServiceSetSpec{
+			Cluster:  s.cdKey.Name,
+			Provider: k0rdentv1.StateManagementProviderConfig{Name: k0rdentv1.DefaultStateManagementProvider},
+			Services: []k0rdentv1.ServiceWithValues{{
+				Name:        ReleaseName(s.ws),
+				Namespace:   s.releaseNamespace(),
+				Template:    s.class.Spec.ServiceTemplate.Name,
+				Values:      s.values,
+				HelmOptions: helmOptions(s.deployTimeout()),
+			}},
+		},
+	}
+}
+
+// serviceSet creates the workspace's ServiceSet, or corrects it when it drifted from what the
+// workspace asks (a spec edit is rolled out this way) (SPEC step 6).
+func (r *Reconciler) serviceSet(ctx context.Context, s *scope) (stepResult, error) {
+	want := s.desiredServiceSet()
+	s.ws.Status.ServiceSetName = want.Name
+	s.ws.Status.ReleaseName = want.Spec.Services[0].Name
+	stamp := s.now.UTC().Format(time.RFC3339)
+
+	got := &k0rdentv1.ServiceSet{}
+	err := r.Client.Get(ctx, types.NamespacedName{Namespace: want.Namespace, Name: want.Name}, got)
+	if apierrors.IsNotFound(err) {
+		want.Annotations = map[string]string{AnnotationRolloutStarted: stamp}
+		if err := r.Client.Create(ctx, want); err != nil {
+			if apierrors.IsAlreadyExists(err) {
+				return stopAfter(time.Second), nil // created by a pass whose cache we have not seen yet
+			}
+			return stop, fmt.Errorf("creating ServiceSet %s/%s: %w", want.Namespace, want.Name, err)
+		}
+		s.svcSet = want
+		return next, nil
+	}
+	if err != nil {
+		return stop, fmt.Errorf("reading ServiceSet %s/%s: %w", want.Namespace, want.Name, err)
+	}
+	if !got.DeletionTimestamp.IsZero() {
+		s.svcSet = got
+		s.blocked(workspacesv1.PhaseDeploying, workspacesv1.HelmReleaseReadyCondition, workspacesv1.ReasonHelmReleaseDeploying,
+			fmt.Sprintf("ServiceSet %s/%s is being deleted; it is made again once it is gone", got.Namespace, got.Name))
+		return stop, nil
+	}
+	specDrift, metaDrift := drift(got, want)
+	if !specDrift && !metaDrift {
+		s.svcSet = got
+		return next, nil
+	}
+	patchBase := got.DeepCopy()
+	for k, v := range want.Labels {
+		if got.Labels == nil {
+			got.Labels = map[string]string{}
+		}
+		got.Labels[k] = v
+	}
+	if !hasOwner(got, want.OwnerReferences[0]) {
+		got.OwnerReferences = append(got.OwnerReferences, want.OwnerReferences[0])
+	}
+	if specDrift {
+		got.Spec.Cluster = want.Spec.Cluster
+		got.Spec.Provider.Name = want.Spec.Provider.Name
+		got.Spec.Services = want.Spec.Services
+		if got.Annotations == nil {
+			got.Annotations = map[string]string{}
+		}
+		got.Annotations[AnnotationRolloutStarted] = stamp
+	}
+	if err := r.Client.Patch(ctx, got, client.MergeFrom(patchBase)); err != nil {
+		return stop, fmt.Errorf("updating ServiceSet %s/%s: %w", got.Namespace, got.Name, err)
+	}
+	s.svcSet = got
+	return next, nil
+}
+
+// drift compares the fields the operator owns. Fields KCM or users add are left alone.
+func drift(got, want *k0rdentv1.ServiceSet) (spec, meta bool) {
+	for k, v := range want.Labels {
+		if got.Labels[k] != v {
+			meta = true
+		}
+	}
+	if !hasOwner(got, want.OwnerReferences[0]) {
+		meta = true
+	}
+	if got.Spec.Cluster != want.Spec.Cluster || got.Spec.Provider.Name != want.Spec.Provider.Name ||
+		len(got.Spec.Services) != len(want.Spec.Services) {
+		return true, meta
+	}
+	for i := range want.Spec.Services {
+		g, w := got.Spec.Services[i], want.Spec.Services[i]
+		if g.Name != w.Name || g.Namespace != w.Namespace || g.Template != w.Template || g.Values != w.Values ||
+			len(g.ValuesFrom) > 0 || g.HelmAction != nil || g.Version != nil || !sameJSON(g.HelmOptions, w.HelmOptions) {
+			return true, meta
+		}
+	}
+	return false, meta
+}
+
+func hasOwner(o *k0rdentv1.ServiceSet, ref metav1.OwnerReference) bool {
+	for _, r := range o.OwnerReferences {
+		if r.UID == ref.UID && r.Kind == ref.Kind && r.Name == ref.Name {
+			return true
+		}
+	}
+	return false
+}
+
+func sameJSON(a, b *apiextensionsv1.JSON) bool {
+	var av, bv any
+	if a != nil {
+		_ = json.Unmarshal(a.Raw, &av)
+	}
+	if b != nil {
+		_ = json.Unmarshal(b.Raw, &bv)
+	}
+	return equality.Semantic.DeepEqual(av, bv)
+}
+
+// readiness reads the release's state from the ServiceSet (SPEC step 7).
+func (r *Reconciler) readiness(ctx context.Context, s *scope) (stepResult, error) {
+	ss := s.svcSet
+	release, ns := ReleaseName(s.ws), s.releaseNamespace()
+	started := s.now
+	if t, err := time.Parse(time.RFC3339, ss.Annotations[AnnotationRolloutStarted]); err == nil {
+		started = t
+	}
+	var state *k0rdentv1.ServiceState
+	for i := range ss.Status.Services {
+		if ss.Status.Services[i].Name == release && ss.Status.Services[i].Namespace == ns {
+			state = &ss.Status.Services[i]
+		}
+	}
+	// A state from before the rollout describes the previous values; trust it only once k0rdent had
+	// time to report a newer one.
+	current := state != nil && (state.LastStateTransitionTime == nil ||
+		!state.LastStateTransitionTime.Time.Before(started.Truncate(time.Second)) ||
+		s.now.Sub(started) >= r.Options.RolloutSettle)
+	where := fmt.Sprintf("release %s in namespace %s (ServiceSet %s/%s)", release, ns, ss.Namespace, ss.Name)
+	switch {
+	case current && state.State == k0rdentv1.ServiceStateDeployed:
+		s.setTrue(workspacesv1.HelmReleaseReadyCondition, workspacesv1.ReasonHelmReleaseDeployed, where+" is deployed")
+		s.setTrue(workspacesv1.ReadyCondition, workspacesv1.ReasonRunning, "the workspace is running")
+		s.ws.Status.Phase = workspacesv1.PhaseRunning
+		s.ws.Status.Message = "the workspace is running"
+		return next, nil
+	case current && state.State == k0rdentv1.ServiceStateFailed:
+		s.failed(workspacesv1.HelmReleaseReadyCondition, workspacesv1.ReasonHelmReleaseFailed,
+			fmt.Sprintf("%s failed: %s", where, orDefault(state.FailureMessage, "no message from k0rdent")))
+		r.snapshotFailure(ctx, s)
+		return next, nil
+	}
+	timeout := s.deployTimeout()
+	if elapsed := s.now.Sub(started); elapsed >= timeout {
+		st := "no state reported"
+		if state != nil {
+			st = "state " + string(state.State)
+		}
+		s.failed(workspacesv1.HelmReleaseReadyCondition, workspacesv1.ReasonHelmReleaseFailed,
+			fmt.Sprintf("%s not deployed within deployTimeout %s (%s)", where, timeout, st))
+		s.setCondition(workspacesv1.HelmReleaseReadyCondition, metav1.ConditionFalse, workspacesv1.ReasonDeployTimeout,
+			fmt.Sprintf("%s not deployed within deployTimeout %s (%s)", where, timeout, st))
+		r.snapshotFailure(ctx, s)
+		return next, nil
+	}
+	msg := where + " is being installed"
+	if state != nil && current {
+		msg += ": state " + string(state.State)
+	}
+	s.blocked(workspacesv1.PhaseDeploying, workspacesv1.HelmReleaseReadyCondition, workspacesv1.ReasonHelmReleaseDeploying, msg)
+	s.requeueAfter = timeout - s.now.Sub(started)
+	if state != nil && !current {
+		s.requeueAfter = min(s.requeueAfter, r.Options.RolloutSettle-s.now.Sub(started))
+	}
+	return next, nil
+}

@@ -1,0 +1,179 @@
+package workspace
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	eventsv1 "k8s.io/api/events/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/common/conditions"
+)
+
+// maxRecentEvents bounds failureContext.recentEvents.
+const maxRecentEvents = 10
+
+// setCondition writes one condition of the workspace for the current generation.
+func (s *scope) setCondition(condType string, status metav1.ConditionStatus, reason, message string) {
+	conditions.Set(&s.ws.Status.Conditions, metav1.Condition{
+		Type: condType, Status: status, Reason: reason, Message: message, ObservedGeneration: s.ws.Generation,
+	})
+}
+
+func (s *scope) setTrue(condType, reason, message string) {
+	s.setCondition(condType, metav1.ConditionTrue, reason, message)
+}
+
+// blocked puts the workspace in a non-failed phase, with condType False and Ready saying why.
+func (s *scope) blocked(phase workspacesv1.WorkspacePhase, condType, reason, message string) {
+	s.setCondition(condType, metav1.ConditionFalse, reason, message)
+	s.setCondition(workspacesv1.ReadyCondition, metav1.ConditionFalse, reason, message)
+	s.ws.Status.Phase = phase
+	s.ws.Status.Message = message
+}
+
+// failed puts the workspace in phase Failed. The failure context is taken on the transition only, so
+// a workspace that stays Failed for the same reason is not rewritten.
+func (s *scope) failed(condType, reason, message string) {
+	prev := s.ws.Status.Phase
+	sameFailure := prev == workspacesv1.PhaseFailed && s.ws.Status.FailureContext != nil && s.ws.Status.FailureContext.Reason == reason
+	s.setCondition(condType, metav1.ConditionFalse, reason, message)
+	s.setCondition(workspacesv1.ReadyCondition, metav1.ConditionFalse, reason, message)
+	s.ws.Status.Phase = workspacesv1.PhaseFailed
+	s.ws.Status.Message = message
+	if sameFailure {
+		return
+	}
+	phaseWhen := prev
+	if prev == workspacesv1.PhaseFailed && s.ws.Status.FailureContext != nil {
+		phaseWhen = s.ws.Status.FailureContext.PhaseWhenFailed
+	}
+	if phaseWhen == "" {
+		phaseWhen = workspacesv1.PhasePending
+	}
+	s.ws.Status.FailureContext = &workspacesv1.FailureContext{PhaseWhenFailed: phaseWhen, Reason: reason}
+}
+
+// suspended records that reconciliation is paused; the phase stays what it was.
+func (s *scope) suspended() {
+	s.ws.Status.Message = "reconciliation is suspended (spec.suspend); the workspace is left as it is"
+}
+
+// finish tidies the status at the end of a pass: the failure context only exists while Failed.
+func (s *scope) finish() {
+	if s.ws.Status.Phase != workspacesv1.PhaseFailed {
+		s.ws.Status.FailureContext = nil
+	}
+	if s.ws.Status.Phase == "" {
+		s.ws.Status.Phase = workspacesv1.PhasePending
+	}
+}
+
+// snapshotFailure adds the ServiceSet's status and the recent events to a fresh failure context.
+func (r *Reconciler) snapshotFailure(ctx context.Context, s *scope) {
+	fc := s.ws.Status.FailureContext
+	if fc == nil || fc.ServiceSetStatus != nil || len(fc.RecentEvents) > 0 {
+		return
+	}
+	if s.svcSet != nil {
+		if raw, err := json.Marshal(s.svcSet.Status); err == nil {
+			fc.ServiceSetStatus = &apiextensionsv1.JSON{Raw: raw}
+		}
+	}
+	fc.RecentEvents = r.recentEvents(ctx, s)
+}
+
+// recentEvents lists the last events about the workspace and its ServiceSet, oldest first. It reads
+// the API server directly (events are not cached) and only when a workspace fails.
+func (r *Reconciler) recentEvents(ctx context.Context, s *scope) []string {
+	if r.APIReader == nil {
+		return nil
+	}
+	type subject struct{ namespace, kind, name string }
+	subjects := []subject{{s.ws.Namespace, "WorkspaceDeployment", s.ws.Name}}
+	if s.svcSet != nil {
+		subjects = append(subjects, subject{s.svcSet.Namespace, "ServiceSet", s.svcSet.Name})
+	}
+	var picked []eventsv1.Event
+	seenNS := map[string]*eventsv1.EventList{}
+	for _, sub := range subjects {
+		list := seenNS[sub.namespace]
+		if list == nil {
+			list = &eventsv1.EventList{}
+			if err := r.APIReader.List(ctx, list, client.InNamespace(sub.namespace), client.Limit(500)); err != nil {
+				continue
+			}
+			seenNS[sub.namespace] = list
+		}
+		for _, e := range list.Items {
+			if e.Regarding.Kind == sub.kind && e.Regarding.Name == sub.name {
+				picked = append(picked, e)
+			}
+		}
+	}
+	sort.SliceStable(picked, func(i, j int) bool { return eventTime(&picked[i]).Time.Before(eventTime(&picked[j]).Time) })
+	if len(picked) > maxRecentEvents {
+		picked = picked[len(picked)-maxRecentEvents:]
+	}
+	out := make([]string, 0, len(picked))
+	for _, e := range picked {
+		out = append(out, fmt.Sprintf("%s %s %s/%s: %s: %s", eventTime(&e).UTC().Format("2006-01-02T15:04:05Z"),
+			e.Type, e.Regarding.Kind, e.Regarding.Name, e.Reason, strings.TrimSpace(e.Note)))
+	}
+	return out
+}
+
+func eventTime(e *eventsv1.Event) metav1.Time {
+	switch {
+	case e.Series != nil && !e.Series.LastObservedTime.IsZero():
+		return metav1.Time{Time: e.Series.LastObservedTime.Time}
+	case !e.EventTime.IsZero():
+		return metav1.Time{Time: e.EventTime.Time}
+	case !e.DeprecatedLastTimestamp.IsZero():
+		return e.DeprecatedLastTimestamp
+	}
+	return e.CreationTimestamp
+}
+
+// access computes the workspace's URLs from the class's endpoints (SPEC step 8). Routing is not
+// configured by this controller yet, so every entry is ready=false with a message saying so.
+func (r *Reconciler) access(s *scope) {
+	if s.class == nil {
+		return
+	}
+	eps := s.class.Spec.AccessEndpoints
+	if len(eps) == 0 {
+		s.ws.Status.Access = nil
+		s.setTrue(workspacesv1.RoutesReadyCondition, workspacesv1.ReasonNoEndpoints, "the class declares no access endpoints")
+		return
+	}
+	const notRouted = "routing is not configured yet: no route serves this URL"
+	out := make([]workspacesv1.AccessStatus, 0, len(eps))
+	firstHTTP := true
+	for _, ep := range eps {
+		a := workspacesv1.AccessStatus{Name: ep.Name, Protocol: ep.Protocol, Message: notRouted}
+		domain := r.Options.TenantDomain
+		switch {
+		case domain == "":
+			a.Message = "no tenant domain is configured (--tenant-domain), so no URL can be given"
+		case ep.Protocol == workspacesv1.EndpointProtocolHTTP && firstHTTP:
+			a.URL = fmt.Sprintf("https://%s.%s", s.ws.Name, domain)
+			firstHTTP = false
+		case ep.Protocol == workspacesv1.EndpointProtocolHTTP:
+			a.URL = fmt.Sprintf("https://%s-%s.%s", s.ws.Name, ep.Name, domain)
+		default:
+			// SSH and TCP get a port from the routing pool, which is not allocated yet.
+			a.Message = notRouted + "; the port is allocated when routing is configured"
+		}
+		out = append(out, a)
+	}
+	s.ws.Status.Access = out
+	s.setCondition(workspacesv1.RoutesReadyCondition, metav1.ConditionFalse, workspacesv1.ReasonRoutingNotConfigured,
+		"access URLs are computed but routing is not configured yet")
+}

@@ -1,0 +1,201 @@
+package workspace
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/common/conditions"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/workspaceclass"
+)
+
+// Field indexes on WorkspaceDeployments.
+const (
+	// IndexCluster indexes workspaces by "<namespace>/<name>" of their ClusterDeployment.
+	IndexCluster = "workspace.cluster"
+	// IndexClusterNamespace indexes workspaces by their ClusterDeployment's namespace.
+	IndexClusterNamespace = "workspace.clusterNamespace"
+)
+
+// SetupWithManager registers the indexes, the metrics and the controller. childEvents carries the
+// ClusterDeployments whose child Nodes or Pods changed (nil: no child events).
+func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager, opts controller.Options, childEvents <-chan types.NamespacedName) error {
+	if r.admissions == nil {
+		r.admissions = newAdmissions()
+	}
+	if r.Options.RolloutSettle <= 0 {
+		r.Options.RolloutSettle = 30 * time.Second
+	}
+	if r.Options.UnreachableRetry <= 0 {
+		r.Options.UnreachableRetry = 30 * time.Second
+	}
+	idx := mgr.GetFieldIndexer()
+	if err := idx.IndexField(ctx, &workspacesv1.WorkspaceDeployment{}, IndexCluster, func(o client.Object) []string {
+		return []string{ClusterKey(o.(*workspacesv1.WorkspaceDeployment)).String()}
+	}); err != nil {
+		return fmt.Errorf("indexing workspaces by cluster: %w", err)
+	}
+	if err := idx.IndexField(ctx, &workspacesv1.WorkspaceDeployment{}, IndexClusterNamespace, func(o client.Object) []string {
+		return []string{ClusterKey(o.(*workspacesv1.WorkspaceDeployment)).Namespace}
+	}); err != nil {
+		return fmt.Errorf("indexing workspaces by cluster namespace: %w", err)
+	}
+	if err := workspaceclass.IndexClassRefField(ctx, mgr); err != nil {
+		return err
+	}
+	if err := registerMetrics(mgr.GetClient(), r.Children); err != nil {
+		return fmt.Errorf("registering metrics: %w", err)
+	}
+
+	b := builder.ControllerManagedBy(mgr).
+		Named("workspacedeployment").
+		For(&workspacesv1.WorkspaceDeployment{}).
+		Watches(&k0rdentv1.ServiceSet{}, handler.EnqueueRequestsFromMapFunc(r.forServiceSet),
+			builder.WithPredicates(hasLabel(workspacesv1.ClusterDeploymentLabel))).
+		Watches(&k0rdentv1.ClusterDeployment{}, handler.EnqueueRequestsFromMapFunc(r.forCluster)).
+		Watches(&workspacesv1.WorkspaceClass{}, handler.EnqueueRequestsFromMapFunc(r.forClass)).
+		Watches(&k0rdentv1.ServiceTemplate{}, handler.EnqueueRequestsFromMapFunc(r.forTemplate)).
+		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.forKubeconfigSecret),
+			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+				return strings.HasSuffix(o.GetName(), k0rdentv1.KubeconfigSecretSuffix)
+			}), createOrDelete())).
+		WatchesMetadata(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.forNamespace),
+			builder.WithPredicates(predicate.AnnotationChangedPredicate{})).
+		WithOptions(opts)
+	if childEvents != nil {
+		ch := make(chan event.GenericEvent)
+		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+			return forwardChildEvents(ctx, childEvents, ch)
+		})); err != nil {
+			return err
+		}
+		b = b.WatchesRawSource(source.Channel(ch, handler.EnqueueRequestsFromMapFunc(r.forChildEvent)))
+	}
+	return b.Complete(r)
+}
+
+// forwardChildEvents turns child-cluster change notifications into generic events naming the
+// ClusterDeployment.
+func forwardChildEvents(ctx context.Context, in <-chan types.NamespacedName, out chan<- event.GenericEvent) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case key, ok := <-in:
+			if !ok {
+				return nil
+			}
+			o := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+			select {
+			case out <- event.GenericEvent{Object: o}:
+			case <-ctx.Done():
+				return nil
+			}
+		}
+	}
+}
+
+func hasLabel(key string) predicate.Predicate {
+	return predicate.NewPredicateFuncs(func(o client.Object) bool { _, ok := o.GetLabels()[key]; return ok })
+}
+
+// createOrDelete passes creations and deletions: a kubeconfig Secret's metadata updates do not
+// matter to workspaces (the child cache follows rotations itself).
+func createOrDelete() predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return true },
+		DeleteFunc:  func(event.DeleteEvent) bool { return true },
+		UpdateFunc:  func(event.UpdateEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+}
+
+// workspaces lists workspaces by an index, filtered, as requests.
+func (r *Reconciler) workspaces(ctx context.Context, index, value string, keep func(*workspacesv1.WorkspaceDeployment) bool) []reconcile.Request {
+	var list workspacesv1.WorkspaceDeploymentList
+	if err := r.Client.List(ctx, &list, client.MatchingFields{index: value}); err != nil {
+		log.FromContext(ctx).Error(err, "listing workspaces for a watch event", "index", index)
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		if keep == nil || keep(&list.Items[i]) {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		}
+	}
+	return out
+}
+
+// forServiceSet maps a workspace's ServiceSet to its workspace, and a prerequisite ServiceSet to the
+// workspaces on its cluster.
+func (r *Reconciler) forServiceSet(ctx context.Context, o client.Object) []reconcile.Request {
+	l := o.GetLabels()
+	if name, ok := l[workspacesv1.WorkspaceLabel]; ok {
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: l[workspacesv1.WorkspaceNamespaceLabel], Name: name}}}
+	}
+	if _, ok := l[workspacesv1.PrerequisiteLabel]; ok {
+		key := types.NamespacedName{Namespace: o.GetNamespace(), Name: l[workspacesv1.ClusterDeploymentLabel]}
+		return r.workspaces(ctx, IndexCluster, key.String(), nil)
+	}
+	return nil
+}
+
+func (r *Reconciler) forCluster(ctx context.Context, o client.Object) []reconcile.Request {
+	return r.workspaces(ctx, IndexCluster, client.ObjectKeyFromObject(o).String(), nil)
+}
+
+func (r *Reconciler) forClass(ctx context.Context, o client.Object) []reconcile.Request {
+	return r.workspaces(ctx, workspaceclass.IndexClassRef, o.GetName(), nil)
+}
+
+// forTemplate brings back the workspaces waiting for a template in their cluster's namespace.
+func (r *Reconciler) forTemplate(ctx context.Context, o client.Object) []reconcile.Request {
+	return r.workspaces(ctx, IndexClusterNamespace, o.GetNamespace(), func(ws *workspacesv1.WorkspaceDeployment) bool {
+		return ws.Status.Phase != workspacesv1.PhaseRunning
+	})
+}
+
+func (r *Reconciler) forKubeconfigSecret(ctx context.Context, o client.Object) []reconcile.Request {
+	cd := strings.TrimSuffix(o.GetName(), k0rdentv1.KubeconfigSecretSuffix)
+	return r.workspaces(ctx, IndexCluster, types.NamespacedName{Namespace: o.GetNamespace(), Name: cd}.String(), nil)
+}
+
+// forNamespace brings back the workspaces of other namespaces that target clusters in a namespace
+// whose tenancy annotation changed.
+func (r *Reconciler) forNamespace(ctx context.Context, o client.Object) []reconcile.Request {
+	return r.workspaces(ctx, IndexClusterNamespace, o.GetName(), func(ws *workspacesv1.WorkspaceDeployment) bool {
+		return ws.Namespace != o.GetName()
+	})
+}
+
+// forChildEvent brings back, when a child's Nodes or Pods changed, the workspaces whose state may
+// depend on it: waiting for GPUs, failed for a missing GPU kind, or pending on an unreachable child.
+func (r *Reconciler) forChildEvent(ctx context.Context, o client.Object) []reconcile.Request {
+	return r.workspaces(ctx, IndexCluster, client.ObjectKeyFromObject(o).String(), func(ws *workspacesv1.WorkspaceDeployment) bool {
+		switch ws.Status.Phase {
+		case workspacesv1.PhaseWaiting:
+			return true
+		case workspacesv1.PhaseFailed, workspacesv1.PhasePending:
+			c := conditions.Get(ws.Status.Conditions, workspacesv1.FeasibleCondition)
+			return c != nil && (c.Reason == workspacesv1.ReasonGpuOfferingUnavailable || c.Reason == workspacesv1.ReasonClusterUnreachable)
+		}
+		return false
+	})
+}

@@ -1,0 +1,205 @@
+// Package workspaceclass validates WorkspaceClasses: it resolves each class's k0rdent ServiceTemplate,
+// checks its chart version against the class's versionConstraint, parses the class's value paths,
+// checks its prerequisites' templates, and counts the WorkspaceDeployments that use it.
+package workspaceclass
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/common/conditions"
+)
+
+// Field indexes the reconciler registers.
+const (
+	// IndexTemplates indexes WorkspaceClasses by "<namespace>/<name>" of every ServiceTemplate they
+	// name (their own and their prerequisites').
+	IndexTemplates = "workspaceclass.templates"
+	// IndexClassRef indexes WorkspaceDeployments by spec.workspaceClassRef.
+	IndexClassRef = "spec.workspaceClassRef"
+)
+
+// Reconciler validates WorkspaceClasses.
+type Reconciler struct {
+	Client   client.Client
+	Recorder events.EventRecorder
+}
+
+// +kubebuilder:rbac:groups=workspaces.exalsius.ai,resources=workspaceclasses,verbs=get;list;watch
+// +kubebuilder:rbac:groups=workspaces.exalsius.ai,resources=workspaceclasses/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=workspaces.exalsius.ai,resources=workspacedeployments,verbs=get;list;watch
+// +kubebuilder:rbac:groups=k0rdent.mirantis.com,resources=servicetemplates,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// SetupWithManager registers the indexes and the controller.
+func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager, opts controller.Options) error {
+	if err := IndexClassRefField(ctx, mgr); err != nil {
+		return err
+	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &workspacesv1.WorkspaceClass{}, IndexTemplates, func(o client.Object) []string {
+		c := o.(*workspacesv1.WorkspaceClass)
+		ns := TemplateNamespace(c)
+		var keys []string
+		for _, n := range templateNames(c) {
+			keys = append(keys, ns+"/"+n)
+		}
+		return keys
+	}); err != nil {
+		return fmt.Errorf("indexing WorkspaceClasses by template: %w", err)
+	}
+	return builder.ControllerManagedBy(mgr).
+		Named("workspaceclass").
+		For(&workspacesv1.WorkspaceClass{}).
+		Watches(&k0rdentv1.ServiceTemplate{}, handler.EnqueueRequestsFromMapFunc(r.classesForTemplate)).
+		Watches(&workspacesv1.WorkspaceDeployment{}, handler.EnqueueRequestsFromMapFunc(classOfWorkspace),
+			builder.WithPredicates(createOrDelete{})).
+		WithOptions(opts).
+		Complete(r)
+}
+
+// IndexClassRefField registers the WorkspaceDeployment index by class; it is shared with the
+// workspace reconciler and tolerates being registered twice.
+func IndexClassRefField(ctx context.Context, mgr manager.Manager) error {
+	err := mgr.GetFieldIndexer().IndexField(ctx, &workspacesv1.WorkspaceDeployment{}, IndexClassRef, func(o client.Object) []string {
+		return []string{o.(*workspacesv1.WorkspaceDeployment).Spec.WorkspaceClassRef}
+	})
+	if err != nil && !isIndexConflict(err) {
+		return fmt.Errorf("indexing WorkspaceDeployments by class: %w", err)
+	}
+	return nil
+}
+
+func (r *Reconciler) classesForTemplate(ctx context.Context, o client.Object) []reconcile.Request {
+	var list workspacesv1.WorkspaceClassList
+	if err := r.Client.List(ctx, &list, client.MatchingFields{IndexTemplates: o.GetNamespace() + "/" + o.GetName()}); err != nil {
+		log.FromContext(ctx).Error(err, "listing WorkspaceClasses for a ServiceTemplate")
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: list.Items[i].Name}})
+	}
+	return out
+}
+
+func classOfWorkspace(_ context.Context, o client.Object) []reconcile.Request {
+	ws, ok := o.(*workspacesv1.WorkspaceDeployment)
+	if !ok || ws.Spec.WorkspaceClassRef == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: ws.Spec.WorkspaceClassRef}}}
+}
+
+// Reconcile validates one class and writes its status when it changed.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	class := &workspacesv1.WorkspaceClass{}
+	if err := r.Client.Get(ctx, req.NamespacedName, class); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	before := class.Status.DeepCopy()
+
+	p, err := r.validate(ctx, class)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	var wsList workspacesv1.WorkspaceDeploymentList
+	if err := r.Client.List(ctx, &wsList, client.MatchingFields{IndexClassRef: class.Name}); err != nil {
+		return reconcile.Result{}, fmt.Errorf("counting WorkspaceDeployments of class %s: %w", class.Name, err)
+	}
+
+	st := &class.Status
+	st.InUseBy = int32(len(wsList.Items))
+	st.ObservedGeneration = class.Generation
+	cond := metav1.Condition{Type: workspacesv1.ClassReadyCondition, ObservedGeneration: class.Generation}
+	if p == nil {
+		st.Valid, st.ValidationError = true, ""
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, workspacesv1.ReasonValid, "the ServiceTemplate is valid and every path parses"
+	} else {
+		st.Valid, st.ValidationError = false, p.message
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, p.reason, p.message
+	}
+	conditions.Set(&st.Conditions, cond)
+
+	if equality.Semantic.DeepEqual(before, st) {
+		return reconcile.Result{}, nil
+	}
+	conditions.RecordTransitions(r.Recorder, class, before.Conditions, st.Conditions)
+	patchBase := class.DeepCopy()
+	patchBase.Status = *before
+	if err := r.Client.Status().Patch(ctx, class, client.MergeFrom(patchBase)); err != nil {
+		if apierrors.IsNotFound(err) {
+			return reconcile.Result{}, nil
+		}
+		return reconcile.Result{}, fmt.Errorf("writing WorkspaceClass %s status: %w", class.Name, err)
+	}
+	return reconcile.Result{}, nil
+}
+
+// validate returns the first problem of the class, nil when it is valid, or an error when it could
+// not tell.
+func (r *Reconciler) validate(ctx context.Context, class *workspacesv1.WorkspaceClass) (*problem, error) {
+	ns := TemplateNamespace(class)
+	ref := class.Spec.ServiceTemplate
+	tmpl := &k0rdentv1.ServiceTemplate{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: ref.Name}, tmpl); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("reading ServiceTemplate %s/%s: %w", ns, ref.Name, err)
+		}
+		return &problem{workspacesv1.ReasonServiceTemplateNotFound,
+			fmt.Sprintf("spec.serviceTemplate: ServiceTemplate %s/%s not found", ns, ref.Name)}, nil
+	}
+	if !tmpl.Status.Valid {
+		msg := fmt.Sprintf("spec.serviceTemplate: ServiceTemplate %s/%s is not valid", ns, ref.Name)
+		if tmpl.Status.ValidationError != "" {
+			msg += ": " + tmpl.Status.ValidationError
+		}
+		return &problem{workspacesv1.ReasonServiceTemplateInvalid, msg}, nil
+	}
+	if err := CheckVersion(ref.VersionConstraint, tmpl); err != nil {
+		return &problem{workspacesv1.ReasonVersionConstraintUnmet, err.Error()}, nil
+	}
+	if err := ValidateInjection(class.Spec.ResourceInjection); err != nil {
+		return &problem{workspacesv1.ReasonInvalidInjectionPath, err.Error()}, nil
+	}
+	if err := ValidateUserFacingPaths(class.Spec.UserFacingConfig); err != nil {
+		return &problem{workspacesv1.ReasonInvalidValuePath, err.Error()}, nil
+	}
+	for i, p := range class.Spec.Prerequisites {
+		field := fmt.Sprintf("spec.prerequisites[%d]", i)
+		if p.ServiceTemplate == ref.Name {
+			return &problem{workspacesv1.ReasonInvalidPrerequisite,
+				fmt.Sprintf("%s: the class's own ServiceTemplate %s cannot be its prerequisite", field, p.ServiceTemplate)}, nil
+		}
+		pt := &k0rdentv1.ServiceTemplate{}
+		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: p.ServiceTemplate}, pt); err != nil {
+			if !apierrors.IsNotFound(err) {
+				return nil, fmt.Errorf("reading ServiceTemplate %s/%s: %w", ns, p.ServiceTemplate, err)
+			}
+			return &problem{workspacesv1.ReasonInvalidPrerequisite,
+				fmt.Sprintf("%s.serviceTemplate: ServiceTemplate %s/%s not found", field, ns, p.ServiceTemplate)}, nil
+		}
+		if !pt.Status.Valid {
+			return &problem{workspacesv1.ReasonInvalidPrerequisite,
+				fmt.Sprintf("%s.serviceTemplate: ServiceTemplate %s/%s is not valid: %s", field, ns, p.ServiceTemplate, pt.Status.ValidationError)}, nil
+		}
+		if p.Values != nil && len(p.Values.Raw) > 0 && p.Values.Raw[0] != '{' {
+			return &problem{workspacesv1.ReasonInvalidPrerequisite, fmt.Sprintf("%s.values: must be an object", field)}, nil
+		}
+	}
+	return nil, nil
+}
