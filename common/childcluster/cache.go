@@ -26,6 +26,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -139,6 +140,9 @@ type Cache struct {
 	mu      sync.Mutex
 	entries map[types.NamespacedName]*entry
 	stopped bool
+
+	// inFlight and peakInFlight count connects running now and at most, for tests and debugging.
+	inFlight, peakInFlight atomic.Int32
 }
 
 // New returns a Cache. It fails when opts.Reader is nil.
@@ -251,6 +255,10 @@ func (c *Cache) connect(e *entry, data []byte) {
 	case <-c.ctx.Done():
 		e.err = ErrStopped
 		return
+	}
+	n := c.inFlight.Add(1)
+	defer c.inFlight.Add(-1)
+	for peak := c.peakInFlight.Load(); n > peak && !c.peakInFlight.CompareAndSwap(peak, n); peak = c.peakInFlight.Load() {
 	}
 	start := time.Now()
 	cl, err := newCluster(e.key, data, connectConfig{opts: &c.opts, onChange: func() { c.notifier.trigger(e.key) }})

@@ -1,0 +1,118 @@
+// Command inventory-collector watches the child clusters of every Colony through their kubeconfig
+// Secrets and publishes each child's GPU inventory on the Colony's status.gpuInventory, with
+// Prometheus gauges. Replicas may split the clusters between them (--shard-count, --shard-index).
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+
+	"github.com/exalsius/exalsius-operator/common/bootstrap"
+	"github.com/exalsius/exalsius-operator/common/childcluster"
+	"github.com/exalsius/exalsius-operator/common/scheme"
+	"github.com/exalsius/exalsius-operator/inventory-collector/internal/inventory"
+	"github.com/exalsius/exalsius-operator/inventory-collector/internal/sharding"
+)
+
+const component = "inventory-collector"
+
+// flags are the inventory-collector's own options, besides the shared bootstrap ones.
+type flags struct {
+	shardIndex              int
+	shardCount              int
+	maxConcurrentReconciles int
+	maxConcurrentConnects   int
+	childSyncTimeout        time.Duration
+	childHealthInterval     time.Duration
+	debounce                time.Duration
+	childQPS                float64
+	childBurst              int
+}
+
+func (f *flags) add(fs *flag.FlagSet) {
+	fs.IntVar(&f.shardIndex, "shard-index", -1,
+		"This replica's shard in [0, --shard-count). Negative takes the ordinal of the pod name (POD_NAME or the host name), as in a StatefulSet.")
+	fs.IntVar(&f.shardCount, "shard-count", 1, "Number of shards the child clusters are split into; 1 watches every cluster.")
+	fs.IntVar(&f.maxConcurrentReconciles, "max-concurrent-reconciles", 4, "Colonies reconciled in parallel.")
+	fs.IntVar(&f.maxConcurrentConnects, "max-concurrent-connects", 8, "Child clusters connected (listed and watched) in parallel.")
+	fs.DurationVar(&f.childSyncTimeout, "child-sync-timeout", 30*time.Second, "How long a connect may take to list a child's Nodes and Pods.")
+	fs.DurationVar(&f.childHealthInterval, "child-health-interval", 15*time.Second, "Period of the reachability probe of each connected child.")
+	fs.DurationVar(&f.debounce, "debounce", 2*time.Second, "Window in which a child's Node and Pod changes are folded into one status update.")
+	fs.Float64Var(&f.childQPS, "child-api-qps", 20, "Queries per second to each child's API server.")
+	fs.IntVar(&f.childBurst, "child-api-burst", 40, "Burst of queries to each child's API server.")
+}
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", component, err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	opts := bootstrap.NewOptions(component)
+	opts.AddFlags(flag.CommandLine)
+	var f flags
+	f.add(flag.CommandLine)
+	flag.Parse()
+
+	shard := sharding.Shard{Count: max(f.shardCount, 1)}
+	if f.shardCount < 1 {
+		return fmt.Errorf("--shard-count: must be at least 1, got %d", f.shardCount)
+	}
+	if shard.Sharded() {
+		idx, err := sharding.ResolveIndex(f.shardIndex)
+		if err != nil {
+			return err
+		}
+		shard.Index = idx
+	}
+	if err := shard.Validate(); err != nil {
+		return err
+	}
+
+	mgr, err := bootstrap.NewManager(opts, scheme.New(), func(o *ctrl.Options) {
+		// One active replica per shard: a second pod for the same shard stands by.
+		if shard.Sharded() {
+			o.LeaderElectionID = fmt.Sprintf("%s-shard-%d.%s", component, shard.Index, bootstrap.LeaderElectionDomain)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	log := ctrl.Log.WithName(component)
+
+	// Kubeconfig Secrets are read one at a time through the API reader, never cached.
+	clusters, err := childcluster.New(childcluster.Options{
+		Reader:                mgr.GetAPIReader(),
+		Logger:                log.WithName("childcluster"),
+		MaxConcurrentConnects: f.maxConcurrentConnects,
+		SyncTimeout:           f.childSyncTimeout,
+		HealthInterval:        f.childHealthInterval,
+		Debounce:              f.debounce,
+		QPS:                   float32(f.childQPS),
+		Burst:                 f.childBurst,
+		UserAgent:             "exalsius-" + component,
+		OnConnect: func(cd types.NamespacedName, _ time.Duration, err error) {
+			inventory.ObserveConnect(cd, err)
+		},
+	})
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(clusters); err != nil {
+		return fmt.Errorf("adding the child-cluster cache: %w", err)
+	}
+	r := &inventory.Reconciler{Client: mgr.GetClient(), Clusters: clusters, Shard: shard}
+	if err := r.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: f.maxConcurrentReconciles}); err != nil {
+		return fmt.Errorf("setting up the inventory controller: %w", err)
+	}
+	log.Info("starting", "shardIndex", shard.Index, "shardCount", shard.Count)
+	return mgr.Start(bootstrap.SetupSignalHandler())
+}
