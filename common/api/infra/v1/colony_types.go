@@ -209,7 +209,7 @@ type GPUOffering struct {
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyClusters`
 // +kubebuilder:printcolumn:name="Total",type=integer,JSONPath=`.status.totalClusters`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
-// +kubebuilder:validation:XValidation:rule="!has(self.spec.colonyClusters) || self.spec.colonyClusters.all(c, size(self.metadata.name) + 1 + size(c.clusterName) <= 63)",message="spec.colonyClusters[].clusterName: '<colony>-<clusterName>' must be at most 63 characters"
+// +kubebuilder:validation:XValidation:rule="!has(self.spec.colonyClusters) || self.spec.colonyClusters.all(c, size(self.metadata.name) + 1 + size(c.clusterName) <= 63)",message="spec.colonyClusters[].clusterName: '<colony>-<clusterName>' must be at most 63 characters",fieldPath=.spec.colonyClusters
 type Colony struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -53,8 +53,8 @@ type PerReplicaResources struct {
 }
 
 // DefaultResources are a WorkspaceClass's resources for each workspace made from it.
-// +kubebuilder:validation:XValidation:rule="!has(self.perReplica) || !has(self.perReplica.gpuType)",message="perReplica.gpuType: a WorkspaceClass may not set gpuType; a WorkspaceDeployment picks it"
-// +kubebuilder:validation:XValidation:rule="!has(self.perReplica) || !has(self.perReplica.gpuNodeSelector)",message="perReplica.gpuNodeSelector: a WorkspaceClass may not set gpuNodeSelector; a WorkspaceDeployment picks it"
+// +kubebuilder:validation:XValidation:rule="!has(self.perReplica) || !has(self.perReplica.gpuType)",message="perReplica.gpuType: a WorkspaceClass may not set gpuType; a WorkspaceDeployment picks it",fieldPath=.perReplica.gpuType
+// +kubebuilder:validation:XValidation:rule="!has(self.perReplica) || !has(self.perReplica.gpuNodeSelector)",message="perReplica.gpuNodeSelector: a WorkspaceClass may not set gpuNodeSelector; a WorkspaceDeployment picks it",fieldPath=.perReplica.gpuNodeSelector
 type DefaultResources struct {
 	// Replicas is the number of replicas.
 	// +optional
@@ -70,7 +70,7 @@ type DefaultResources struct {
 
 // ResourceOverrides are a WorkspaceDeployment's changes to its class's defaultResources, applied field
 // by field: a field left out keeps the class's value.
-// +kubebuilder:validation:XValidation:rule="!has(self.perReplica) || !(has(self.perReplica.gpuType) || has(self.perReplica.gpuNodeSelector)) || (has(self.perReplica.gpuCount) && self.perReplica.gpuCount > 0)",message="perReplica.gpuType and perReplica.gpuNodeSelector need perReplica.gpuCount > 0"
+// +kubebuilder:validation:XValidation:rule="!has(self.perReplica) || !(has(self.perReplica.gpuType) || has(self.perReplica.gpuNodeSelector)) || (has(self.perReplica.gpuCount) && self.perReplica.gpuCount > 0)",message="perReplica.gpuType and perReplica.gpuNodeSelector need perReplica.gpuCount > 0",fieldPath=.perReplica
 type ResourceOverrides struct {
 	// Replicas overrides the class's replicas.
 	// +optional

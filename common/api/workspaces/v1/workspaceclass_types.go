@@ -230,14 +230,20 @@ type WorkspaceClassSpec struct {
 	// +kubebuilder:validation:MaxItems=64
 	UserFacingConfig []UserFacingConfig `json:"userFacingConfig,omitempty"`
 
-	// DeployTimeout bounds the time from install to Running; past it the workspace is Failed.
+	// DeployTimeout bounds the time from install to Running; past it the workspace is Failed. A
+	// duration such as `15m` or `1h30m` (units h, m, s, ms).
 	// +optional
 	// +kubebuilder:default="15m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`
 	DeployTimeout *metav1.Duration `json:"deployTimeout,omitempty"`
 
-	// PrerequisiteDeployTimeout bounds the time the prerequisites take to be deployed.
+	// PrerequisiteDeployTimeout bounds the time the prerequisites take to be deployed. A duration such
+	// as `10m` (units h, m, s, ms).
 	// +optional
 	// +kubebuilder:default="10m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`
 	PrerequisiteDeployTimeout *metav1.Duration `json:"prerequisiteDeployTimeout,omitempty"`
 
 	// DefaultValues are the chart's Helm values, under the workspace's own values.
@@ -287,7 +293,7 @@ type WorkspaceClassStatus struct {
 // +kubebuilder:printcolumn:name="Template",type=string,JSONPath=`.spec.serviceTemplate.name`
 // +kubebuilder:printcolumn:name="Valid",type=boolean,JSONPath=`.status.valid`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
-// +kubebuilder:validation:XValidation:rule="self.spec == oldSelf.spec",message="spec is immutable: publish a new WorkspaceClass with the new version in its name"
+// +kubebuilder:validation:XValidation:rule="self.spec == oldSelf.spec",message="spec is immutable: publish a new WorkspaceClass with the new version in its name",fieldPath=.spec
 type WorkspaceClass struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
