@@ -1,0 +1,58 @@
+package validation
+
+import (
+	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
+)
+
+func validColony() *infrav1.Colony {
+	return &infrav1.Colony{
+		ObjectMeta: metav1.ObjectMeta{Name: "lab", Namespace: "team-a"},
+		Spec: infrav1.ColonySpec{ColonyClusters: []infrav1.ColonyCluster{
+			{ClusterName: "gpu-eu", ClusterDeploymentSpec: *raw(map[string]any{"template": "hcp-0-1-0", "credential": "aws", "config": map[string]any{}, "custom": 1}),
+				ClusterLabels: map[string]string{"tier": "gpu"}, ClusterAnnotations: map[string]string{"example.com/note": "anything goes"}},
+			{ClusterName: "gpu-us", ClusterDeploymentSpec: *raw(map[string]any{"template": "hcp-0-1-0", "dryRun": false})},
+		}},
+	}
+}
+
+func TestColonyValid(t *testing.T) {
+	expectPaths(t, Colony(validColony()))
+}
+
+func TestColonyRules(t *testing.T) {
+	cases := []struct {
+		name   string
+		mutate func(*infrav1.Colony)
+		paths  []string
+	}{
+		{"duplicate cluster", func(c *infrav1.Colony) { c.Spec.ColonyClusters[1].ClusterName = "gpu-eu" }, []string{"spec.colonyClusters[1].clusterName"}},
+		{"cluster name not a label", func(c *infrav1.Colony) { c.Spec.ColonyClusters[0].ClusterName = "GPU" }, []string{"spec.colonyClusters[0].clusterName"}},
+		{"ClusterDeployment name not a label", func(c *infrav1.Colony) { c.Name = "lab.example" }, []string{"spec.colonyClusters[0].clusterName", "spec.colonyClusters[1].clusterName"}},
+		{"empty spec", func(c *infrav1.Colony) { c.Spec.ColonyClusters[0].ClusterDeploymentSpec = apiextensionsv1.JSON{} }, []string{"spec.colonyClusters[0].clusterDeploymentSpec"}},
+		{"spec not an object", func(c *infrav1.Colony) { c.Spec.ColonyClusters[0].ClusterDeploymentSpec = *raw("x") }, []string{"spec.colonyClusters[0].clusterDeploymentSpec"}},
+		{"no template", func(c *infrav1.Colony) { c.Spec.ColonyClusters[0].ClusterDeploymentSpec = *raw(map[string]any{}) }, []string{"spec.colonyClusters[0].clusterDeploymentSpec.template"}},
+		{"template not a string", func(c *infrav1.Colony) {
+			c.Spec.ColonyClusters[0].ClusterDeploymentSpec = *raw(map[string]any{"template": 3})
+		}, []string{"spec.colonyClusters[0].clusterDeploymentSpec.template"}},
+		{"config not an object", func(c *infrav1.Colony) {
+			c.Spec.ColonyClusters[1].ClusterDeploymentSpec = *raw(map[string]any{"template": "t", "config": "x"})
+		}, []string{"spec.colonyClusters[1].clusterDeploymentSpec.config"}},
+		{"label key", func(c *infrav1.Colony) { c.Spec.ColonyClusters[0].ClusterLabels = map[string]string{"bad key": "x"} }, []string{"spec.colonyClusters[0].clusterLabels"}},
+		{"reserved label", func(c *infrav1.Colony) {
+			c.Spec.ColonyClusters[0].ClusterLabels = map[string]string{infrav1.ColonyLabel: "x"}
+		}, []string{"spec.colonyClusters[0].clusterLabels[infra.exalsius.ai/colony]"}},
+		{"annotation key", func(c *infrav1.Colony) { c.Spec.ColonyClusters[0].ClusterAnnotations = map[string]string{"a b": "x"} }, []string{"spec.colonyClusters[0].clusterAnnotations"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := validColony()
+			tc.mutate(c)
+			expectPaths(t, Colony(c), tc.paths...)
+		})
+	}
+}

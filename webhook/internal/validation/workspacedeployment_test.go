@@ -1,0 +1,135 @@
+package validation
+
+import (
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+)
+
+func validDeployment() *workspacesv1.WorkspaceDeployment {
+	return &workspacesv1.WorkspaceDeployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "alice-notebook", Namespace: "team-a"},
+		Spec: workspacesv1.WorkspaceDeploymentSpec{
+			WorkspaceClassRef:    "jupyter-notebook-0-3-0",
+			ClusterDeploymentRef: workspacesv1.ClusterDeploymentRef{Name: "gpu-cluster"},
+			Resources: &workspacesv1.ResourceOverrides{Replicas: ptr(int32(2)), PerReplica: &workspacesv1.PerReplicaResources{
+				CPU: ptr(resource.MustParse("4")), GPUCount: ptr(int32(2)), GPUVendor: workspacesv1.GPUVendorNVIDIA, GPUType: "A100-80GB",
+				GPUNodeSelector: map[string]string{"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}}},
+			Values: raw(map[string]any{"auth": map[string]any{"password": "s3cret"}, "server": map[string]any{"port": 9000},
+				"profile": "large", "ssh": map[string]any{"key": testKey}, "labels": map[string]any{"app.kubernetes.io/debug": true}}),
+		},
+	}
+}
+
+func TestWorkspaceDeploymentValid(t *testing.T) {
+	errs, warnings := WorkspaceDeployment(validDeployment(), validClass(), DeploymentOptions{})
+	expectPaths(t, errs)
+	if len(warnings) != 0 {
+		t.Fatalf("unexpected warnings %v", warnings)
+	}
+	// Without the class only the class-independent rules apply.
+	d := validDeployment()
+	d.Spec.Values = nil
+	errs, _ = WorkspaceDeployment(d, nil, DeploymentOptions{})
+	expectPaths(t, errs)
+}
+
+func TestWorkspaceDeploymentRules(t *testing.T) {
+	cases := []struct {
+		name   string
+		opts   DeploymentOptions
+		mutate func(*workspacesv1.WorkspaceDeployment)
+		paths  []string
+	}{
+		{"name too long", DeploymentOptions{}, func(d *workspacesv1.WorkspaceDeployment) { d.Name = strings.Repeat("a", 61) }, []string{"metadata.name"}},
+		{"bad class name", DeploymentOptions{}, func(d *workspacesv1.WorkspaceDeployment) { d.Spec.WorkspaceClassRef = "Bad_Class" }, []string{"spec.workspaceClassRef"}},
+		{"missing cluster", DeploymentOptions{}, func(d *workspacesv1.WorkspaceDeployment) { d.Spec.ClusterDeploymentRef.Name = "" }, []string{"spec.clusterDeploymentRef.name"}},
+		{"bad cluster namespace", DeploymentOptions{}, func(d *workspacesv1.WorkspaceDeployment) { d.Spec.ClusterDeploymentRef.Namespace = "A.B" }, []string{"spec.clusterDeploymentRef.namespace"}},
+		{"replicas over the maximum", DeploymentOptions{MaxReplicas: 1}, func(*workspacesv1.WorkspaceDeployment) {}, []string{"spec.resources.replicas"}},
+		{"zero cpu", DeploymentOptions{}, func(d *workspacesv1.WorkspaceDeployment) { d.Spec.Resources.PerReplica.CPU = ptr(resource.MustParse("0")) }, []string{"spec.resources.perReplica.cpu"}},
+		{"negative storage", DeploymentOptions{}, func(d *workspacesv1.WorkspaceDeployment) {
+			d.Spec.Resources.PerReplica.Storage = ptr(resource.MustParse("-5Gi"))
+		}, []string{"spec.resources.perReplica.storage"}},
+		{"gpuType without GPUs", DeploymentOptions{}, func(d *workspacesv1.WorkspaceDeployment) {
+			d.Spec.Resources.PerReplica.GPUCount = ptr(int32(0))
+		}, []string{"spec.resources.perReplica.gpuNodeSelector", "spec.resources.perReplica.gpuType"}},
+		{"gpuType not a label value", DeploymentOptions{}, func(d *workspacesv1.WorkspaceDeployment) { d.Spec.Resources.PerReplica.GPUType = "A100 80GB" }, []string{"spec.resources.perReplica.gpuType"}},
+		{"selector key", DeploymentOptions{}, func(d *workspacesv1.WorkspaceDeployment) {
+			d.Spec.Resources.PerReplica.GPUNodeSelector = map[string]string{"bad key": "x"}
+		}, []string{"spec.resources.perReplica.gpuNodeSelector"}},
+		{"selector value", DeploymentOptions{}, func(d *workspacesv1.WorkspaceDeployment) {
+			d.Spec.Resources.PerReplica.GPUNodeSelector = map[string]string{"gpu": "bad value!"}
+		}, []string{"spec.resources.perReplica.gpuNodeSelector[gpu]"}},
+		{"selector contradicts gpuType", DeploymentOptions{}, func(d *workspacesv1.WorkspaceDeployment) {
+			d.Spec.Resources.PerReplica.GPUNodeSelector = map[string]string{GPUModelLabel: "H100"}
+		}, []string{"spec.resources.perReplica.gpuNodeSelector[exalsius.ai/gpu-model]"}},
+		{"vendor differs from the class", DeploymentOptions{}, func(d *workspacesv1.WorkspaceDeployment) {
+			d.Spec.Resources.PerReplica.GPUVendor = workspacesv1.GPUVendorAMD
+		}, []string{"spec.resources.perReplica.gpuVendor"}},
+		{"required value missing", DeploymentOptions{}, func(d *workspacesv1.WorkspaceDeployment) { d.Spec.Values = raw(map[string]any{}) }, []string{"spec.values.auth.password"}},
+		{"required value null", DeploymentOptions{}, func(d *workspacesv1.WorkspaceDeployment) {
+			d.Spec.Values = raw(map[string]any{"auth": map[string]any{"password": nil}})
+		}, []string{"spec.values.auth.password"}},
+		{"int value is a string", DeploymentOptions{}, func(d *workspacesv1.WorkspaceDeployment) {
+			d.Spec.Values = raw(map[string]any{"auth": map[string]any{"password": "x"}, "server": map[string]any{"port": "80"}})
+		}, []string{"spec.values.server.port"}},
+		{"value not an option", DeploymentOptions{}, func(d *workspacesv1.WorkspaceDeployment) {
+			d.Spec.Values = raw(map[string]any{"auth": map[string]any{"password": "x"}, "profile": "medium"})
+		}, []string{"spec.values.profile"}},
+		{"bad public key", DeploymentOptions{}, func(d *workspacesv1.WorkspaceDeployment) {
+			d.Spec.Values = raw(map[string]any{"auth": map[string]any{"password": "x"}, "ssh": map[string]any{"key": "ssh-rsa AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"}})
+		}, []string{"spec.values.ssh.key"}},
+		{"bool value with a dotted key", DeploymentOptions{}, func(d *workspacesv1.WorkspaceDeployment) {
+			d.Spec.Values = raw(map[string]any{"auth": map[string]any{"password": "x"}, "labels": map[string]any{"app.kubernetes.io/debug": "yes"}})
+		}, []string{"spec.values.labels[app.kubernetes.io/debug]"}},
+		{"operator block", DeploymentOptions{}, func(d *workspacesv1.WorkspaceDeployment) {
+			d.Spec.Values = raw(map[string]any{"auth": map[string]any{"password": "x"}, "_exalsius": map[string]any{}})
+		}, []string{"spec.values._exalsius"}},
+		{"values not an object", DeploymentOptions{}, func(d *workspacesv1.WorkspaceDeployment) { d.Spec.Values = raw([]string{"a"}) }, []string{"spec.values"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := validDeployment()
+			tc.mutate(d)
+			errs, _ := WorkspaceDeployment(d, validClass(), tc.opts)
+			expectPaths(t, errs, tc.paths...)
+		})
+	}
+}
+
+func TestWorkspaceDeploymentSecretNeverEchoed(t *testing.T) {
+	d := validDeployment()
+	d.Spec.Values = raw(map[string]any{"auth": map[string]any{"password": 424242}})
+	errs, _ := WorkspaceDeployment(d, validClass(), DeploymentOptions{})
+	expectPaths(t, errs, "spec.values.auth.password")
+	if strings.Contains(errs.ToAggregate().Error(), "424242") {
+		t.Fatalf("the denial shows the secret: %v", errs)
+	}
+}
+
+func TestWorkspaceDeploymentInjectionWarning(t *testing.T) {
+	d := validDeployment()
+	d.Spec.Values = raw(map[string]any{"auth": map[string]any{"password": "x"}, "replicaCount": 3})
+	errs, warnings := WorkspaceDeployment(d, validClass(), DeploymentOptions{})
+	expectPaths(t, errs)
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "spec.values.replicaCount") {
+		t.Fatalf("want one warning naming spec.values.replicaCount, got %v", warnings)
+	}
+}
+
+func TestWorkspaceDeploymentUpdate(t *testing.T) {
+	oldD := validDeployment()
+	newD := validDeployment()
+	newD.Spec.Suspend = true
+	expectPaths(t, WorkspaceDeploymentUpdate(oldD, newD))
+	newD.Spec.ClusterDeploymentRef.Namespace = "team-a" // the same as the own namespace
+	expectPaths(t, WorkspaceDeploymentUpdate(oldD, newD))
+	newD.Spec.WorkspaceClassRef = "other"
+	newD.Spec.ClusterDeploymentRef = workspacesv1.ClusterDeploymentRef{Name: "other", Namespace: "team-b"}
+	expectPaths(t, WorkspaceDeploymentUpdate(oldD, newD),
+		"spec.clusterDeploymentRef.name", "spec.clusterDeploymentRef.namespace", "spec.workspaceClassRef")
+}
