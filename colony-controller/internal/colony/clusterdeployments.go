@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -178,6 +179,9 @@ func (r *Reconciler) applyClusterDeployment(ctx context.Context, colony *infrav1
 	err = r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(desired),
 		client.FieldOwner(FieldManager), client.ForceOwnership)
 	if err != nil {
+		if msg, ok := schemaRejection(entry.ClusterName, desired.GetName(), err); ok {
+			return &entryError{msg: msg}
+		}
 		if apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) {
 			return &entryError{msg: rejectionMessage(entry.ClusterName, desired.GetName(), err)}
 		}
@@ -200,6 +204,36 @@ func rejectionMessage(clusterName, cdName string, err error) string {
 	}
 	sort.Strings(parts)
 	return fmt.Sprintf("ClusterDeployment %s rejected: %s", cdName, strings.Join(parts, "; "))
+}
+
+// typedPatchError matches one field error of a server-side apply the API server cannot fit to the
+// ClusterDeployment schema, such as ".spec.futureField: field not declared in schema".
+var typedPatchError = regexp.MustCompile(`(?m)^\s*\.([A-Za-z0-9_.\[\]="-]+): (.+)$|\): \.([A-Za-z0-9_.\[\]="-]+): (.+)$`)
+
+// schemaRejection recognises an apply the API server refuses because the object does not fit the
+// installed ClusterDeployment schema, typically a key the installed KCM version does not know. Such
+// keys are never dropped silently: the entry is reported with the field.
+func schemaRejection(clusterName, cdName string, err error) (string, bool) {
+	text := err.Error()
+	if !strings.Contains(text, "failed to create typed patch object") {
+		return "", false
+	}
+	var parts []string
+	for _, m := range typedPatchError.FindAllStringSubmatch(text, -1) {
+		path, why := m[1], m[2]
+		if path == "" {
+			path, why = m[3], m[4]
+		}
+		if why == "field not declared in schema" {
+			why = "not known to the installed ClusterDeployment CRD (unknown keys are passed on as written, never dropped)"
+		}
+		parts = append(parts, fmt.Sprintf("%s: %s", colonyFieldFor(clusterName, path), why))
+	}
+	if len(parts) == 0 {
+		return fmt.Sprintf("%s: ClusterDeployment %s rejected: %s", entryField(clusterName), cdName, text), true
+	}
+	sort.Strings(parts)
+	return fmt.Sprintf("ClusterDeployment %s rejected: %s", cdName, strings.Join(parts, "; ")), true
 }
 
 // colonyFieldFor maps a field path of the ClusterDeployment to the Colony field it came from.
