@@ -1,0 +1,38 @@
+package bootstrap
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// MetricsPrefix is the namespace of a component's Prometheus metrics: the component word with '-'
+// replaced by '_' (workspace-controller -> workspace_controller). Use it as the Namespace of the
+// collector options so that every metric reads workspace_controller_<name>.
+func MetricsPrefix(component string) string {
+	return strings.ReplaceAll(component, "-", "_")
+}
+
+// MetricName returns MetricsPrefix(component) + "_" + name.
+func MetricName(component, name string) string {
+	return MetricsPrefix(component) + "_" + name
+}
+
+// RegisterMetrics registers collectors with controller-runtime's registry, which the manager's
+// metrics server serves. Registering a collector that is already there is not an error, so
+// components and tests may call it more than once.
+func RegisterMetrics(collectors ...prometheus.Collector) error {
+	var errs []error
+	for _, c := range collectors {
+		if err := ctrlmetrics.Registry.Register(c); err != nil {
+			var already prometheus.AlreadyRegisteredError
+			if errors.As(err, &already) {
+				continue
+			}
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,118 @@
+package conditions
+
+import (
+	"fmt"
+	"unicode/utf8"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+)
+
+// maxNoteBytes is the longest note events.k8s.io/v1 accepts.
+const maxNoteBytes = 1024
+
+// Transition is a condition whose status or reason differs between two snapshots.
+type Transition struct {
+	// Before is the condition in the earlier snapshot, nil when it was absent.
+	Before *metav1.Condition
+	// After is the condition in the later snapshot.
+	After metav1.Condition
+}
+
+// Transitions lists, in the order of after, every condition that is new in after or whose status or
+// reason differs from before. Message-only and observedGeneration-only changes are not transitions.
+func Transitions(before, after []metav1.Condition) []Transition {
+	var out []Transition
+	for _, c := range after {
+		prev := Get(before, c.Type)
+		if prev != nil && prev.Status == c.Status && prev.Reason == c.Reason {
+			continue
+		}
+		var b *metav1.Condition
+		if prev != nil {
+			cp := *prev
+			b = &cp
+		}
+		out = append(out, Transition{Before: b, After: c})
+	}
+	return out
+}
+
+// EventOption tunes RecordTransitions.
+type EventOption func(*eventConfig)
+
+type eventConfig struct {
+	negative map[string]bool
+	related  runtime.Object
+}
+
+// WithNegativePolarity names condition types for which True is bad news (Stalled, Degraded): their
+// True transitions are Warning events and their False transitions Normal ones.
+func WithNegativePolarity(conditionTypes ...string) EventOption {
+	return func(c *eventConfig) {
+		for _, t := range conditionTypes {
+			c.negative[t] = true
+		}
+	}
+}
+
+// WithRelated sets the secondary object of the events (for example the ServiceSet a workspace made).
+func WithRelated(obj runtime.Object) EventOption {
+	return func(c *eventConfig) { c.related = obj }
+}
+
+// RecordTransitions emits one events.k8s.io/v1 Event on obj for every transition between before and
+// after (see Transitions), and nothing when no condition's status or reason changed, so a controller
+// can call it at the end of every reconcile without flooding. The event type is Normal for True and
+// Warning for False (reversed for WithNegativePolarity types; Unknown is Normal), the reason is the
+// condition's reason, the action is the condition type and the note is the condition's message, cut
+// to the 1 KiB the API accepts. Messages must never carry secret content. It returns the transitions
+// it recorded; a nil recorder records nothing.
+func RecordTransitions(recorder events.EventRecorder, obj runtime.Object, before, after []metav1.Condition, opts ...EventOption) []Transition {
+	cfg := eventConfig{negative: map[string]bool{}}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	ts := Transitions(before, after)
+	if recorder == nil || obj == nil {
+		return ts
+	}
+	for _, t := range ts {
+		reason := t.After.Reason
+		if reason == "" {
+			reason = fmt.Sprintf("%s%s", t.After.Type, t.After.Status)
+		}
+		note := t.After.Message
+		if note == "" {
+			note = fmt.Sprintf("%s is %s", t.After.Type, t.After.Status)
+		}
+		recorder.Eventf(obj, cfg.related, eventType(t.After, cfg.negative[t.After.Type]), reason, t.After.Type, "%s", truncate(note, maxNoteBytes))
+	}
+	return ts
+}
+
+func eventType(c metav1.Condition, negative bool) string {
+	bad := c.Status == metav1.ConditionFalse
+	if negative {
+		bad = c.Status == metav1.ConditionTrue
+	}
+	if bad {
+		return corev1.EventTypeWarning
+	}
+	return corev1.EventTypeNormal
+}
+
+// truncate cuts s to at most n bytes without splitting a UTF-8 character.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const ellipsis = "..."
+	cut := n - len(ellipsis)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + ellipsis
+}

@@ -1,0 +1,57 @@
+// Package names builds deterministic, length-bounded Kubernetes object names.
+//
+// Names the controllers derive from user input (a Colony name plus a cluster name, a workspace name
+// plus a namespace prefix) can exceed what Kubernetes or Helm accepts. Bounded keeps short names
+// readable and unchanged, and cuts long ones to a fixed length that ends in a hash of the full name,
+// so two different long names never collapse into one and the same input always gives the same name.
+package names
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+)
+
+const (
+	// DNSLabelMax is the longest RFC 1123 DNS label: namespace names, Service names, label values.
+	DNSLabelMax = 63
+	// HelmReleaseMax is the longest Helm release name Helm accepts.
+	HelmReleaseMax = 53
+	// hashLen is the number of hex characters of the SHA-256 of the full name appended when cut.
+	hashLen = 8
+)
+
+// Bounded joins parts with "-" and returns the result unchanged when it has at most max characters.
+// A longer name is cut to max characters: a prefix of the joined name, then "-", then the first 8 hex
+// characters of the SHA-256 of the whole joined name. The prefix never ends in '-' or '.', so a name
+// built from DNS labels stays a DNS label. When max is too small to hold a prefix and the hash, the
+// result is the hash cut to max characters; a max of zero or less gives "".
+func Bounded(max int, parts ...string) string {
+	full := strings.Join(parts, "-")
+	if len(full) <= max {
+		return full
+	}
+	if max <= 0 {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(full))
+	hash := hex.EncodeToString(sum[:])[:hashLen]
+	if max <= hashLen+1 {
+		return hash[:min(max, hashLen)]
+	}
+	prefix := strings.TrimRight(full[:max-hashLen-1], "-.")
+	if prefix == "" {
+		return hash
+	}
+	return prefix + "-" + hash
+}
+
+// DNSLabel returns Bounded(63, parts...): a name usable for namespaces, Services and most objects.
+func DNSLabel(parts ...string) string {
+	return Bounded(DNSLabelMax, parts...)
+}
+
+// HelmRelease returns Bounded(53, parts...): a name Helm accepts for a release.
+func HelmRelease(parts ...string) string {
+	return Bounded(HelmReleaseMax, parts...)
+}
