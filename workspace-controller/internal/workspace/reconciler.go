@@ -101,7 +101,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 		}
 	}
 	if ws.Spec.Suspend {
+		// The status describes this generation: suspended, left as it was.
 		s.suspended()
+		s.observed = true
 		return reconcile.Result{}, nil
 	}
 	return r.reconcileNormal(ctx, s)

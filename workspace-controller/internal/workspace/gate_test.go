@@ -1,0 +1,189 @@
+package workspace
+
+import (
+	"fmt"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/common/childcluster/childtest"
+	"github.com/exalsius/exalsius-operator/common/gpu"
+	"github.com/exalsius/exalsius-operator/common/testenv"
+)
+
+// gateFixture is a namespace, a valid class and a ClusterDeployment on the shared child.
+func gateFixture(t *testing.T) (ns, class, cd string) {
+	t.Helper()
+	ns = newNamespace(t)
+	class = createClass(t, classSpec(name("gpu")), ns)
+	return ns, class, createCluster(t, ns, child.Kubeconfig).Name
+}
+
+// TestGpuOfferingUnavailableHealsWhenNodesAppear fails a workspace whose GPU model no node has, and
+// brings it back when such a node joins the child.
+func TestGpuOfferingUnavailableHealsWhenNodesAppear(t *testing.T) {
+	ns, class, cd := gateFixture(t)
+	model := name("h200")
+	key := createWorkspace(t, ns, class, cd, func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Resources = gpuResources(1, model) })
+	ws := waitPhase(t, key, workspacesv1.PhaseFailed, workspacesv1.ReasonGpuOfferingUnavailable)
+	if fc := ws.Status.FailureContext; fc == nil || fc.Reason != workspacesv1.ReasonGpuOfferingUnavailable {
+		t.Errorf("failureContext %+v", fc)
+	}
+	if f := ws.Status.Feasibility; f == nil || f.Feasible || f.MatchingNodes != 0 {
+		t.Errorf("feasibility %+v", f)
+	}
+	gpuNode(t, child.Client, gpu.ResourceNVIDIA, 1, modelLabels(model))
+	waitPhase(t, key, workspacesv1.PhaseDeploying, "")
+}
+
+// TestWaitingUntilGPUsFree waits while the GPUs are taken and proceeds when a pod finishes.
+func TestWaitingUntilGPUsFree(t *testing.T) {
+	ns, class, cd := gateFixture(t)
+	model := name("l40s")
+	node := gpuNode(t, child.Client, gpu.ResourceNVIDIA, 2, modelLabels(model))
+	busy := gpuPod(t, child.Client, "busy", node, gpu.ResourceNVIDIA, 2)
+	key := createWorkspace(t, ns, class, cd, func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Resources = gpuResources(1, model) })
+	ws := waitPhase(t, key, workspacesv1.PhaseWaiting, workspacesv1.ReasonWaitingForGpuCapacity)
+	if c := condition(ws, workspacesv1.FeasibleCondition); c.Status != metav1.ConditionFalse || c.Reason != workspacesv1.ReasonWaitingForGpuCapacity {
+		t.Errorf("Feasible %+v", c)
+	}
+	if ws.Status.FailureContext != nil {
+		t.Errorf("a waiting workspace has a failure context: %+v", ws.Status.FailureContext)
+	}
+	must(t, childtest.SetPodPhase(ctxT(t), child.Client, "busy", busy, corev1.PodSucceeded))
+	waitPhase(t, key, workspacesv1.PhaseDeploying, "")
+}
+
+// TestOldestWaitingGoesFirst: two workspaces wait for the same GPU; when one frees up the older one
+// gets it and the younger keeps waiting.
+func TestOldestWaitingGoesFirst(t *testing.T) {
+	ns, class, cd := gateFixture(t)
+	model := name("a10")
+	node := gpuNode(t, child.Client, gpu.ResourceNVIDIA, 2, modelLabels(model))
+	p1 := gpuPod(t, child.Client, "busy", node, gpu.ResourceNVIDIA, 1)
+	gpuPod(t, child.Client, "busy", node, gpu.ResourceNVIDIA, 1)
+	older := createWorkspace(t, ns, class, cd, func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Resources = gpuResources(1, model) })
+	waitPhase(t, older, workspacesv1.PhaseWaiting, workspacesv1.ReasonWaitingForGpuCapacity)
+	younger := createWorkspace(t, ns, class, cd, func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Resources = gpuResources(1, model) })
+	waitPhase(t, younger, workspacesv1.PhaseWaiting, workspacesv1.ReasonWaitingForGpuCapacity)
+
+	must(t, childtest.SetPodPhase(ctxT(t), child.Client, "busy", p1, corev1.PodSucceeded))
+	waitPhase(t, older, workspacesv1.PhaseDeploying, "")
+	ws := waitPhase(t, younger, workspacesv1.PhaseWaiting, workspacesv1.ReasonWaitingForGpuCapacity)
+	if err := contains(ws.Status.Feasibility.Message, "1 reserved"); err != nil {
+		t.Errorf("the younger workspace does not see the older one's reservation: %v", err)
+	}
+}
+
+// TestReservationRace: two workspaces race for the last GPU; exactly one passes the gate, and the
+// other passes once the first is gone.
+func TestReservationRace(t *testing.T) {
+	ns, class, cd := gateFixture(t)
+	model := name("h100")
+	node := gpuNode(t, child.Client, gpu.ResourceNVIDIA, 1, modelLabels(model))
+	a := createWorkspace(t, ns, class, cd, func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Resources = gpuResources(1, model) })
+	b := createWorkspace(t, ns, class, cd, func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Resources = gpuResources(1, model) })
+	var admitted, waiting types.NamespacedName
+	eventually(t, "both workspaces decided", func() error {
+		pa, pb := getWS(t, a).Status.Phase, getWS(t, b).Status.Phase
+		switch {
+		case pa == workspacesv1.PhaseDeploying && pb == workspacesv1.PhaseWaiting:
+			admitted, waiting = a, b
+		case pb == workspacesv1.PhaseDeploying && pa == workspacesv1.PhaseWaiting:
+			admitted, waiting = b, a
+		default:
+			return fmt.Errorf("phases %s and %s", pa, pb)
+		}
+		return nil
+	})
+	// The admitted workspace's pod is bound: the GPU shows as used, and the waiter still waits.
+	pod := gpuPod(t, child.Client, ReleaseNamespace(admitted.Name), node, gpu.ResourceNVIDIA, 1)
+	waitPhase(t, waiting, workspacesv1.PhaseWaiting, workspacesv1.ReasonWaitingForGpuCapacity)
+
+	// Deleting the admitted workspace uninstalls its release; the test API server has no kubelet, so
+	// the test finishes the pod itself.
+	must(t, k8s.Delete(ctxT(t), getWS(t, admitted)))
+	eventually(t, "admitted workspace gone", func() error {
+		err := k8s.Get(ctxT(t), admitted, &workspacesv1.WorkspaceDeployment{})
+		if err == nil {
+			return fmt.Errorf("still there")
+		}
+		return client.IgnoreNotFound(err)
+	})
+	must(t, childtest.SetPodPhase(ctxT(t), child.Client, ReleaseNamespace(admitted.Name), pod, corev1.PodSucceeded))
+	waitPhase(t, waiting, workspacesv1.PhaseDeploying, "")
+}
+
+// TestReplicaMustFitOnOneNode: two nodes with one free GPU each cannot hold a replica of two.
+func TestReplicaMustFitOnOneNode(t *testing.T) {
+	ns, class, cd := gateFixture(t)
+	model := name("t4")
+	gpuNode(t, child.Client, gpu.ResourceNVIDIA, 1, modelLabels(model))
+	gpuNode(t, child.Client, gpu.ResourceNVIDIA, 1, modelLabels(model))
+	key := createWorkspace(t, ns, class, cd, func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Resources = gpuResources(2, model) })
+	ws := waitPhase(t, key, workspacesv1.PhaseWaiting, workspacesv1.ReasonWaitingForGpuCapacity)
+	if f := ws.Status.Feasibility; f.MatchingNodes != 2 || f.FreeGPUs != 2 || f.FittingReplicas != 0 {
+		t.Errorf("feasibility %+v: want 2 nodes, 2 free GPUs, 0 fitting replicas", f)
+	}
+	gpuNode(t, child.Client, gpu.ResourceNVIDIA, 2, modelLabels(model))
+	waitPhase(t, key, workspacesv1.PhaseDeploying, "")
+}
+
+// TestRawSelectorAndAMD: a gpuNodeSelector without gpuType selects on the vendor label, AMD GPUs are
+// counted in amd.com/gpu, and the chart receives the selector the gate checked.
+func TestRawSelectorAndAMD(t *testing.T) {
+	ns, class, cd := gateFixture(t)
+	product := name("AMD-Instinct-MI300X")
+	gpuNode(t, child.Client, gpu.ResourceAMD, 8, map[string]string{gpu.LabelAMDProductName: product})
+	count := int32(4)
+	key := createWorkspace(t, ns, class, cd, func(ws *workspacesv1.WorkspaceDeployment) {
+		ws.Spec.Resources = &workspacesv1.ResourceOverrides{PerReplica: &workspacesv1.PerReplicaResources{
+			GPUCount: &count, GPUVendor: workspacesv1.GPUVendorAMD, GPUNodeSelector: map[string]string{gpu.LabelAMDProductName: product},
+		}}
+	})
+	ws := waitPhase(t, key, workspacesv1.PhaseDeploying, "")
+	values := serviceSetValues(t, waitServiceSet(t, ws))
+	ex := values["_exalsius"].(map[string]any)
+	sel := ex["scheduling"].(map[string]any)["nodeSelector"].(map[string]any)
+	if ex["gpuResourceName"] != "amd.com/gpu" || len(sel) != 1 || sel[gpu.LabelAMDProductName] != product ||
+		ex["resources"].(map[string]any)["amd.com/gpu"] != float64(4) {
+		t.Errorf("_exalsius %v", ex)
+	}
+
+	// The same selector with an NVIDIA request finds no node.
+	nv := createWorkspace(t, ns, class, cd, func(ws *workspacesv1.WorkspaceDeployment) {
+		ws.Spec.Resources = &workspacesv1.ResourceOverrides{PerReplica: &workspacesv1.PerReplicaResources{
+			GPUCount: &count, GPUNodeSelector: map[string]string{gpu.LabelAMDProductName: product},
+		}}
+	})
+	waitPhase(t, nv, workspacesv1.PhaseFailed, workspacesv1.ReasonGpuOfferingUnavailable)
+}
+
+// TestUnreachableChildStaysPending: a child that does not answer leaves the workspace Pending, never
+// Failed, and it proceeds once the child is back.
+func TestUnreachableChildStaysPending(t *testing.T) {
+	other, err := testenv.StartChild("flaky")
+	must(t, err)
+	t.Cleanup(func() { _ = other.Stop() })
+	model := name("v100")
+	gpuNode(t, other.Client, gpu.ResourceNVIDIA, 1, modelLabels(model))
+	must(t, other.Pause())
+
+	ns := newNamespace(t)
+	class := createClass(t, classSpec(name("flaky")), ns)
+	cd := createCluster(t, ns, other.Kubeconfig)
+	key := createWorkspace(t, ns, class, cd.Name, func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Resources = gpuResources(1, model) })
+	ws := waitPhase(t, key, workspacesv1.PhasePending, workspacesv1.ReasonClusterUnreachable)
+	if err := contains(ws.Status.Message, "cannot reach the child cluster"); err != nil {
+		t.Error(err)
+	}
+	must(t, other.Resume())
+	waitPhase(t, key, workspacesv1.PhaseDeploying, "")
+	if ws := getWS(t, key); ws.Status.FailureContext != nil {
+		t.Errorf("failureContext %+v", ws.Status.FailureContext)
+	}
+}

@@ -1,0 +1,201 @@
+package workspaceclass
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/common/conditions"
+	"github.com/exalsius/exalsius-operator/common/testenv"
+)
+
+var (
+	k8s  client.Client
+	uniq atomic.Int64
+)
+
+func TestMain(m *testing.M) {
+	testenv.Main(m, func(mg *testenv.Management) error {
+		k8s = mg.Client
+		ctx := context.Background()
+		if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kcm-system"}}); err != nil {
+			return err
+		}
+		mgr, err := ctrl.NewManager(mg.Config, ctrl.Options{Scheme: mg.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+		if err != nil {
+			return err
+		}
+		r := &Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("workspaceclass-controller")}
+		if err := r.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: 2}); err != nil {
+			return err
+		}
+		go func() { _ = mgr.Start(ctx) }()
+		return nil
+	})
+}
+
+func name(p string) string { return fmt.Sprintf("%s-%d", p, uniq.Add(1)) }
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func eventually(t *testing.T, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = f(); err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for %s: %v", what, err)
+}
+
+func createTemplate(t *testing.T, n, version string, valid bool) *k0rdentv1.ServiceTemplate {
+	t.Helper()
+	st := &k0rdentv1.ServiceTemplate{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "kcm-system", Name: n},
+		Spec: k0rdentv1.ServiceTemplateSpec{Helm: &k0rdentv1.HelmSpec{ChartSpec: &k0rdentv1.HelmChartSpec{
+			Chart: "c", Version: version, Interval: metav1.Duration{Duration: time.Minute},
+			SourceRef: k0rdentv1.LocalHelmChartSourceReference{Kind: "HelmRepository", Name: "kcm-templates"},
+		}}},
+	}
+	must(t, k8s.Create(context.Background(), st))
+	st.Status.Valid, st.Status.ChartVersion = valid, version
+	if !valid {
+		st.Status.ValidationError = "chart not found"
+	}
+	must(t, k8s.Status().Update(context.Background(), st))
+	return st
+}
+
+func createClass(t *testing.T, spec workspacesv1.WorkspaceClassSpec) string {
+	t.Helper()
+	spec.DisplayName = "test"
+	c := &workspacesv1.WorkspaceClass{ObjectMeta: metav1.ObjectMeta{Name: name("class")}, Spec: spec}
+	must(t, k8s.Create(context.Background(), c))
+	return c.Name
+}
+
+// waitStatus waits for the class's Ready condition to have the reason.
+func waitStatus(t *testing.T, class, reason string) *workspacesv1.WorkspaceClass {
+	t.Helper()
+	got := &workspacesv1.WorkspaceClass{}
+	eventually(t, class+" "+reason, func() error {
+		if err := k8s.Get(context.Background(), client.ObjectKey{Name: class}, got); err != nil {
+			return err
+		}
+		c := conditions.Get(got.Status.Conditions, workspacesv1.ClassReadyCondition)
+		if c == nil || c.Reason != reason || got.Status.ObservedGeneration != got.Generation {
+			return fmt.Errorf("status %+v", got.Status)
+		}
+		return nil
+	})
+	wantValid := reason == workspacesv1.ReasonValid
+	if got.Status.Valid != wantValid || (got.Status.ValidationError == "") != wantValid {
+		t.Errorf("valid %v, validationError %q", got.Status.Valid, got.Status.ValidationError)
+	}
+	return got
+}
+
+func TestValidClassAndInUseBy(t *testing.T) {
+	tn := name("jupyter")
+	createTemplate(t, tn, "0.3.1", true)
+	pre := name("gpu-operator")
+	createTemplate(t, pre, "24.9.0", true)
+	class := createClass(t, workspacesv1.WorkspaceClassSpec{
+		ServiceTemplate:   workspacesv1.ServiceTemplateRef{Name: tn, VersionConstraint: ">=0.3.0, <0.4.0"},
+		Prerequisites:     []workspacesv1.Prerequisite{{ServiceTemplate: pre, Namespace: "gpu-operator"}},
+		ResourceInjection: &workspacesv1.ResourceInjection{GPUCount: []string{`resources.limits["nvidia.com/gpu"]`}},
+	})
+	waitStatus(t, class, workspacesv1.ReasonValid)
+
+	ns := name("team")
+	must(t, k8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+	for i := 0; i < 2; i++ {
+		must(t, k8s.Create(context.Background(), &workspacesv1.WorkspaceDeployment{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name("ws")},
+			Spec: workspacesv1.WorkspaceDeploymentSpec{WorkspaceClassRef: class,
+				ClusterDeploymentRef: workspacesv1.ClusterDeploymentRef{Name: "cd"}},
+		}))
+	}
+	eventually(t, "inUseBy 2", func() error {
+		got := &workspacesv1.WorkspaceClass{}
+		if err := k8s.Get(context.Background(), client.ObjectKey{Name: class}, got); err != nil {
+			return err
+		}
+		if got.Status.InUseBy != 2 {
+			return fmt.Errorf("inUseBy %d", got.Status.InUseBy)
+		}
+		return nil
+	})
+}
+
+func TestTemplateMissingThenAppears(t *testing.T) {
+	tn := name("late")
+	class := createClass(t, workspacesv1.WorkspaceClassSpec{ServiceTemplate: workspacesv1.ServiceTemplateRef{Name: tn}})
+	got := waitStatus(t, class, workspacesv1.ReasonServiceTemplateNotFound)
+	if got.Status.ValidationError != fmt.Sprintf("spec.serviceTemplate: ServiceTemplate kcm-system/%s not found", tn) {
+		t.Errorf("validationError %q", got.Status.ValidationError)
+	}
+	createTemplate(t, tn, "1.0.0", true)
+	waitStatus(t, class, workspacesv1.ReasonValid)
+}
+
+func TestInvalidClasses(t *testing.T) {
+	bad := name("bad")
+	createTemplate(t, bad, "1.0.0", false)
+	good := name("good")
+	createTemplate(t, good, "1.0.0", true)
+	cases := []struct {
+		spec   workspacesv1.WorkspaceClassSpec
+		reason string
+		msg    string
+	}{
+		{workspacesv1.WorkspaceClassSpec{ServiceTemplate: workspacesv1.ServiceTemplateRef{Name: bad}},
+			workspacesv1.ReasonServiceTemplateInvalid, "chart not found"},
+		{workspacesv1.WorkspaceClassSpec{ServiceTemplate: workspacesv1.ServiceTemplateRef{Name: good, VersionConstraint: "^2.0.0"}},
+			workspacesv1.ReasonVersionConstraintUnmet, "does not satisfy"},
+		{workspacesv1.WorkspaceClassSpec{ServiceTemplate: workspacesv1.ServiceTemplateRef{Name: good},
+			ResourceInjection: &workspacesv1.ResourceInjection{CPU: []string{`a["unterminated`}}},
+			workspacesv1.ReasonInvalidInjectionPath, "spec.resourceInjection.cpu[0]"},
+		{workspacesv1.WorkspaceClassSpec{ServiceTemplate: workspacesv1.ServiceTemplateRef{Name: good},
+			UserFacingConfig: []workspacesv1.UserFacingConfig{{HelmValuePath: "a..b", DisplayName: "x", Type: "string"}}},
+			workspacesv1.ReasonInvalidValuePath, "spec.userFacingConfig[0]"},
+		{workspacesv1.WorkspaceClassSpec{ServiceTemplate: workspacesv1.ServiceTemplateRef{Name: good},
+			Prerequisites: []workspacesv1.Prerequisite{{ServiceTemplate: name("missing"), Namespace: "x"}}},
+			workspacesv1.ReasonInvalidPrerequisite, "spec.prerequisites[0].serviceTemplate"},
+		{workspacesv1.WorkspaceClassSpec{ServiceTemplate: workspacesv1.ServiceTemplateRef{Name: good},
+			Prerequisites: []workspacesv1.Prerequisite{{ServiceTemplate: bad, Namespace: "x"}}},
+			workspacesv1.ReasonInvalidPrerequisite, "is not valid"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.reason, func(t *testing.T) {
+			got := waitStatus(t, createClass(t, tc.spec), tc.reason)
+			if c := conditions.Get(got.Status.Conditions, workspacesv1.ClassReadyCondition); c.Status != metav1.ConditionFalse {
+				t.Errorf("Ready %+v", c)
+			}
+			if got.Status.ValidationError == "" || !strings.Contains(got.Status.ValidationError, tc.msg) {
+				t.Errorf("validationError %q does not contain %q", got.Status.ValidationError, tc.msg)
+			}
+		})
+	}
+}
+
