@@ -311,4 +311,3 @@ func TestServiceSetDriftCorrected(t *testing.T) {
 		return nil
 	})
 }
-

@@ -76,7 +76,7 @@ func TestBuildValuesMergesAndInjects(t *testing.T) {
 func TestBuildValuesReportsBlockedPathAndReservedBlock(t *testing.T) {
 	class := &workspacesv1.WorkspaceClass{
 		ObjectMeta: metav1.ObjectMeta{Name: "c"},
-		Spec: workspacesv1.WorkspaceClassSpec{ResourceInjection: &workspacesv1.ResourceInjection{Replicas: []string{"app.replicas"}}},
+		Spec:       workspacesv1.WorkspaceClassSpec{ResourceInjection: &workspacesv1.ResourceInjection{Replicas: []string{"app.replicas"}}},
 	}
 	res := MergeResources(workspacesv1.DefaultResources{}, nil)
 	ws := &workspacesv1.WorkspaceDeployment{Spec: workspacesv1.WorkspaceDeploymentSpec{Values: rawJSON(`{"app":"flat"}`)}}

@@ -198,4 +198,3 @@ func TestInvalidClasses(t *testing.T) {
 		})
 	}
 }
-
