@@ -352,7 +352,7 @@ func TestBadEntryIsIsolated(t *testing.T) {
 	startManager(t, ns)
 	createColony(t, ns, "col",
 		entry(t, "good", nil),
-		entry(t, "rejected", map[string]any{"template": ""}),  // the CRD wants at least 1 character
+		entry(t, "rejected", map[string]any{"template": ""}), // the CRD wants at least 1 character
 		entry(t, "mistyped", map[string]any{"template": 42}), // the decoder refuses it
 		entry(t, "badlabel", nil),
 	)

@@ -105,19 +105,28 @@ func (r *Reconciler) secretToColony(ctx context.Context, obj client.Object) []re
 		strings.HasPrefix(ref.APIVersion, infrav1.GroupVersion.Group+"/") {
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: ref.Name}}}
 	}
-	cdName, ok := strings.CutSuffix(obj.GetName(), kcmv1.KubeconfigSecretSuffix)
-	if !ok || cdName == "" {
+	prefix, ok := strings.CutSuffix(obj.GetName(), kcmv1.KubeconfigSecretSuffix)
+	if !ok || prefix == "" {
 		return nil
 	}
+	var out []reconcile.Request
+	// `<cd>-kubeconfig`: the kubeconfig of a ClusterDeployment a Colony controls.
 	cd := &kcmv1.ClusterDeployment{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: obj.GetNamespace(), Name: cdName}, cd); err != nil {
-		return nil // not a ClusterDeployment's Secret, or the ClusterDeployment is not cached yet
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: obj.GetNamespace(), Name: prefix}, cd); err == nil {
+		if ref := metav1.GetControllerOfNoCopy(cd); ref != nil && ref.Kind == "Colony" &&
+			strings.HasPrefix(ref.APIVersion, infrav1.GroupVersion.Group+"/") {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: cd.Namespace, Name: ref.Name}})
+		}
 	}
-	ref := metav1.GetControllerOfNoCopy(cd)
-	if ref == nil || ref.Kind != "Colony" || !strings.HasPrefix(ref.APIVersion, infrav1.GroupVersion.Group+"/") {
-		return nil
+	// `<colony>-kubeconfig` that the Colony does not control (yet): a name conflict to report, or
+	// one that has just been resolved.
+	if KubeconfigSecretName(prefix) == obj.GetName() {
+		colony := &infrav1.Colony{} // from the Colony informer the controller already has
+		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: obj.GetNamespace(), Name: prefix}, colony); err == nil {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: prefix}})
+		}
 	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: cd.Namespace, Name: ref.Name}}}
+	return out
 }
 
 // Reconcile brings one Colony's ClusterDeployments, kubeconfig Secret and status in line with its
