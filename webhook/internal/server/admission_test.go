@@ -50,7 +50,7 @@ func validValues() map[string]any {
 func simpleClass(name string) *workspacesv1.WorkspaceClass {
 	return &workspacesv1.WorkspaceClass{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: workspacesv1.WorkspaceClassSpec{DisplayName: "Simple", ServiceTemplate: workspacesv1.ServiceTemplateRef{Name: "simple-1-0-0"}},
+		Spec:       workspacesv1.WorkspaceClassSpec{DisplayName: "Simple", ServiceTemplate: workspacesv1.ServiceTemplateRef{Name: "simple-1-0-0"}},
 	}
 }
 

@@ -51,8 +51,12 @@ func TestWorkspaceClassRules(t *testing.T) {
 		{"blank display name", func(s *workspacesv1.WorkspaceClassSpec) { s.DisplayName = " " }, []string{"spec.displayName"}},
 		{"bad version range", func(s *workspacesv1.WorkspaceClassSpec) { s.ServiceTemplate.VersionConstraint = "banana" }, []string{"spec.serviceTemplate.versionConstraint"}},
 		{"bad template name", func(s *workspacesv1.WorkspaceClassSpec) { s.ServiceTemplate.Name = "Bad_Name" }, []string{"spec.serviceTemplate.name"}},
-		{"zero cpu", func(s *workspacesv1.WorkspaceClassSpec) { s.DefaultResources.PerReplica.CPU = ptr(resource.MustParse("0")) }, []string{"spec.defaultResources.perReplica.cpu"}},
-		{"negative memory", func(s *workspacesv1.WorkspaceClassSpec) { s.DefaultResources.PerReplica.Memory = ptr(resource.MustParse("-1Gi")) }, []string{"spec.defaultResources.perReplica.memory"}},
+		{"zero cpu", func(s *workspacesv1.WorkspaceClassSpec) {
+			s.DefaultResources.PerReplica.CPU = ptr(resource.MustParse("0"))
+		}, []string{"spec.defaultResources.perReplica.cpu"}},
+		{"negative memory", func(s *workspacesv1.WorkspaceClassSpec) {
+			s.DefaultResources.PerReplica.Memory = ptr(resource.MustParse("-1Gi"))
+		}, []string{"spec.defaultResources.perReplica.memory"}},
 		{"class gpuType", func(s *workspacesv1.WorkspaceClassSpec) { s.DefaultResources.PerReplica.GPUType = "A100" }, []string{"spec.defaultResources.perReplica.gpuType"}},
 		{"class gpuNodeSelector", func(s *workspacesv1.WorkspaceClassSpec) {
 			s.DefaultResources.PerReplica.GPUNodeSelector = map[string]string{"a": "b"}
@@ -78,7 +82,9 @@ func TestWorkspaceClassRules(t *testing.T) {
 		{"option of the wrong type", func(s *workspacesv1.WorkspaceClassSpec) { s.UserFacingConfig[2].Options[1] = *raw(3) }, []string{"spec.defaultValues.profile", "spec.userFacingConfig[2].options[1]"}},
 		{"duplicate option", func(s *workspacesv1.WorkspaceClassSpec) { s.UserFacingConfig[2].Options[1] = *raw("small") }, []string{"spec.defaultValues.profile", "spec.userFacingConfig[2].options[1]"}},
 		{"secret default", func(s *workspacesv1.WorkspaceClassSpec) { s.UserFacingConfig[0].Default = raw("hunter2") }, []string{"spec.userFacingConfig[0].default"}},
-		{"secret options", func(s *workspacesv1.WorkspaceClassSpec) { s.UserFacingConfig[0].Options = []apiextensionsv1.JSON{*raw("a")} }, []string{"spec.userFacingConfig[0].options"}},
+		{"secret options", func(s *workspacesv1.WorkspaceClassSpec) {
+			s.UserFacingConfig[0].Options = []apiextensionsv1.JSON{*raw("a")}
+		}, []string{"spec.userFacingConfig[0].options"}},
 		{"bad public key default", func(s *workspacesv1.WorkspaceClassSpec) { s.UserFacingConfig[3].Default = raw("ssh-ed25519 !!!") }, []string{"spec.userFacingConfig[3].default"}},
 		{"bool default", func(s *workspacesv1.WorkspaceClassSpec) { s.UserFacingConfig[4].Default = raw("yes") }, []string{"spec.userFacingConfig[4].default"}},
 		{"defaultValues mismatch type", func(s *workspacesv1.WorkspaceClassSpec) {

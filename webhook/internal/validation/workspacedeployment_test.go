@@ -50,7 +50,9 @@ func TestWorkspaceDeploymentRules(t *testing.T) {
 		{"missing cluster", DeploymentOptions{}, func(d *workspacesv1.WorkspaceDeployment) { d.Spec.ClusterDeploymentRef.Name = "" }, []string{"spec.clusterDeploymentRef.name"}},
 		{"bad cluster namespace", DeploymentOptions{}, func(d *workspacesv1.WorkspaceDeployment) { d.Spec.ClusterDeploymentRef.Namespace = "A.B" }, []string{"spec.clusterDeploymentRef.namespace"}},
 		{"replicas over the maximum", DeploymentOptions{MaxReplicas: 1}, func(*workspacesv1.WorkspaceDeployment) {}, []string{"spec.resources.replicas"}},
-		{"zero cpu", DeploymentOptions{}, func(d *workspacesv1.WorkspaceDeployment) { d.Spec.Resources.PerReplica.CPU = ptr(resource.MustParse("0")) }, []string{"spec.resources.perReplica.cpu"}},
+		{"zero cpu", DeploymentOptions{}, func(d *workspacesv1.WorkspaceDeployment) {
+			d.Spec.Resources.PerReplica.CPU = ptr(resource.MustParse("0"))
+		}, []string{"spec.resources.perReplica.cpu"}},
 		{"negative storage", DeploymentOptions{}, func(d *workspacesv1.WorkspaceDeployment) {
 			d.Spec.Resources.PerReplica.Storage = ptr(resource.MustParse("-5Gi"))
 		}, []string{"spec.resources.perReplica.storage"}},
