@@ -48,10 +48,16 @@ type Reconciler struct {
 
 // NewReconciler returns a Reconciler wired to the manager's client, API reader and event recorder.
 func NewReconciler(mgr ctrl.Manager) *Reconciler {
+	return newReconciler(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder(FieldManager))
+}
+
+func newReconciler(c client.Client, apiReader client.Reader, recorder events.EventRecorder) *Reconciler {
 	return &Reconciler{
-		Client:    mgr.GetClient(),
-		APIReader: mgr.GetAPIReader(),
-		Recorder:  mgr.GetEventRecorder(FieldManager),
+		Client:      c,
+		APIReader:   apiReader,
+		Recorder:    recorder,
+		applied:     newAppliedCache(),
+		kubeconfigs: newKubeconfigMemo(),
 	}
 }
 

@@ -312,3 +312,9 @@ func setCDConditions(t *testing.T, namespace, name string, conds ...metav1.Condi
 func cond(typ string, status metav1.ConditionStatus, reason string) metav1.Condition {
 	return metav1.Condition{Type: typ, Status: status, Reason: reason}
 }
+
+// directReconciler is a Reconciler reading straight from the API server, for tests that call
+// Reconcile themselves to look at one pass.
+func directReconciler() *Reconciler {
+	return newReconciler(mgmt.Client, mgmt.Client, nil)
+}
