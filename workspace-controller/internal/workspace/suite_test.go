@@ -339,7 +339,7 @@ func setServiceState(t *testing.T, key types.NamespacedName, state k0rdentv1.Ser
 		if err := k8s.Get(ctxT(t), key, ss); err != nil {
 			return err
 		}
-		now := metav1.NewTime(time.Now().Add(time.Second).Truncate(time.Second))
+		now := metav1.NewTime(time.Now().Truncate(time.Second))
 		ss.Status.Services = nil
 		for _, svc := range ss.Spec.Services {
 			ss.Status.Services = append(ss.Status.Services, k0rdentv1.ServiceState{
