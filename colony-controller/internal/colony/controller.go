@@ -18,6 +18,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -29,8 +30,13 @@ import (
 	"github.com/exalsius/exalsius-operator/common/conditions"
 )
 
-// FieldManager is the server-side apply field manager of everything the colony-controller writes.
-const FieldManager = "colony-controller"
+const (
+	// Component is the colony-controller's word: its logger name, leader-election lease, metrics
+	// prefix and event reporter.
+	Component = "colony-controller"
+	// FieldManager is the server-side apply field manager of everything the colony-controller writes.
+	FieldManager = Component
+)
 
 // Reconciler reconciles Colonies.
 type Reconciler struct {
@@ -48,7 +54,7 @@ type Reconciler struct {
 
 // NewReconciler returns a Reconciler wired to the manager's client, API reader and event recorder.
 func NewReconciler(mgr ctrl.Manager) *Reconciler {
-	return newReconciler(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder(FieldManager))
+	return newReconciler(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder(Component))
 }
 
 func newReconciler(c client.Client, apiReader client.Reader, recorder events.EventRecorder) *Reconciler {
@@ -71,7 +77,7 @@ func newReconciler(c client.Client, apiReader client.Reader, recorder events.Eve
 // SetupWithManager registers the controller: it watches Colonies, the ClusterDeployments they control
 // and, metadata only, Secrets (each ClusterDeployment's `<cd>-kubeconfig` and the Colony's own
 // `<colony>-kubeconfig`). Secret data are never cached.
-func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
 	if r.applied == nil {
 		r.applied = newAppliedCache()
 	}
@@ -80,6 +86,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("colony").
+		WithOptions(opts).
 		For(&infrav1.Colony{}, builder.WithPredicates(colonyChanged())).
 		Owns(&kcmv1.ClusterDeployment{}).
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.secretToColony)).

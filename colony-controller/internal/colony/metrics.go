@@ -1,17 +1,18 @@
 package colony
 
 import (
+	"fmt"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
+	"github.com/exalsius/exalsius-operator/common/bootstrap"
 )
 
-// MetricsPrefix starts the name of every metric of the colony-controller.
-const MetricsPrefix = "colony_controller_"
+// MetricsPrefix starts the name of every metric of the colony-controller: colony_controller_.
+var MetricsPrefix = bootstrap.MetricsPrefix(Component) + "_"
 
 // Error stages of the reconcile errors counter.
 const (
@@ -43,7 +44,9 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(coloniesGauge, clustersGauge, readyClustersGauge, reconcileErrors)
+	if err := bootstrap.RegisterMetrics(coloniesGauge, clustersGauge, readyClustersGauge, reconcileErrors); err != nil {
+		panic(fmt.Sprintf("registering the %s metrics: %v", Component, err))
+	}
 	for _, p := range allPhases {
 		coloniesGauge.WithLabelValues(string(p)).Set(0)
 	}

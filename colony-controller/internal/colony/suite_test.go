@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -86,7 +87,7 @@ func startManager(t *testing.T, namespace string) *runningManager {
 	if err != nil {
 		t.Fatalf("creating manager: %v", err)
 	}
-	if err := NewReconciler(mgr).SetupWithManager(mgr); err != nil {
+	if err := NewReconciler(mgr).SetupWithManager(mgr, controller.Options{}); err != nil {
 		t.Fatalf("setting up the reconciler: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
