@@ -1,0 +1,105 @@
+// Package k0rdentsim is a k0rdent simulator: TEST TOOLING for the local world and the e2e suites, never
+// shipped. It stands in for k0rdent's KCM, Cluster API and Sveltos on a management API server that
+// has the project's typed k0rdent mirror CRDs, doing just what the operator relies on:
+//
+//   - ServiceTemplates are valid when their chart exists under the charts directory (examples/charts);
+//     ClusterTemplates are valid; Credentials with an identityRef are ready.
+//   - Each ClusterDeployment gets a child cluster (a separate API server with kwok nodes built from
+//     spec.config, see world.ClusterConfig), the Secret `<cd>-kubeconfig` (key value, type
+//     cluster.x-k8s.io/secret), the finalizer k0rdent.mirantis.com/cluster-deployment and KCM's
+//     conditions (TemplateReady, CredentialReady, HelmReleaseReady, CAPIClusterSummary,
+//     ServicesInReadyState, Ready). Deleting it deletes the ServiceSets whose ownerReferences name it,
+//     waits for them, then tears the child down.
+//   - Each ServiceSet labelled ksm.k0rdent.mirantis.com/adapter=kcm-controller-manager is deployed
+//     with the Helm SDK on its child (release name and namespace from the service, namespace created,
+//     wait, timeout and atomic from helmOptions) and its status is written as KCM writes it.
+//
+// What it does not simulate is listed in docs/LOCAL_WORLD.md.
+package k0rdentsim
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/exalsius/exalsius-operator/common/scheme"
+	"github.com/exalsius/exalsius-operator/e2e/internal/world"
+)
+
+// Options configure the simulator.
+type Options struct {
+	// Config reaches the management API server.
+	Config *rest.Config
+	// World starts and stops child clusters.
+	World *world.World
+	// ChartsDir holds one folder per chart (examples/charts).
+	ChartsDir string
+	// Log receives the simulator's logs.
+	Log io.Writer
+}
+
+// Simulator is a running k0rdent simulator.
+type Simulator struct {
+	mgr    ctrl.Manager
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// Scheme returns the scheme the simulator uses: common/scheme (with the k0rdent mirror).
+func Scheme() *runtime.Scheme {
+	return scheme.New()
+}
+
+// Start runs the simulator's controllers in this process until Stop.
+func Start(ctx context.Context, o Options) (*Simulator, error) {
+	if o.Config == nil || o.World == nil || o.ChartsDir == "" {
+		return nil, fmt.Errorf("k0rdentsim: Config, World and ChartsDir are required")
+	}
+	logOut := o.Log
+	if logOut == nil {
+		logOut = io.Discard
+	}
+	logger := zap.New(zap.WriteTo(logOut), zap.UseDevMode(true))
+	mgr, err := ctrl.NewManager(o.Config, ctrl.Options{
+		Scheme:                 Scheme(),
+		Logger:                 logger.WithName("k0rdent-sim"),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Client:                 client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}, &corev1.ConfigMap{}}}},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("k0rdentsim: %w", err)
+	}
+	c := mgr.GetClient()
+	if err := (&templateReconciler{client: c, chartsDir: o.ChartsDir}).setup(mgr); err != nil {
+		return nil, err
+	}
+	if err := (&clusterDeploymentReconciler{client: c, world: o.World}).setup(mgr); err != nil {
+		return nil, err
+	}
+	if err := (&serviceSetReconciler{client: c, reader: mgr.GetAPIReader(), world: o.World, chartsDir: o.ChartsDir}).setup(mgr); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	s := &Simulator{mgr: mgr, cancel: cancel, done: make(chan error, 1)}
+	go func() { s.done <- mgr.Start(ctx) }()
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		cancel()
+		return nil, fmt.Errorf("k0rdentsim: caches did not sync: %v", <-s.done)
+	}
+	return s, nil
+}
+
+// Stop ends the simulator's controllers. Child clusters keep running until the world stops.
+func (s *Simulator) Stop() error {
+	s.cancel()
+	return <-s.done
+}

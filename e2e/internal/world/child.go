@@ -1,0 +1,252 @@
+package world
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/exalsius/exalsius-operator/common/testenv"
+)
+
+// ChildCluster is one simulated child cluster: its own API server and etcd, kube-controller-manager,
+// kube-scheduler, and kwok faking the nodes.
+type ChildCluster struct {
+	// Name is the world-unique name, e.g. "<namespace>-<clusterdeployment>".
+	Name string
+	// Env is the API server (common/testenv).
+	Env *testenv.Child
+	// Kubeconfig is an admin kubeconfig for the child.
+	Kubeconfig []byte
+	// KubeconfigPath is where Kubeconfig is written in the run folder.
+	KubeconfigPath string
+
+	dir   string
+	procs []*Process
+}
+
+// Client returns an admin client of the child.
+func (c *ChildCluster) Client() client.Client { return c.Env.Client }
+
+// StartChild starts a child cluster with the nodes of cfg, or returns the running one of that name
+// (its nodes brought in line with cfg). It returns once every node is Ready.
+func (w *World) StartChild(ctx context.Context, name string, cfg ClusterConfig) (*ChildCluster, error) {
+	nodes, err := cfg.BuildNodes()
+	if err != nil {
+		return nil, err
+	}
+	if c := w.Child(name); c != nil {
+		return c, c.SyncNodes(ctx, nodes)
+	}
+	start := time.Now()
+	c, err := w.newChild(name)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.SyncNodes(ctx, nodes); err != nil {
+		_ = c.stop()
+		return nil, err
+	}
+	if err := c.WaitNodesReady(ctx, time.Minute); err != nil {
+		_ = c.stop()
+		return nil, err
+	}
+	w.mu.Lock()
+	if existing := w.children[name]; existing != nil {
+		w.mu.Unlock()
+		_ = c.stop()
+		return existing, nil
+	}
+	w.children[name] = c
+	w.mu.Unlock()
+	w.progress("child cluster %s up with %d node(s) at %s (%s)", name, len(nodes), c.Env.Config.Host, time.Since(start).Round(time.Millisecond))
+	return c, nil
+}
+
+func (w *World) newChild(name string) (c *ChildCluster, err error) {
+	env, err := testenv.StartChild(name)
+	if err != nil {
+		return nil, fmt.Errorf("child %s: starting the API server: %w", name, err)
+	}
+	c = &ChildCluster{Name: name, Env: env, Kubeconfig: env.Kubeconfig, dir: filepath.Join(w.RunDir, "children", name)}
+	defer func() {
+		if err != nil {
+			_ = c.stop()
+		}
+	}()
+	if err := os.MkdirAll(c.dir, 0o755); err != nil {
+		return nil, err
+	}
+	c.KubeconfigPath = filepath.Join(c.dir, "admin.kubeconfig")
+	if err := os.WriteFile(c.KubeconfigPath, env.Kubeconfig, 0o600); err != nil {
+		return nil, err
+	}
+	kcm, err := startControllerManager("child/"+name+"/kube-controller-manager", c.KubeconfigPath, c.dir)
+	if kcm != nil {
+		c.procs = append(c.procs, kcm)
+	}
+	if err != nil {
+		return nil, err
+	}
+	sched, err := FindTool("kube-scheduler")
+	if err != nil {
+		return nil, err
+	}
+	sp := &Process{
+		Name:    "child/" + name + "/kube-scheduler",
+		Path:    sched,
+		Args:    []string{"--kubeconfig=" + c.KubeconfigPath, "--leader-elect=false", "--secure-port=0", "--v=1"},
+		LogPath: filepath.Join(c.dir, "kube-scheduler.log"),
+	}
+	c.procs = append(c.procs, sp)
+	if err := sp.Start(); err != nil {
+		return nil, err
+	}
+	kwok, err := FindTool("kwok")
+	if err != nil {
+		return nil, err
+	}
+	stages := filepath.Join(c.dir, "kwok-stages.yaml")
+	if err := WriteKwokConfig(stages); err != nil {
+		return nil, err
+	}
+	kp := &Process{
+		Name: "child/" + name + "/kwok",
+		Path: kwok,
+		Args: []string{
+			"--kubeconfig=" + c.KubeconfigPath,
+			"--config=" + stages,
+			"--manage-all-nodes=false",
+			"--manage-nodes-with-annotation-selector=" + KwokNodeAnnotation + "=" + KwokNodeAnnotationValue,
+			"--node-lease-duration-seconds=40",
+		},
+		LogPath: filepath.Join(c.dir, "kwok.log"),
+	}
+	c.procs = append(c.procs, kp)
+	if err := kp.Start(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// SyncNodes makes the child's kwok nodes exactly the given ones: missing nodes are created, labels,
+// schedulability and capacity of existing ones corrected, and kwok nodes not listed deleted.
+func (c *ChildCluster) SyncNodes(ctx context.Context, nodes []corev1.Node) error {
+	cl := c.Env.Client
+	var existing corev1.NodeList
+	if err := cl.List(ctx, &existing); err != nil {
+		return fmt.Errorf("child %s: listing nodes: %w", c.Name, err)
+	}
+	have := map[string]*corev1.Node{}
+	for i := range existing.Items {
+		have[existing.Items[i].Name] = &existing.Items[i]
+	}
+	want := map[string]bool{}
+	for i := range nodes {
+		n := nodes[i].DeepCopy()
+		want[n.Name] = true
+		cur := have[n.Name]
+		if cur == nil {
+			status := n.Status
+			if err := cl.Create(ctx, n); err != nil {
+				return fmt.Errorf("child %s: creating node %s: %w", c.Name, n.Name, err)
+			}
+			if !equality.Semantic.DeepEqual(n.Status.Allocatable, status.Allocatable) {
+				n.Status.Capacity, n.Status.Allocatable = status.Capacity, status.Allocatable
+				if err := cl.Status().Update(ctx, n); err != nil {
+					return fmt.Errorf("child %s: setting capacity of node %s: %w", c.Name, n.Name, err)
+				}
+			}
+			continue
+		}
+		if !equality.Semantic.DeepEqual(cur.Labels, n.Labels) || cur.Spec.Unschedulable != n.Spec.Unschedulable {
+			patch := client.MergeFrom(cur.DeepCopy())
+			cur.Labels, cur.Spec.Unschedulable = n.Labels, n.Spec.Unschedulable
+			if err := cl.Patch(ctx, cur, patch); err != nil {
+				return fmt.Errorf("child %s: updating node %s: %w", c.Name, n.Name, err)
+			}
+		}
+		if !equality.Semantic.DeepEqual(cur.Status.Allocatable, n.Status.Allocatable) {
+			patch := client.MergeFrom(cur.DeepCopy())
+			cur.Status.Capacity, cur.Status.Allocatable = n.Status.Capacity, n.Status.Allocatable
+			if err := cl.Status().Patch(ctx, cur, patch); err != nil {
+				return fmt.Errorf("child %s: updating capacity of node %s: %w", c.Name, n.Name, err)
+			}
+		}
+	}
+	for name, n := range have {
+		if want[name] || n.Annotations[KwokNodeAnnotation] != KwokNodeAnnotationValue {
+			continue
+		}
+		if err := cl.Delete(ctx, n); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("child %s: deleting node %s: %w", c.Name, name, err)
+		}
+	}
+	return nil
+}
+
+// WaitNodesReady waits until every kwok node of the child reports Ready.
+func (c *ChildCluster) WaitNodesReady(ctx context.Context, timeout time.Duration) error {
+	var last string
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		var nodes corev1.NodeList
+		if err := c.Env.Client.List(ctx, &nodes); err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		for _, n := range nodes.Items {
+			if !nodeReady(&n) {
+				last = "node " + n.Name + " is not Ready"
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("child %s: nodes not ready (%s): %w; kwok log:\n%s", c.Name, last, err, c.kwokTail())
+	}
+	return nil
+}
+
+func (c *ChildCluster) kwokTail() string {
+	for _, p := range c.procs {
+		if filepath.Base(p.LogPath) == "kwok.log" {
+			return p.Tail(30)
+		}
+	}
+	return ""
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, cond := range n.Status.Conditions {
+		if cond.Type == corev1.NodeReady {
+			return cond.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// Processes returns the child's external processes.
+func (c *ChildCluster) Processes() []*Process { return c.procs }
+
+// Restart restarts the child's API server (same address and data), as a control-plane blip would.
+func (c *ChildCluster) Restart() error { return c.Env.Restart() }
+
+func (c *ChildCluster) stop() error {
+	var errs []error
+	for i := len(c.procs) - 1; i >= 0; i-- {
+		errs = append(errs, c.procs[i].Stop(StopGrace))
+	}
+	if c.Env != nil {
+		errs = append(errs, c.Env.Stop())
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,68 @@
+package world
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// Kubeconfig renders a kubeconfig with one cluster, user and context named name, from a rest.Config
+// that carries inline credentials (client certificates or a bearer token), as envtest's do.
+func Kubeconfig(cfg *rest.Config, name string) ([]byte, error) {
+	if cfg == nil || cfg.Host == "" {
+		return nil, fmt.Errorf("kubeconfig %q: rest config without host", name)
+	}
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters[name] = &clientcmdapi.Cluster{
+		Server:                   cfg.Host,
+		CertificateAuthorityData: cfg.CAData,
+		CertificateAuthority:     cfg.CAFile,
+		InsecureSkipTLSVerify:    cfg.Insecure,
+	}
+	kc.AuthInfos[name] = &clientcmdapi.AuthInfo{
+		ClientCertificateData: cfg.CertData,
+		ClientKeyData:         cfg.KeyData,
+		ClientCertificate:     cfg.CertFile,
+		ClientKey:             cfg.KeyFile,
+		Token:                 cfg.BearerToken,
+		TokenFile:             cfg.BearerTokenFile,
+		Username:              cfg.Username,
+		Password:              cfg.Password,
+	}
+	kc.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: name}
+	kc.CurrentContext = name
+	return clientcmd.Write(*kc)
+}
+
+// WriteKubeconfig writes a kubeconfig for cfg to path, readable by the owner only.
+func WriteKubeconfig(cfg *rest.Config, name, path string) error {
+	b, err := Kubeconfig(cfg, name)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o600)
+}
+
+// FreePort returns a TCP port on 127.0.0.1 that is free at the time of the call.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// FreeAddr returns "127.0.0.1:<free port>".
+func FreeAddr() (string, error) {
+	p, err := FreePort()
+	if err != nil {
+		return "", err
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(p)), nil
+}

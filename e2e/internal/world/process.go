@@ -1,0 +1,196 @@
+package world
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Process supervises one external program of the local world (kube-controller-manager,
+// kube-scheduler, kwok, or a component binary). Its standard output and error go to one log file in
+// the run folder, which is appended to across restarts so that a test failure shows the whole story.
+type Process struct {
+	// Name identifies the process in logs and failure dumps, e.g. "child/demo-gpu/kwok".
+	Name string
+	// Path is the executable.
+	Path string
+	// Args are the command-line arguments, without the program name.
+	Args []string
+	// Env is added to the parent's environment.
+	Env []string
+	// LogPath is the file the process writes to.
+	LogPath string
+
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	done    chan struct{}
+	exitErr error
+	logFile *os.File
+}
+
+// Start launches the process. It is an error to start a process that is running.
+func (p *Process) Start() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd != nil && !p.exitedLocked() {
+		return fmt.Errorf("%s is already running (pid %d)", p.Name, p.cmd.Process.Pid)
+	}
+	if err := os.MkdirAll(filepath.Dir(p.LogPath), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(p.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(f, "==== %s: starting %s %q\n", time.Now().Format(time.RFC3339), p.Path, p.Args)
+	cmd := exec.Command(p.Path, p.Args...)
+	cmd.Env = append(os.Environ(), p.Env...)
+	cmd.Stdout = f
+	cmd.Stderr = f
+	// Own process group, so that a stop reaches the whole tree, and a kill of the parent (the test
+	// binary or `make run`) takes the process with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("starting %s: %w", p.Name, err)
+	}
+	p.cmd, p.logFile, p.done, p.exitErr = cmd, f, make(chan struct{}), nil
+	go func(cmd *exec.Cmd, done chan struct{}, f *os.File) {
+		err := cmd.Wait()
+		p.mu.Lock()
+		p.exitErr = err
+		p.mu.Unlock()
+		fmt.Fprintf(f, "==== %s: exited: %v\n", time.Now().Format(time.RFC3339), err)
+		_ = f.Close()
+		close(done)
+	}(cmd, p.done, f)
+	return nil
+}
+
+func (p *Process) exitedLocked() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Running reports whether the process has been started and has not exited.
+func (p *Process) Running() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cmd != nil && !p.exitedLocked()
+}
+
+// Pid returns the process id, or 0 when it is not running.
+func (p *Process) Pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.exitedLocked() {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
+// Exited returns a channel closed when the current run of the process ends, and nil when it never
+// started.
+func (p *Process) Exited() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.done
+}
+
+// ExitError returns how the last run ended (nil while running or after a clean exit).
+func (p *Process) ExitError() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.exitErr
+}
+
+// Stop sends SIGTERM to the process group, waits up to grace, then sends SIGKILL. Stopping a process
+// that is not running is a no-op.
+func (p *Process) Stop(grace time.Duration) error {
+	return p.signal(syscall.SIGTERM, grace)
+}
+
+// Kill sends SIGKILL at once, as a crash would.
+func (p *Process) Kill() error {
+	return p.signal(syscall.SIGKILL, 0)
+}
+
+func (p *Process) signal(sig syscall.Signal, grace time.Duration) error {
+	p.mu.Lock()
+	cmd, done := p.cmd, p.done
+	p.mu.Unlock()
+	if cmd == nil {
+		return nil
+	}
+	select {
+	case <-done:
+		return nil
+	default:
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, sig)
+	if sig != syscall.SIGKILL {
+		select {
+		case <-done:
+			return nil
+		case <-time.After(grace):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		}
+	}
+	select {
+	case <-done:
+		return nil
+	case <-time.After(10 * time.Second):
+		return fmt.Errorf("%s (pid %d) did not exit", p.Name, cmd.Process.Pid)
+	}
+}
+
+// Restart stops the process (gracefully) and starts it again with the same arguments.
+func (p *Process) Restart(grace time.Duration) error {
+	if err := p.Stop(grace); err != nil {
+		return err
+	}
+	return p.Start()
+}
+
+// Tail returns the last n lines of the process log.
+func (p *Process) Tail(n int) string {
+	return TailFile(p.LogPath, n)
+}
+
+// TailFile returns the last n lines of a file, or a note saying why it cannot be read.
+func TailFile(path string, n int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Sprintf("(no log: %v)", err)
+	}
+	defer f.Close()
+	const maxRead = 256 << 10
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Sprintf("(no log: %v)", err)
+	}
+	off := int64(0)
+	if st.Size() > maxRead {
+		off = st.Size() - maxRead
+	}
+	buf := make([]byte, st.Size()-off)
+	if _, err := f.ReadAt(buf, off); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Sprintf("(no log: %v)", err)
+	}
+	lines := bytes.Split(bytes.TrimRight(buf, "\n"), []byte("\n"))
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return string(bytes.Join(lines, []byte("\n")))
+}

@@ -1,0 +1,213 @@
+package suites
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/e2e-framework/pkg/envconf"
+	"sigs.k8s.io/e2e-framework/pkg/features"
+
+	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/e2e/internal/stack"
+)
+
+// component returns a running component, failing the test when it is not running.
+func component(t *testing.T, name string) *stack.Component {
+	t.Helper()
+	c := world.Components[name]
+	if c == nil {
+		t.Fatalf("component %s is not running: %s", name, world.Missing[name])
+	}
+	return c
+}
+
+// TestWebhookDenials sends invalid objects through kubectl and reads the webhook's denials.
+func TestWebhookDenials(t *testing.T) {
+	var ns string
+	f := features.New("webhook denials through kubectl").
+		Setup(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			component(t, "webhook")
+			ns = newNamespace(ctx, t, "hook")
+			serviceTemplate(ctx, t, notebookTemplate, "jupyter-notebook", "0.3.0", "kcm-system", ns)
+			createClass(ctx, t, notebookClass("e2e-hook-"+ns, notebookTemplate, 1, workspacesv1.GPUVendorNVIDIA))
+			return ctx
+		}).
+		Assess("a WorkspaceDeployment with gpuType but no GPUs is denied, naming the field", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			manifest := fmt.Sprintf(`apiVersion: workspaces.exalsius.ai/v1
+kind: WorkspaceDeployment
+metadata: {name: bad, namespace: %s}
+spec:
+  workspaceClassRef: e2e-hook-%s
+  clusterDeploymentRef: {name: nowhere, namespace: %s}
+  resources:
+    perReplica: {gpuCount: 0, gpuType: A100}
+`, ns, ns, ns)
+			assertDenied(ctx, t, manifest, "gpuType")
+			return ctx
+		}).
+		Assess("a Colony with a duplicate clusterName is denied", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			manifest := fmt.Sprintf(`apiVersion: infra.exalsius.ai/v1
+kind: Colony
+metadata: {name: dup, namespace: %s}
+spec:
+  colonyClusters:
+  - clusterName: a
+    clusterDeploymentSpec: {template: sim-cluster, credential: sim-credential, config: {}}
+  - clusterName: a
+    clusterDeploymentSpec: {template: sim-cluster, credential: sim-credential, config: {}}
+`, ns)
+			assertDenied(ctx, t, manifest, "clusterName")
+			return ctx
+		}).
+		Assess("deleting a WorkspaceClass in use is denied, naming the workspace", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			mustCreate(ctx, t, workspace(ns, "user", "e2e-hook-"+ns, "nowhere", nil))
+			out, err := kubectl(ctx, "delete", "workspaceclass", "e2e-hook-"+ns, "--wait=false")
+			if err == nil || !strings.Contains(out, "denied the request") || !strings.Contains(out, "user") {
+				t.Errorf("kubectl delete of a class in use: err %v, output:\n%s", err, out)
+			}
+			deleteAndWait(ctx, t, workspace(ns, "user", "", "", nil), workspaceTimeout)
+			return ctx
+		}).
+		Feature()
+	testEnv.Test(t, f)
+}
+
+// assertDenied applies a manifest with kubectl and expects an admission webhook denial mentioning
+// field.
+func assertDenied(ctx context.Context, t *testing.T, manifest, field string) {
+	t.Helper()
+	path := writeTemp(t, "obj.yaml", manifest)
+	out, err := kubectl(ctx, "apply", "-f", path)
+	if err == nil {
+		t.Fatalf("kubectl apply accepted an invalid object:\n%s", out)
+	}
+	if !strings.Contains(out, "admission webhook") || !strings.Contains(out, "denied the request") || !strings.Contains(out, field) {
+		t.Errorf("want an admission webhook denial naming %s, got:\n%s", field, out)
+	}
+}
+
+// TestComponentRestarts kills each controller part-way through its work, restarts it, and checks
+// that the work converges without duplicates.
+func TestComponentRestarts(t *testing.T) {
+	var ns string
+	const colony = "tough"
+	f := features.New("components killed and restarted converge").
+		Setup(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			ns = newNamespace(ctx, t, "restart")
+			serviceTemplate(ctx, t, notebookTemplate, "jupyter-notebook", "0.3.0", "kcm-system", ns)
+			return ctx
+		}).
+		Assess("colony-controller killed while provisioning", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			c := component(t, "colony-controller")
+			mustCreate(ctx, t, &infrav1.Colony{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: colony},
+				Spec:       infrav1.ColonySpec{ColonyClusters: []infrav1.ColonyCluster{colonyEntry(t, "gpu", gpuPool("a100", "NVIDIA", "A100", 1, 8))}},
+			})
+			eventually(ctx, t, "ClusterDeployment created", clusterTimeout, func(ctx context.Context) (bool, string) {
+				err := mgmt().Get(ctx, types.NamespacedName{Namespace: ns, Name: colony + "-gpu"}, &k0rdentv1beta1.ClusterDeployment{})
+				return err == nil, fmt.Sprint(err)
+			})
+			if err := c.Restart(ctx, true); err != nil {
+				t.Fatal(err)
+			}
+			waitColony(ctx, t, ns, colony, 1, 1)
+			var cds k0rdentv1beta1.ClusterDeploymentList
+			if err := mgmt().List(ctx, &cds, client.InNamespace(ns)); err != nil {
+				t.Fatal(err)
+			}
+			if len(cds.Items) != 1 {
+				t.Errorf("%d ClusterDeployments, want 1", len(cds.Items))
+			}
+			return ctx
+		}).
+		Assess("workspace-controller killed after creating the ServiceSet", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			c := component(t, "workspace-controller")
+			createClass(ctx, t, notebookClass("e2e-restart-"+ns, notebookTemplate, 1, workspacesv1.GPUVendorNVIDIA))
+			mustCreate(ctx, t, workspace(ns, "tough", "e2e-restart-"+ns, colony+"-gpu", gpuOverride(1, "A100", nil)))
+			eventually(ctx, t, "the workspace's ServiceSet exists", workspaceTimeout, func(ctx context.Context) (bool, string) {
+				n, err := workspaceServiceSets(ctx, ns, "tough")
+				return n > 0, fmt.Sprint(n, err)
+			})
+			if err := c.Restart(ctx, true); err != nil {
+				t.Fatal(err)
+			}
+			waitRunning(ctx, t, ns, "tough")
+			if n, err := workspaceServiceSets(ctx, ns, "tough"); err != nil || n != 1 {
+				t.Errorf("%d ServiceSets for the workspace (err %v), want 1", n, err)
+			}
+			return ctx
+		}).
+		Assess("inventory-collector restarted catches up with new nodes", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			c := component(t, "inventory-collector")
+			if err := c.Process.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			var col infrav1.Colony
+			if err := mgmt().Get(ctx, types.NamespacedName{Namespace: ns, Name: colony}, &col); err != nil {
+				t.Fatal(err)
+			}
+			patch := client.MergeFrom(col.DeepCopy())
+			col.Spec.ColonyClusters[0] = colonyEntry(t, "gpu", gpuPool("a100", "NVIDIA", "A100", 2, 8))
+			if err := mgmt().Patch(ctx, &col, patch); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Process.Start(); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.WaitReady(ctx, workspaceTimeout); err != nil {
+				t.Fatal(err)
+			}
+			eventually(ctx, t, "inventory shows 16 A100 on 2 nodes", clusterTimeout, func(ctx context.Context) (bool, string) {
+				if err := mgmt().Get(ctx, types.NamespacedName{Namespace: ns, Name: colony}, &col); err != nil {
+					return false, err.Error()
+				}
+				inv := col.Status.GPUInventory[colony+"-gpu"]
+				for _, o := range inv.Offerings {
+					if o.Model == "A100" && o.Total == 16 && o.Nodes == 2 {
+						return true, ""
+					}
+				}
+				return false, fmt.Sprintf("%+v", inv)
+			})
+			return ctx
+		}).
+		Assess("webhook restarted still denies", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			c := component(t, "webhook")
+			if err := c.Restart(ctx, true); err != nil {
+				t.Fatal(err)
+			}
+			out, err := kubectl(ctx, "delete", "workspaceclass", "e2e-restart-"+ns, "--wait=false")
+			if err == nil || !strings.Contains(out, "denied the request") {
+				t.Errorf("class in use deleted after a webhook restart: err %v\n%s", err, out)
+			}
+			return ctx
+		}).
+		Teardown(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			var list workspacesv1.WorkspaceDeploymentList
+			if err := mgmt().List(ctx, &list, client.InNamespace(ns)); err == nil {
+				for i := range list.Items {
+					deleteAndWait(ctx, t, &list.Items[i], workspaceTimeout)
+				}
+			}
+			deleteAndWait(ctx, t, &infrav1.Colony{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: colony}}, clusterTimeout)
+			return ctx
+		}).
+		Feature()
+	testEnv.Test(t, f)
+}
+
+// workspaceServiceSets counts the ServiceSets labelled for a workspace.
+func workspaceServiceSets(ctx context.Context, ns, name string) (int, error) {
+	var sets k0rdentv1beta1.ServiceSetList
+	if err := mgmt().List(ctx, &sets, client.InNamespace(ns), client.MatchingLabels{workspacesv1.WorkspaceLabel: name}); err != nil {
+		return 0, err
+	}
+	return len(sets.Items), nil
+}
