@@ -2,6 +2,7 @@ package workspace
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -30,26 +31,51 @@ var (
 )
 
 // phaseCollector reports the number of workspaces by phase from the manager's cache at scrape time,
-// so the gauge is never stale and needs no bookkeeping.
+// so the gauge is never stale and needs no bookkeeping. One collector serves the process; the latest
+// manager's cache is the one read.
 type phaseCollector struct {
+	mu     sync.Mutex
 	reader client.Reader
 	desc   *prometheus.Desc
 }
 
-func newPhaseCollector(reader client.Reader) *phaseCollector {
-	return &phaseCollector{reader: reader, desc: prometheus.NewDesc(
-		bootstrap.MetricName(Component, "workspaces"), "WorkspaceDeployments by phase.", []string{"phase"}, nil)}
+var phases = &phaseCollector{desc: prometheus.NewDesc(
+	bootstrap.MetricName(Component, "workspaces"), "WorkspaceDeployments by phase.", []string{"phase"}, nil)}
+
+// childCache is the child cache the child_clients gauge reads.
+var childCache struct {
+	sync.Mutex
+	children Children
 }
+
+var childClients = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+	Namespace: bootstrap.MetricsPrefix(Component),
+	Name:      "child_clients",
+	Help:      "Child-cluster clients held in the cache.",
+}, func() float64 {
+	childCache.Lock()
+	defer childCache.Unlock()
+	if childCache.children == nil {
+		return 0
+	}
+	return float64(childCache.children.Size())
+})
 
 // Describe implements prometheus.Collector.
 func (c *phaseCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
 // Collect implements prometheus.Collector.
 func (c *phaseCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	reader := c.reader
+	c.mu.Unlock()
+	if reader == nil {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	var list workspacesv1.WorkspaceDeploymentList
-	if err := c.reader.List(ctx, &list); err != nil {
+	if err := reader.List(ctx, &list); err != nil {
 		return
 	}
 	counts := map[workspacesv1.WorkspacePhase]int{}
@@ -73,12 +99,13 @@ func (c *phaseCollector) Collect(ch chan<- prometheus.Metric) {
 
 // registerMetrics registers the controller's collectors; the child cache size reads children.Size.
 func registerMetrics(reader client.Reader, children Children) error {
-	size := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Namespace: bootstrap.MetricsPrefix(Component),
-		Name:      "child_clients",
-		Help:      "Child-cluster clients held in the cache.",
-	}, func() float64 { return float64(children.Size()) })
-	return bootstrap.RegisterMetrics(gateDecisions, timeToRunning, newPhaseCollector(reader), size)
+	phases.mu.Lock()
+	phases.reader = reader
+	phases.mu.Unlock()
+	childCache.Lock()
+	childCache.children = children
+	childCache.Unlock()
+	return bootstrap.RegisterMetrics(gateDecisions, timeToRunning, phases, childClients)
 }
 
 // observePhase records the creation-to-Running time when a workspace of its first generation

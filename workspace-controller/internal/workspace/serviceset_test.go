@@ -163,6 +163,11 @@ func TestRunningWorkspaceFollowsServiceSet(t *testing.T) {
 		if err := contains(string(fc.ServiceSetStatus.Raw), "timed out waiting"); err != nil {
 			t.Error(err)
 		}
+		if len(fc.RecentEvents) == 0 || fmt.Sprint(fc.RecentEvents) == "" {
+			t.Errorf("failureContext has no recent events")
+		} else if err := contains(strings.Join(fc.RecentEvents, "\n"), "WorkspaceDeployment/"+ws.Name); err != nil {
+			t.Error(err)
+		}
 		if err := contains(condition(ws, workspacesv1.HelmReleaseReadyCondition).Message, "timed out waiting"); err != nil {
 			t.Error(err)
 		}

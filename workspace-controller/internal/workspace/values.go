@@ -65,6 +65,9 @@ func BuildValues(class *workspacesv1.WorkspaceClass, ws *workspacesv1.WorkspaceD
 			if err != nil {
 				return "", nil, fmt.Errorf("WorkspaceClass %s %s: %v", class.Name, fp.Field, err)
 			}
+			if keys[0] == workspaceclass.ReservedValuesKey {
+				return "", nil, fmt.Errorf("WorkspaceClass %s %s: %q points into the %s block", class.Name, fp.Field, fp.Path, workspaceclass.ReservedValuesKey)
+			}
 			if old, set := valuepath.Get(user, keys); set && !sameValue(old, v) {
 				overwritten[valuepath.String(keys)] = true
 			}

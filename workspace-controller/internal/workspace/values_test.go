@@ -136,3 +136,34 @@ func TestNamesNeverCollideWithKCM(t *testing.T) {
 		t.Error("a workspace from another namespace gets the same ServiceSet name")
 	}
 }
+
+// FuzzBuildValues: any values and injection paths give values or an error, never a panic, and the
+// _exalsius block is always the operator's.
+func FuzzBuildValues(f *testing.F) {
+	f.Add(`{"a":{"b":1}}`, `{"a":"x"}`, "a.b.c")
+	f.Add(`{}`, `{"_exalsius":1}`, `x["y.z"]`)
+	f.Add(`null`, `[1]`, "a..b")
+	f.Fuzz(func(t *testing.T, defaults, values, path string) {
+		two := int32(2)
+		class := &workspacesv1.WorkspaceClass{Spec: workspacesv1.WorkspaceClassSpec{
+			DefaultValues:     rawJSON(defaults),
+			ResourceInjection: &workspacesv1.ResourceInjection{Replicas: []string{path}, GPUCount: []string{path + ".n"}},
+		}}
+		ws := &workspacesv1.WorkspaceDeployment{Spec: workspacesv1.WorkspaceDeploymentSpec{Values: rawJSON(values)}}
+		res := MergeResources(workspacesv1.DefaultResources{}, &workspacesv1.ResourceOverrides{
+			PerReplica: &workspacesv1.PerReplicaResources{GPUCount: &two},
+		})
+		out, _, err := BuildValues(class, ws, res)
+		if err != nil {
+			return
+		}
+		got := map[string]any{}
+		if err := yaml.Unmarshal([]byte(out), &got); err != nil {
+			t.Fatalf("output is not YAML: %v\n%s", err, out)
+		}
+		ex, ok := got["_exalsius"].(map[string]any)
+		if !ok || ex["gpuResourceName"] != "nvidia.com/gpu" {
+			t.Fatalf("_exalsius block missing or changed: %v", got["_exalsius"])
+		}
+	})
+}
