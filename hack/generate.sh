@@ -32,12 +32,18 @@ fi
 
 chart=charts/exalsius-operator
 if [ -d "$chart" ]; then
-  echo "[generate] chart CRDs and RBAC"
-  mkdir -p "$chart/crds" "$chart/files/rbac"
-  rm -f "$chart"/crds/*.yaml
-  cp common/config/crd/bases/*.yaml "$chart/crds/"
+  echo "[generate] chart CRDs, RBAC, webhook configurations and README"
+  # CRDs are rendered by templates/crds.yaml from files/crds (not crds/), so that crds.enabled and
+  # crds.keep apply and `helm upgrade` updates them.
+  mkdir -p "$chart/files/crds" "$chart/files/rbac" "$chart/files/webhook"
+  rm -f "$chart"/files/crds/*.yaml
+  cp common/config/crd/bases/*.yaml "$chart/files/crds/"
   for c in colony-controller workspace-controller inventory-collector webhook; do
     [ -f "$c/config/rbac/role.yaml" ] && cp "$c/config/rbac/role.yaml" "$chart/files/rbac/$c.yaml"
   done
+  if [ -f webhook/config/webhook/manifests.yaml ]; then
+    cp webhook/config/webhook/manifests.yaml "$chart/files/webhook/manifests.yaml"
+  fi
+  hack/chart-readme.sh
 fi
 echo "[generate] done"
