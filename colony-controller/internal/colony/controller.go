@@ -191,6 +191,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, colony *infrav1.Colony
 	all, err := r.listClusterDeployments(ctx, colony)
 	if err != nil {
 		countError(stageRead)
+		obs.skip = true // nothing was observed: keep the last status rather than write an empty one
 		return ctrl.Result{}, err
 	}
 	var errs []error

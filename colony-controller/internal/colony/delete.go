@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -56,6 +57,8 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, colony *infrav1.Colony
 	}
 	all, err := r.listClusterDeployments(ctx, colony)
 	if err != nil {
+		countError(stageRead)
+		obs.skip = true
 		return ctrl.Result{}, err
 	}
 	obs.deleting = true
@@ -71,6 +74,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, colony *infrav1.Colony
 	}
 	sort.Slice(obs.remaining, func(i, j int) bool { return obs.remaining[i].name < obs.remaining[j].name })
 	if len(errs) > 0 {
+		countError(stageDelete)
 		return ctrl.Result{}, errors.Join(errs...)
 	}
 	if len(obs.remaining) > 0 {
@@ -82,7 +86,12 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, colony *infrav1.Colony
 	patch := client.MergeFromWithOptions(colony.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	controllerutil.RemoveFinalizer(colony, infrav1.ColonyFinalizer)
 	if err := r.Client.Patch(ctx, colony, patch, client.FieldOwner(FieldManager)); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(fmt.Errorf("removing finalizer: %w", err))
+		if apierrors.IsNotFound(err) {
+			obs.skip = true
+			return ctrl.Result{}, nil
+		}
+		countError(stageFinalizer)
+		return ctrl.Result{}, fmt.Errorf("removing finalizer: %w", err)
 	}
 	log.Info("every ClusterDeployment is deleted; finalizer removed")
 	obs.skip = true
