@@ -54,7 +54,12 @@ func StartChild(name string) (*Child, error) {
 
 	// Fixed directories keep etcd's data and the apiserver's serving certificates across Restart;
 	// envtest keeps the ports it picked on the first start in these structs.
-	api := &envtest.APIServer{CertDir: certDir}
+	apiPath, etcdPath, err := wrapBinaries(root, assets)
+	if err != nil {
+		_ = os.RemoveAll(root)
+		return nil, fmt.Errorf("child %s: %w", name, err)
+	}
+	api := &envtest.APIServer{Path: apiPath, CertDir: certDir}
 	// A child only needs to serve API calls: skip API priority and fairness and profiling.
 	api.Configure().
 		Set("enable-priority-and-fairness", "false").
@@ -63,7 +68,7 @@ func StartChild(name string) (*Child, error) {
 		BinaryAssetsDirectory: assets,
 		ControlPlane: envtest.ControlPlane{
 			APIServer: api,
-			Etcd:      &envtest.Etcd{DataDir: etcdDir},
+			Etcd:      &envtest.Etcd{Path: etcdPath, DataDir: etcdDir},
 		},
 		Scheme: scheme.New(),
 	}
@@ -81,6 +86,25 @@ func StartChild(name string) (*Child, error) {
 		return nil, err
 	}
 	return ch, nil
+}
+
+// StartChildren starts one child per name concurrently. On any failure it stops those that started
+// and returns every error.
+func StartChildren(names ...string) ([]*Child, error) {
+	children := make([]*Child, len(names))
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Go(func() { children[i], errs[i] = StartChild(name) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		for _, c := range children {
+			_ = c.Stop()
+		}
+		return nil, err
+	}
+	return children, nil
 }
 
 func (c *Child) init() error {

@@ -4,11 +4,19 @@ import (
 	"fmt"
 	"os"
 	"testing"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // Main runs a package's tests against one shared management server: it starts the server with opts,
 // calls setup (store the *Management in a package variable there, start controllers, ...), runs the
 // tests, stops the server and exits with the tests' exit code.
+//
+// Main first gives controller-runtime a logger, so that its "log.SetLogger(...) was never called"
+// warning stays away: one that discards everything, or with TESTENV_VERBOSE=1 one that prints to
+// stderr. Call ctrl.SetLogger in setup to use another.
 //
 // A missing KUBEBUILDER_ASSETS, a server that does not start or a failing setup make every test of
 // the package fail loudly (exit code 1 with the reason on stderr); nothing is skipped.
@@ -21,6 +29,7 @@ func Main(m *testing.M, setup func(*Management) error, opts ...Option) {
 }
 
 func run(m *testing.M, setup func(*Management) error, opts ...Option) int {
+	ctrllog.SetLogger(defaultLogger())
 	mgmt, err := StartManagement(opts...)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "testenv: %v\n", err)
@@ -38,4 +47,14 @@ func run(m *testing.M, setup func(*Management) error, opts ...Option) int {
 		}
 	}
 	return m.Run()
+}
+
+// defaultLogger discards, or prints to stderr when TESTENV_VERBOSE is set.
+func defaultLogger() logr.Logger {
+	if !verbose() {
+		return logr.Discard()
+	}
+	return funcr.New(func(prefix, args string) {
+		fmt.Fprintln(os.Stderr, prefix, args)
+	}, funcr.Options{LogTimestamp: true, Verbosity: 1})
 }

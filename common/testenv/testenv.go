@@ -27,6 +27,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -124,6 +125,10 @@ type Management struct {
 	Env *envtest.Environment
 	// Kubeconfig is an admin kubeconfig for the server.
 	Kubeconfig []byte
+
+	root     string
+	stopOnce sync.Once
+	stopErr  error
 }
 
 // StartManagement starts kube-apiserver and etcd and installs the CRDs of common/config/crd/bases and,
@@ -147,8 +152,21 @@ func StartManagement(opts ...Option) (*Management, error) {
 		s = scheme.New()
 	}
 
+	root, err := os.MkdirTemp("", "testenv-management-")
+	if err != nil {
+		return nil, fmt.Errorf("management: %w", err)
+	}
+	apiPath, etcdPath, err := wrapBinaries(root, assets)
+	if err != nil {
+		_ = os.RemoveAll(root)
+		return nil, err
+	}
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: assets,
+		ControlPlane: envtest.ControlPlane{
+			APIServer: &envtest.APIServer{Path: apiPath},
+			Etcd:      &envtest.Etcd{Path: etcdPath},
+		},
 		CRDDirectoryPaths:     dirs,
 		ErrorIfCRDPathMissing: true,
 		Scheme:                s,
@@ -161,25 +179,33 @@ func StartManagement(opts ...Option) (*Management, error) {
 		env.ControlPlane.GetAPIServer().Configure().Set(name, value)
 	}
 
+	m := &Management{Scheme: s, Env: env, root: root}
 	cfg, err := env.Start()
 	if err != nil {
-		_ = env.Stop()
+		_ = m.Stop()
 		return nil, fmt.Errorf("starting the management API server: %w", err)
 	}
 	c, err := client.New(cfg, client.Options{Scheme: s})
 	if err != nil {
-		_ = env.Stop()
+		_ = m.Stop()
 		return nil, fmt.Errorf("building the management client: %w", err)
 	}
-	return &Management{Config: cfg, Client: c, Scheme: s, Env: env, Kubeconfig: env.KubeConfig}, nil
+	m.Config, m.Client, m.Kubeconfig = cfg, c, env.KubeConfig
+	return m, nil
 }
 
-// Stop stops the management server and removes its data.
+// Stop stops the management server and removes its data. Stopping twice is harmless.
 func (m *Management) Stop() error {
 	if m == nil || m.Env == nil {
 		return nil
 	}
-	return m.Env.Stop()
+	m.stopOnce.Do(func() {
+		m.stopErr = m.Env.Stop()
+		if err := os.RemoveAll(m.root); err != nil {
+			m.stopErr = errors.Join(m.stopErr, err)
+		}
+	})
+	return m.stopErr
 }
 
 // WriteKubeconfigSecret creates or updates the Secret "<cdName>-kubeconfig" in namespace, the way

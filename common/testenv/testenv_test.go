@@ -93,7 +93,20 @@ func TestServersReportStampedVersion(t *testing.T) {
 
 func TestChildrenAreSeparate(t *testing.T) {
 	ctx := context.Background()
-	a, b := startChild(t, "a"), startChild(t, "b")
+	start := time.Now()
+	children, err := StartChildren("a", "b")
+	if err != nil {
+		t.Fatalf("StartChildren: %v", err)
+	}
+	t.Logf("StartChildren(a, b) took %s", time.Since(start).Round(time.Millisecond))
+	for _, c := range children {
+		t.Cleanup(func() {
+			if err := c.Stop(); err != nil {
+				t.Errorf("stopping child %s: %v", c.Name, err)
+			}
+		})
+	}
+	a, b := children[0], children[1]
 	if a.Config.Host == b.Config.Host || a.Config.Host == mgmt.Config.Host {
 		t.Fatalf("children share an address: a=%s b=%s management=%s", a.Config.Host, b.Config.Host, mgmt.Config.Host)
 	}
@@ -113,7 +126,7 @@ func TestChildrenAreSeparate(t *testing.T) {
 	}
 
 	// A child serves no CRDs.
-	err := a.Client.List(ctx, &infrav1.ColonyList{})
+	err = a.Client.List(ctx, &infrav1.ColonyList{})
 	if err == nil {
 		t.Errorf("child serves colonies; want no CRDs on a child")
 	}

@@ -1,0 +1,132 @@
+package testenv
+
+import (
+	"bufio"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// fakeServer writes a script that prints its pid and then sleeps like a server.
+func fakeServer(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "fake-server")
+	script := "#!/bin/sh\nif [ \"$1\" = --help ]; then echo '  --some-flag  help text'; exit 0; fi\n" +
+		"echo $$\nexec sleep 600\n"
+	if err := os.WriteFile(bin, []byte(script), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// startWrapped runs the watchdog wrapper for a fake server watching parent; it returns the wrapper
+// command and the fake server's pid once the fake server runs.
+func startWrapped(t *testing.T, parent int) (*exec.Cmd, int) {
+	t.Helper()
+	wrapper, err := writeWatchdog(t.TempDir(), fakeServer(t, t.TempDir()), parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(wrapper, "--some-flag=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() })
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatalf("reading the fake server's pid: %v", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cmd, pid
+}
+
+func processGone(pid int) bool {
+	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
+}
+
+func TestWatchdogKillsServerWhenTestProcessDies(t *testing.T) {
+	// A stand-in for the test process: the wrapper watches it instead of us.
+	parent := exec.Command("sleep", "600")
+	if err := parent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	wrapper, server := startWrapped(t, parent.Process.Pid)
+
+	if err := parent.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = parent.Wait()
+
+	// The wrapper exits only once its server is gone.
+	err := wrapper.Wait()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) {
+		t.Fatalf("wrapper exit: %v, want the killed server's status", err)
+	}
+	if !processGone(server) {
+		t.Fatalf("server %d still runs after the test process died", server)
+	}
+}
+
+func TestWatchdogForwardsTerm(t *testing.T) {
+	wrapper, server := startWrapped(t, os.Getpid())
+	// envtest stops a server by signalling its process group; the wrapper alone must suffice too.
+	if err := wrapper.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	_ = wrapper.Wait()
+	if !processGone(server) {
+		t.Fatalf("server %d still runs after SIGTERM to its wrapper", server)
+	}
+}
+
+func TestWatchdogPassesHelpThrough(t *testing.T) {
+	wrapper, err := writeWatchdog(t.TempDir(), fakeServer(t, t.TempDir()), os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(wrapper, "--help").CombinedOutput()
+	if err != nil {
+		t.Fatalf("--help through the wrapper: %v: %s", err, out)
+	}
+	if !strings.Contains(string(out), "--some-flag") {
+		t.Fatalf("--help output lost: %q", out)
+	}
+}
+
+func TestWatchdogRefusesToReplaceItsBinary(t *testing.T) {
+	dir := t.TempDir()
+	bin := fakeServer(t, dir)
+	if _, err := writeWatchdog(dir, bin, os.Getpid()); err == nil {
+		t.Fatal("writeWatchdog wrote a wrapper over the binary it wraps")
+	}
+	b, err := os.ReadFile(bin)
+	if err != nil || !strings.Contains(string(b), "exec sleep") {
+		t.Fatalf("the wrapped binary changed: %q, %v", b, err)
+	}
+}
+
+func TestShellQuote(t *testing.T) {
+	for _, s := range []string{"plain", "with space", "it's", `a"b`, "$HOME", "`x`", ""} {
+		out, err := exec.Command("sh", "-c", "printf %s "+shellQuote(s)).Output()
+		if err != nil {
+			t.Fatalf("%q: %v", s, err)
+		}
+		if string(out) != s {
+			t.Errorf("shellQuote(%q) evaluates to %q", s, out)
+		}
+	}
+}
