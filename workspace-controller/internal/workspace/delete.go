@@ -67,7 +67,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (reconcile.R
 	r.admissionsFor().forget(s.key())
 	patchBase := ws.DeepCopy()
 	controllerutil.RemoveFinalizer(ws, workspacesv1.WorkspaceFinalizer)
-	if err := r.Client.Patch(ctx, ws, client.MergeFrom(patchBase)); err != nil && !apierrors.IsNotFound(err) {
+	if err := r.Client.Patch(ctx, ws, client.MergeFromWithOptions(patchBase, client.MergeFromWithOptimisticLock{})); err != nil && !apierrors.IsNotFound(err) {
 		return reconcile.Result{}, fmt.Errorf("removing finalizer: %w", err)
 	}
 	return reconcile.Result{}, nil

@@ -96,7 +96,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	if !controllerutil.ContainsFinalizer(ws, workspacesv1.WorkspaceFinalizer) {
 		patchBase := ws.DeepCopy()
 		controllerutil.AddFinalizer(ws, workspacesv1.WorkspaceFinalizer)
-		if err := r.Client.Patch(ctx, ws, client.MergeFrom(patchBase)); err != nil {
+		if err := r.Client.Patch(ctx, ws, client.MergeFromWithOptions(patchBase, client.MergeFromWithOptimisticLock{})); err != nil {
 			return reconcile.Result{}, fmt.Errorf("adding finalizer: %w", err)
 		}
 	}

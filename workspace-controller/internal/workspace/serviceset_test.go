@@ -316,3 +316,26 @@ func TestServiceSetDriftCorrected(t *testing.T) {
 		return nil
 	})
 }
+
+// TestNoGPUsAndNoEndpoints: a workspace without GPUs passes the gate with NoGPURequested, and a class
+// without endpoints has no URLs and RoutesReady=True/NoEndpoints.
+func TestNoGPUsAndNoEndpoints(t *testing.T) {
+	ns := newNamespace(t)
+	spec := classSpec(name("plain"))
+	spec.AccessEndpoints = nil
+	class := createClass(t, spec, ns)
+	cd := createCluster(t, ns, child.Kubeconfig)
+	key := createWorkspace(t, ns, class, cd.Name)
+	ws := waitPhase(t, key, workspacesv1.PhaseDeploying, "")
+	setServiceState(t, client.ObjectKeyFromObject(waitServiceSet(t, ws)), k0rdentv1.ServiceStateDeployed, "")
+	ws = waitPhase(t, key, workspacesv1.PhaseRunning, workspacesv1.ReasonRunning)
+	if c := condition(ws, workspacesv1.FeasibleCondition); c.Status != metav1.ConditionTrue || c.Reason != workspacesv1.ReasonNoGPURequested {
+		t.Errorf("Feasible %+v", c)
+	}
+	if c := condition(ws, workspacesv1.RoutesReadyCondition); c.Status != metav1.ConditionTrue || c.Reason != workspacesv1.ReasonNoEndpoints {
+		t.Errorf("RoutesReady %+v", c)
+	}
+	if len(ws.Status.Access) != 0 || ws.Status.ResolvedResources.GPUResourceName != "" || ws.Status.Feasibility.Selector != nil {
+		t.Errorf("access %+v, resolved %+v, feasibility %+v", ws.Status.Access, ws.Status.ResolvedResources, ws.Status.Feasibility)
+	}
+}

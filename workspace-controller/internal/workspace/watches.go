@@ -75,7 +75,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager, 
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.forKubeconfigSecret),
 			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 				return strings.HasSuffix(o.GetName(), k0rdentv1.KubeconfigSecretSuffix)
-			}), createOrDelete())).
+			}), predicate.ResourceVersionChangedPredicate{})).
 		WatchesMetadata(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.forNamespace),
 			builder.WithPredicates(predicate.AnnotationChangedPredicate{})).
 		WithOptions(opts)
@@ -114,17 +114,6 @@ func forwardChildEvents(ctx context.Context, in <-chan types.NamespacedName, out
 
 func hasLabel(key string) predicate.Predicate {
 	return predicate.NewPredicateFuncs(func(o client.Object) bool { _, ok := o.GetLabels()[key]; return ok })
-}
-
-// createOrDelete passes creations and deletions: a kubeconfig Secret's metadata updates do not
-// matter to workspaces (the child cache follows rotations itself).
-func createOrDelete() predicate.Predicate {
-	return predicate.Funcs{
-		CreateFunc:  func(event.CreateEvent) bool { return true },
-		DeleteFunc:  func(event.DeleteEvent) bool { return true },
-		UpdateFunc:  func(event.UpdateEvent) bool { return false },
-		GenericFunc: func(event.GenericEvent) bool { return false },
-	}
 }
 
 // workspaces lists workspaces by an index, filtered, as requests.
