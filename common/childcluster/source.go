@@ -19,8 +19,14 @@ const (
 // handler.EnqueueRequestsFromMapFunc. The subscription ends when the Cache stops.
 func (c *Cache) Source(h handler.EventHandler) source.Source {
 	events := make(chan event.GenericEvent)
+	c.mu.Lock()
+	if c.stopped {
+		c.mu.Unlock()
+		return source.Channel(events, h) // never fed
+	}
 	keys, cancel := c.Subscribe()
 	c.wg.Add(1)
+	c.mu.Unlock()
 	go func() {
 		defer c.wg.Done()
 		defer cancel()
