@@ -71,7 +71,7 @@ func (r *clusterDeploymentReconciler) patchStatus(ctx context.Context, cd *k0rde
 		return nil
 	}
 	patch := client.MergeFrom(cd.DeepCopy())
-	cd.Status = *status
+	cd.Status = *status.DeepCopy()
 	return client.IgnoreNotFound(r.client.Status().Patch(ctx, cd, patch))
 }
 
@@ -139,7 +139,6 @@ func (r *clusterDeploymentReconciler) reconcileNormal(ctx context.Context, cd *k
 		if err := r.patchStatus(ctx, cd, status); err != nil {
 			return ctrl.Result{}, err
 		}
-		status = status.DeepCopy()
 	}
 	child, err := r.world.StartChild(ctx, ChildName(cd.Namespace, cd.Name), cfg)
 	if err != nil {

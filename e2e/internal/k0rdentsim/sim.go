@@ -25,6 +25,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -68,6 +69,10 @@ func Start(ctx context.Context, o Options) (*Simulator, error) {
 		logOut = io.Discard
 	}
 	logger := zap.New(zap.WriteTo(logOut), zap.UseDevMode(true))
+	// client-go and controller-runtime internals log through klog and the global logger: keep them
+	// in the simulator's log rather than on the terminal of `make run` or the test output.
+	klog.SetLogger(logger)
+	ctrl.SetLogger(logger)
 	mgr, err := ctrl.NewManager(o.Config, ctrl.Options{
 		Scheme:                 Scheme(),
 		Logger:                 logger.WithName("k0rdent-sim"),

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -55,14 +56,17 @@ func (p *Process) Start() error {
 	cmd.Stdout = f
 	cmd.Stderr = f
 	// Own process group, so that a stop reaches the whole tree, and a kill of the parent (the test
-	// binary or `make run`) takes the process with it.
+	// binary or `make run`) takes the process with it. The death signal is tied to the OS thread that
+	// started the process, so that thread stays locked to the goroutine waiting for the process.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("starting %s: %w", p.Name, err)
-	}
-	p.cmd, p.logFile, p.done, p.exitErr = cmd, f, make(chan struct{}), nil
-	go func(cmd *exec.Cmd, done chan struct{}, f *os.File) {
+	done, started := make(chan struct{}), make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
 		err := cmd.Wait()
 		p.mu.Lock()
 		p.exitErr = err
@@ -70,7 +74,12 @@ func (p *Process) Start() error {
 		fmt.Fprintf(f, "==== %s: exited: %v\n", time.Now().Format(time.RFC3339), err)
 		_ = f.Close()
 		close(done)
-	}(cmd, p.done, f)
+	}()
+	if err := <-started; err != nil {
+		_ = f.Close()
+		return fmt.Errorf("starting %s: %w", p.Name, err)
+	}
+	p.cmd, p.logFile, p.done, p.exitErr = cmd, f, done, nil
 	return nil
 }
 
