@@ -189,10 +189,12 @@ func parseCerts(bundle []byte) []*x509.Certificate {
 func buildBundle(current *x509.Certificate, previous []*x509.Certificate, now time.Time) []byte {
 	var buf bytes.Buffer
 	_ = pem.Encode(&buf, &pem.Block{Type: "CERTIFICATE", Bytes: current.Raw})
+	seen := map[string]bool{string(current.Raw): true}
 	for _, c := range previous {
-		if c.Equal(current) || now.After(c.NotAfter) {
+		if seen[string(c.Raw)] || now.After(c.NotAfter) {
 			continue
 		}
+		seen[string(c.Raw)] = true
 		_ = pem.Encode(&buf, &pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})
 	}
 	return buf.Bytes()

@@ -189,14 +189,21 @@ func (r *Rotator) Sync(ctx context.Context) error {
 		if err := r.opts.Client.Update(ctx, secret); err != nil {
 			return fmt.Errorf("writing the CA to Secret %s: %w", r.opts.Secret, err)
 		}
+		data = secret.Data // Update decoded the server's answer into a new map
 	}
-	injectErr := r.inject(ctx, data[CABundleKey])
+	injected, injectErr := r.inject(ctx, data[CABundleKey])
 
 	serving, _ := parseKeyPair(data[ServingCert], data[ServingKey])
 	if !servingValid(serving, ca, r.opts.DNSNames, r.opts.IPAddresses, now) {
-		// A serving certificate from a new CA waits until the bundle holding that CA is injected,
-		// unless the current one cannot be served anyway.
-		if injectErr != nil && serving != nil && now.Before(serving.cert.NotAfter) {
+		// A new serving certificate waits for a later pass when the configurations did not carry the
+		// bundle before this pass (a new CA was just injected, or injection failed), so that the API
+		// server has seen the CA before it meets a certificate from it; unless the current
+		// certificate has expired.
+		stillServable := serving != nil && now.Before(serving.cert.NotAfter)
+		if stillServable && (injectErr != nil || injected) {
+			if err := r.load(data); err != nil {
+				return err
+			}
 			return injectErr
 		}
 		if serving, err = newServing(ca, r.opts.DNSNames, r.opts.IPAddresses, now, r.opts.ServingValidity); err != nil {
@@ -206,6 +213,7 @@ func (r *Rotator) Sync(ctx context.Context) error {
 		if err := r.opts.Client.Update(ctx, secret); err != nil {
 			return fmt.Errorf("writing the serving certificate to Secret %s: %w", r.opts.Secret, err)
 		}
+		data = secret.Data
 		r.opts.Log.Info("issued a new webhook serving certificate", "notAfter", serving.cert.NotAfter, "dnsNames", r.opts.DNSNames)
 	}
 	if err := r.load(data); err != nil {
@@ -257,12 +265,13 @@ func (r *Rotator) load(data map[string][]byte) error {
 	return nil
 }
 
-// inject writes the bundle into every webhook of both configurations. A configuration that does not
-// exist yet is skipped; the next pass tries again.
-func (r *Rotator) inject(ctx context.Context, bundle []byte) error {
+// inject writes the bundle into every webhook of both configurations and reports whether it had to
+// change any. A configuration that does not exist yet is skipped; the next pass tries again.
+func (r *Rotator) inject(ctx context.Context, bundle []byte) (bool, error) {
 	if r.opts.WebhookConfigName == "" {
-		return nil
+		return false, nil
 	}
+	updated := false
 	key := client.ObjectKey{Name: r.opts.WebhookConfigName}
 	var errs []error
 	vwc := &admissionv1.ValidatingWebhookConfiguration{}
@@ -275,6 +284,7 @@ func (r *Rotator) inject(ctx context.Context, bundle []byte) error {
 		}
 		if dirty {
 			errs = append(errs, r.opts.Client.Update(ctx, vwc))
+			updated = true
 		}
 	} else if !apierrors.IsNotFound(err) {
 		errs = append(errs, err)
@@ -289,14 +299,15 @@ func (r *Rotator) inject(ctx context.Context, bundle []byte) error {
 		}
 		if dirty {
 			errs = append(errs, r.opts.Client.Update(ctx, mwc))
+			updated = true
 		}
 	} else if !apierrors.IsNotFound(err) {
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("injecting the CA bundle into %s: %w", r.opts.WebhookConfigName, err)
+		return updated, fmt.Errorf("injecting the CA bundle into %s: %w", r.opts.WebhookConfigName, err)
 	}
-	return nil
+	return updated, nil
 }
 
 func writeFileAtomic(path string, data []byte) error {
