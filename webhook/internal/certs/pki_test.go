@@ -119,4 +119,5 @@ func TestTLSChecker(t *testing.T) {
 		t.Fatal("ready while nothing listens")
 	}
 }
+
 var errNoCert = errors.New("no certificate")
