@@ -44,26 +44,21 @@ func StartChild(name string) (*Child, error) {
 	if err != nil {
 		return nil, fmt.Errorf("child %s: %w", name, err)
 	}
-	etcdDir, certDir := filepath.Join(root, "etcd"), filepath.Join(root, "apiserver")
-	for _, d := range []string{etcdDir, certDir} {
-		if err := os.Mkdir(d, 0o700); err != nil {
-			_ = os.RemoveAll(root)
-			return nil, fmt.Errorf("child %s: %w", name, err)
-		}
-	}
-
-	// Fixed directories keep etcd's data and the apiserver's serving certificates across Restart;
-	// envtest keeps the ports it picked on the first start in these structs.
-	apiPath, etcdPath, err := wrapBinaries(root, assets)
+	apiPath, etcdPath, err := makeServerDirs(root, assets)
 	if err != nil {
 		_ = os.RemoveAll(root)
 		return nil, fmt.Errorf("child %s: %w", name, err)
 	}
+	etcdDir, certDir := filepath.Join(root, "etcd"), filepath.Join(root, "apiserver")
+
+	// Fixed directories keep etcd's data and the apiserver's serving certificates across Restart;
+	// envtest keeps the ports it picked on the first start in these structs.
 	api := &envtest.APIServer{Path: apiPath, CertDir: certDir}
 	// A child only needs to serve API calls: skip API priority and fairness and profiling.
 	api.Configure().
 		Set("enable-priority-and-fairness", "false").
-		Set("profiling", "false")
+		Set("profiling", "false").
+		Set(shutdownWatchGraceFlag, shutdownWatchGrace)
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: assets,
 		ControlPlane: envtest.ControlPlane{

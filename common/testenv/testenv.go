@@ -54,6 +54,11 @@ const (
 
 	envAssets       = "KUBEBUILDER_ASSETS"
 	envStartTimeout = "KUBEBUILDER_CONTROLPLANE_START_TIMEOUT"
+	// shutdownWatchGraceFlag bounds how long a stopping kube-apiserver waits for open watches to drain;
+	// without it, Stop waits for every watch stream (up to --request-timeout) and times out whenever a
+	// client still watches the server.
+	shutdownWatchGraceFlag = "shutdown-watch-termination-grace-period"
+	shutdownWatchGrace     = "2s"
 	// defaultStartTimeout is generous: the test machines are small and shared.
 	defaultStartTimeout = 2 * time.Minute
 )
@@ -156,16 +161,16 @@ func StartManagement(opts ...Option) (*Management, error) {
 	if err != nil {
 		return nil, fmt.Errorf("management: %w", err)
 	}
-	apiPath, etcdPath, err := wrapBinaries(root, assets)
+	apiPath, etcdPath, err := makeServerDirs(root, assets)
 	if err != nil {
 		_ = os.RemoveAll(root)
-		return nil, err
+		return nil, fmt.Errorf("management: %w", err)
 	}
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: assets,
 		ControlPlane: envtest.ControlPlane{
-			APIServer: &envtest.APIServer{Path: apiPath},
-			Etcd:      &envtest.Etcd{Path: etcdPath},
+			APIServer: &envtest.APIServer{Path: apiPath, CertDir: filepath.Join(root, "apiserver")},
+			Etcd:      &envtest.Etcd{Path: etcdPath, DataDir: filepath.Join(root, "etcd")},
 		},
 		CRDDirectoryPaths:     dirs,
 		ErrorIfCRDPathMissing: true,
@@ -175,6 +180,8 @@ func StartManagement(opts ...Option) (*Management, error) {
 	if o.webhook != nil {
 		env.WebhookInstallOptions = *o.webhook
 	}
+	// Close open watches (controllers' informers) quickly on Stop instead of waiting for them.
+	env.ControlPlane.GetAPIServer().Configure().Set(shutdownWatchGraceFlag, shutdownWatchGrace)
 	for name, value := range o.apiFlags {
 		env.ControlPlane.GetAPIServer().Configure().Set(name, value)
 	}

@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -225,8 +226,20 @@ func TestChildRestartKeepsAddressAndData(t *testing.T) {
 func TestChildUnreachableWhilePaused(t *testing.T) {
 	child := startChild(t, "down")
 	hostBefore := child.Config.Host
-	if err := child.Pause(); err != nil {
+
+	// An open watch (as the child-cluster cache's informers keep) must not hold up Pause.
+	cs, err := kubernetes.NewForConfig(child.Config)
+	if err != nil {
 		t.Fatal(err)
+	}
+	w, err := cs.CoreV1().Namespaces().Watch(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+
+	if err := child.Pause(); err != nil {
+		t.Fatalf("Pause with an open watch: %v", err)
 	}
 	cfg := *child.Config
 	cfg.Timeout = 5 * time.Second

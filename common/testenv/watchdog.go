@@ -9,19 +9,28 @@ import (
 
 // envtest starts kube-apiserver and etcd in their own process groups and has no way to stop them
 // when the test binary dies without running its deferred calls (a `go test -timeout` panic, an
-// os.Exit in a test, a SIGKILL). On a shared machine such orphans pile up. So every server runs
-// under a small shell wrapper that also watches the test process and kills the server once the test
-// process is gone. The wrapper forwards envtest's SIGTERM, so graceful stops behave as before.
+// os.Exit in a test, a SIGKILL). On a shared machine such orphans pile up, each with its etcd data
+// (over 100 MB). So every server runs under a small shell wrapper that also watches the test process
+// and, once it is gone, kills the server and removes the server's directory. The wrapper forwards
+// envtest's SIGTERM, so graceful stops (and Restart, which keeps the data) behave as before.
 const watchdogScript = `#!/bin/sh
-# Written by common/testenv: runs %[1]s and kills it when the test process %[2]d exits.
+# Written by common/testenv: runs %[1]s; once the test process %[2]d is gone, kills it and removes
+# its data.
 bin=%[3]s
 parent=%[2]d
+cleanup=%[4]s
 case "$1" in --help|--version) exec "$bin" "$@" ;; esac
 "$bin" "$@" &
 child=$!
 (
-  while kill -0 "$parent" 2>/dev/null && kill -0 "$child" 2>/dev/null; do sleep 1; done
-  kill -KILL "$child" 2>/dev/null
+  while kill -0 "$child" 2>/dev/null; do
+    if ! kill -0 "$parent" 2>/dev/null; then
+      kill -KILL "$child" 2>/dev/null
+      if [ -n "$cleanup" ]; then rm -rf "$cleanup"; fi
+      exit 0
+    fi
+    sleep 1
+  done
 ) </dev/null >/dev/null 2>&1 &
 watcher=$!
 trap 'kill -TERM "$child" 2>/dev/null' TERM INT
@@ -32,9 +41,9 @@ kill "$watcher" 2>/dev/null
 exit "$rc"
 `
 
-// writeWatchdog writes into dir a wrapper named after bin that runs bin and kills it once the
-// process parent is gone, and returns its path.
-func writeWatchdog(dir, bin string, parent int) (string, error) {
+// writeWatchdog writes into dir a wrapper named after bin that runs bin and, once the process
+// parent is gone, kills it and removes cleanup (unless empty). It returns the wrapper's path.
+func writeWatchdog(dir, bin string, parent int, cleanup string) (string, error) {
 	real, err := filepath.Abs(bin)
 	if err != nil {
 		return "", err
@@ -44,7 +53,7 @@ func writeWatchdog(dir, bin string, parent int) (string, error) {
 		// The wrapper would overwrite the binary and then run itself.
 		return "", fmt.Errorf("the %s wrapper would replace %s itself", filepath.Base(bin), real)
 	}
-	script := fmt.Sprintf(watchdogScript, filepath.Base(bin), parent, shellQuote(real))
+	script := fmt.Sprintf(watchdogScript, filepath.Base(bin), parent, shellQuote(real), shellQuote(cleanup))
 	if err := os.WriteFile(path, []byte(script), 0o700); err != nil {
 		return "", fmt.Errorf("writing the %s wrapper: %w", filepath.Base(bin), err)
 	}
@@ -52,21 +61,32 @@ func writeWatchdog(dir, bin string, parent int) (string, error) {
 }
 
 // wrapBinaries writes watchdog wrappers for kube-apiserver and etcd of the assets directory into
-// root/bin and returns their paths.
+// root/bin and returns their paths. Should the test process die, the wrappers remove root.
 func wrapBinaries(root, assets string) (apiserver, etcd string, err error) {
 	dir := filepath.Join(root, "bin")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", "", err
 	}
-	apiserver, err = writeWatchdog(dir, filepath.Join(assets, "kube-apiserver"), os.Getpid())
+	apiserver, err = writeWatchdog(dir, filepath.Join(assets, "kube-apiserver"), os.Getpid(), root)
 	if err != nil {
 		return "", "", err
 	}
-	etcd, err = writeWatchdog(dir, filepath.Join(assets, "etcd"), os.Getpid())
+	etcd, err = writeWatchdog(dir, filepath.Join(assets, "etcd"), os.Getpid(), root)
 	if err != nil {
 		return "", "", err
 	}
 	return apiserver, etcd, nil
+}
+
+// makeServerDirs creates root/etcd and root/apiserver (the servers' data) and the watchdog wrappers
+// in root/bin, and returns the wrappers' paths.
+func makeServerDirs(root, assets string) (apiserver, etcd string, err error) {
+	for _, d := range []string{"etcd", "apiserver"} {
+		if err := os.Mkdir(filepath.Join(root, d), 0o700); err != nil {
+			return "", "", err
+		}
+	}
+	return wrapBinaries(root, assets)
 }
 
 // shellQuote quotes s for a POSIX shell.

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // fakeServer writes a script that prints its pid and then sleeps like a server.
@@ -24,11 +25,11 @@ func fakeServer(t *testing.T, dir string) string {
 	return bin
 }
 
-// startWrapped runs the watchdog wrapper for a fake server watching parent; it returns the wrapper
-// command and the fake server's pid once the fake server runs.
-func startWrapped(t *testing.T, parent int) (*exec.Cmd, int) {
+// startWrapped runs the watchdog wrapper for a fake server watching parent, with data in cleanup;
+// it returns the wrapper command and the fake server's pid once the fake server runs.
+func startWrapped(t *testing.T, parent int, cleanup string) (*exec.Cmd, int) {
 	t.Helper()
-	wrapper, err := writeWatchdog(t.TempDir(), fakeServer(t, t.TempDir()), parent)
+	wrapper, err := writeWatchdog(t.TempDir(), fakeServer(t, t.TempDir()), parent, cleanup)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +64,11 @@ func TestWatchdogKillsServerWhenTestProcessDies(t *testing.T) {
 	if err := parent.Start(); err != nil {
 		t.Fatal(err)
 	}
-	wrapper, server := startWrapped(t, parent.Process.Pid)
+	data := filepath.Join(t.TempDir(), "data")
+	if err := os.MkdirAll(filepath.Join(data, "etcd"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	wrapper, server := startWrapped(t, parent.Process.Pid, data)
 
 	if err := parent.Process.Kill(); err != nil {
 		t.Fatal(err)
@@ -79,10 +84,24 @@ func TestWatchdogKillsServerWhenTestProcessDies(t *testing.T) {
 	if !processGone(server) {
 		t.Fatalf("server %d still runs after the test process died", server)
 	}
+	// The watcher removes the data right after the kill; wait for it to finish (it exits then).
+	waitGone(t, data)
+}
+
+// waitGone waits until path no longer exists (the test's timeout bounds the wait).
+func waitGone(t *testing.T, path string) {
+	t.Helper()
+	for {
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 func TestWatchdogForwardsTerm(t *testing.T) {
-	wrapper, server := startWrapped(t, os.Getpid())
+	data := t.TempDir()
+	wrapper, server := startWrapped(t, os.Getpid(), data)
 	// envtest stops a server by signalling its process group; the wrapper alone must suffice too.
 	if err := wrapper.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -91,10 +110,14 @@ func TestWatchdogForwardsTerm(t *testing.T) {
 	if !processGone(server) {
 		t.Fatalf("server %d still runs after SIGTERM to its wrapper", server)
 	}
+	// A graceful stop keeps the data: Restart and Resume rely on it.
+	if _, err := os.Stat(data); err != nil {
+		t.Fatalf("data removed on a graceful stop: %v", err)
+	}
 }
 
 func TestWatchdogPassesHelpThrough(t *testing.T) {
-	wrapper, err := writeWatchdog(t.TempDir(), fakeServer(t, t.TempDir()), os.Getpid())
+	wrapper, err := writeWatchdog(t.TempDir(), fakeServer(t, t.TempDir()), os.Getpid(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +133,7 @@ func TestWatchdogPassesHelpThrough(t *testing.T) {
 func TestWatchdogRefusesToReplaceItsBinary(t *testing.T) {
 	dir := t.TempDir()
 	bin := fakeServer(t, dir)
-	if _, err := writeWatchdog(dir, bin, os.Getpid()); err == nil {
+	if _, err := writeWatchdog(dir, bin, os.Getpid(), ""); err == nil {
 		t.Fatal("writeWatchdog wrote a wrapper over the binary it wraps")
 	}
 	b, err := os.ReadFile(bin)
