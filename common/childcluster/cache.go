@@ -66,6 +66,11 @@ type Options struct {
 	IdleTimeout time.Duration
 	// HealthInterval is the period of the reachability probe of a connected child (default 15s).
 	HealthInterval time.Duration
+	// ProbeTimeout bounds one probe (default 10s).
+	ProbeTimeout time.Duration
+	// ProbeFailureThreshold is how many probes in a row must fail before a connected child counts as
+	// unreachable (default 2). A failing list or watch counts at once.
+	ProbeFailureThreshold int
 	// Debounce is the window in which a child's changes are folded into one notification (default 1s).
 	Debounce time.Duration
 	// BackoffBase and BackoffMax bound the wait before a failed connect is retried; it doubles with each
@@ -92,6 +97,12 @@ func (o *Options) defaults() {
 	}
 	if o.HealthInterval <= 0 {
 		o.HealthInterval = 15 * time.Second
+	}
+	if o.ProbeTimeout <= 0 {
+		o.ProbeTimeout = 10 * time.Second
+	}
+	if o.ProbeFailureThreshold <= 0 {
+		o.ProbeFailureThreshold = 2
 	}
 	if o.Debounce <= 0 {
 		o.Debounce = time.Second
@@ -263,7 +274,7 @@ func (c *Cache) connect(e *entry, data []byte) {
 	start := time.Now()
 	cl, err := newCluster(e.key, data, connectConfig{opts: &c.opts, onChange: func() { c.notifier.trigger(e.key) }})
 	if err == nil {
-		err = cl.start(c.ctx, c.opts.SyncTimeout, c.opts.HealthInterval)
+		err = cl.start(c.ctx, c.opts.SyncTimeout, probeConfig{interval: c.opts.HealthInterval, timeout: c.opts.ProbeTimeout, threshold: c.opts.ProbeFailureThreshold})
 	}
 	if c.opts.OnConnect != nil {
 		c.opts.OnConnect(e.key, time.Since(start), err)

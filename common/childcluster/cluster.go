@@ -221,8 +221,14 @@ func (c *Cluster) changed() {
 	}
 }
 
+// probeConfig tunes the reachability probe.
+type probeConfig struct {
+	interval, timeout time.Duration
+	threshold         int
+}
+
 // start runs the informers and waits until both have listed the child, or fails after timeout.
-func (c *Cluster) start(parent context.Context, timeout time.Duration, healthInterval time.Duration) error {
+func (c *Cluster) start(parent context.Context, timeout time.Duration, probe probeConfig) error {
 	ctx, cancel := context.WithCancel(parent)
 	c.cancel = cancel
 	for _, inf := range []toolscache.SharedIndexInformer{c.nodes, c.pods} {
@@ -249,7 +255,7 @@ func (c *Cluster) start(parent context.Context, timeout time.Duration, healthInt
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		c.probe(ctx, healthInterval)
+		c.probe(ctx, probe)
 	}()
 	return nil
 }
@@ -290,28 +296,33 @@ func (c *Cluster) setUnhealthy(err error) {
 }
 
 // probe checks the child every interval with a cheap, authorised request (one Node from the watch
-// cache) and flips health both ways. A success does not clear a list/watch failure younger than the
-// interval, so a child that answers probes but refuses the watches stays unhealthy.
-func (c *Cluster) probe(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
+// cache) and flips health both ways: threshold failures in a row make it unhealthy, one success makes
+// it healthy again. A success does not clear a list/watch failure younger than the interval, so a
+// child that answers probes but refuses the watches stays unhealthy.
+func (c *Cluster) probe(ctx context.Context, p probeConfig) {
+	t := time.NewTicker(p.interval)
 	defer t.Stop()
+	failures := 0
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		pctx, cancel := context.WithTimeout(ctx, min(interval, 10*time.Second))
+		pctx, cancel := context.WithTimeout(ctx, p.timeout)
 		_, err := c.clientset.CoreV1().Nodes().List(pctx, metav1.ListOptions{Limit: 1, ResourceVersion: "0"})
 		cancel()
 		if ctx.Err() != nil {
 			return
 		}
 		if err != nil {
-			c.setUnhealthy(err)
+			if failures++; failures >= p.threshold {
+				c.setUnhealthy(err)
+			}
 			continue
 		}
-		if time.Since(time.Unix(0, c.lastWatchErr.Load())) < interval {
+		failures = 0
+		if time.Since(time.Unix(0, c.lastWatchErr.Load())) < p.interval {
 			continue
 		}
 		if prev := c.health.Swap(nil); prev != nil {

@@ -103,8 +103,8 @@ func startCollector(namespaces []string, shard sharding.Shard) (*Reconciler, con
 	clusters, err := childcluster.New(childcluster.Options{
 		Reader:         mgr.GetAPIReader(),
 		Debounce:       debounce,
-		HealthInterval: 500 * time.Millisecond,
-		SyncTimeout:    10 * time.Second,
+		HealthInterval: time.Second,
+		SyncTimeout:    30 * time.Second,
 		BackoffBase:    time.Second,
 		BackoffMax:     2 * time.Second,
 		OnConnect:      func(cd types.NamespacedName, _ time.Duration, err error) { ObserveConnect(cd, err) },
