@@ -92,8 +92,10 @@ type options struct {
 	apiFlags map[string]string
 }
 
-// WithWebhook installs the given webhook configurations on the management server (envtest serves
-// them from a local webhook server the test starts; see envtest.WebhookInstallOptions).
+// WithWebhook installs the given webhook configurations on the management server, rewritten to call
+// a local webhook server. The test starts that server with the host, port and certificate directory
+// envtest chose: Management.Env.WebhookInstallOptions.LocalServingHost, LocalServingPort and
+// LocalServingCertDir.
 func WithWebhook(o envtest.WebhookInstallOptions) Option {
 	return func(opts *options) { opts.webhook = &o }
 }

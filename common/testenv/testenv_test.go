@@ -2,11 +2,18 @@ package testenv
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,6 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
 )
@@ -278,4 +286,88 @@ func TestAssetsDirNamesMakeTools(t *testing.T) {
 			t.Errorf("StartManagement with KUBEBUILDER_ASSETS=%q: %v, want an error naming `make tools`", dir, err)
 		}
 	}
+}
+
+// TestMainFailsLoudlyWithoutAssets runs this test binary again without KUBEBUILDER_ASSETS: its
+// TestMain (testenv.Main) must exit 1 naming `make tools` rather than skip or pass.
+func TestMainFailsLoudlyWithoutAssets(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "KUBEBUILDER_ASSETS=")
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("test binary without assets: %v, want exit status 1; output:\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "make tools") {
+		t.Fatalf("output does not name `make tools`:\n%s", out)
+	}
+}
+
+func TestWithWebhookInstallsConfigurations(t *testing.T) {
+	ctx := context.Background()
+	path := "/validate-configmap"
+	ignore := admissionregistrationv1.Ignore
+	none := admissionregistrationv1.SideEffectClassNone
+	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "testenv-check"},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name: "check.testenv.exalsius.ai",
+			ClientConfig: admissionregistrationv1.WebhookClientConfig{
+				Service: &admissionregistrationv1.ServiceReference{Namespace: "system", Name: "webhook", Path: &path},
+			},
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+				Rule: admissionregistrationv1.Rule{
+					APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"},
+				},
+			}},
+			FailurePolicy:           &ignore,
+			SideEffects:             &none,
+			AdmissionReviewVersions: []string{"v1"},
+		}},
+	}
+	start := time.Now()
+	m, err := StartManagement(WithWebhook(envtest.WebhookInstallOptions{
+		ValidatingWebhooks: []*admissionregistrationv1.ValidatingWebhookConfiguration{vwc},
+	}))
+	if err != nil {
+		t.Fatalf("StartManagement(WithWebhook): %v", err)
+	}
+	t.Logf("StartManagement(WithWebhook) took %s", time.Since(start).Round(time.Millisecond))
+	t.Cleanup(func() {
+		if err := m.Stop(); err != nil {
+			t.Errorf("Stop: %v", err)
+		}
+	})
+
+	var got admissionregistrationv1.ValidatingWebhookConfiguration
+	if err := m.Client.Get(ctx, client.ObjectKey{Name: vwc.Name}, &got); err != nil {
+		t.Fatalf("webhook configuration not installed: %v", err)
+	}
+	wo := m.Env.WebhookInstallOptions
+	wantHost := net.JoinHostPort(wo.LocalServingHost, strconv.Itoa(wo.LocalServingPort))
+	cc := got.Webhooks[0].ClientConfig
+	u, err := url.Parse(ptrString(cc.URL))
+	// envtest joins host and path with an extra slash; the path itself must survive.
+	if err != nil || u.Scheme != "https" || u.Host != wantHost || strings.TrimLeft(u.Path, "/") != strings.TrimLeft(path, "/") {
+		t.Errorf("webhook URL = %s, want https://%s%s (the local serving address)", ptrString(cc.URL), wantHost, path)
+	}
+	if len(cc.CABundle) == 0 || string(cc.CABundle) != string(wo.LocalServingCAData) {
+		t.Error("webhook CA bundle is not the local serving CA")
+	}
+	if wo.LocalServingCertDir == "" {
+		t.Error("no local serving certificates prepared")
+	}
+	// The shared management server has no such configuration: each Management is its own server.
+	err = mgmt.Client.Get(ctx, client.ObjectKey{Name: vwc.Name}, &admissionregistrationv1.ValidatingWebhookConfiguration{})
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("shared management server: %v, want NotFound", err)
+	}
+}
+
+func ptrString(s *string) string {
+	if s == nil {
+		return "<nil>"
+	}
+	return *s
 }
