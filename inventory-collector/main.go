@@ -109,7 +109,7 @@ func run() error {
 	if err := mgr.Add(clusters); err != nil {
 		return fmt.Errorf("adding the child-cluster cache: %w", err)
 	}
-	r := &inventory.Reconciler{Client: mgr.GetClient(), Clusters: clusters, Shard: shard}
+	r := &inventory.Reconciler{Client: mgr.GetClient(), Clusters: clusters, Shard: shard, Recorder: mgr.GetEventRecorder(component)}
 	if err := r.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: f.maxConcurrentReconciles}); err != nil {
 		return fmt.Errorf("setting up the inventory controller: %w", err)
 	}

@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -44,6 +45,7 @@ const (
 // +kubebuilder:rbac:groups=infra.exalsius.ai,resources=colonies/status,verbs=get;patch
 // +kubebuilder:rbac:groups=k0rdent.mirantis.com,resources=clusterdeployments,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconciler keeps a Colony's status.gpuInventory current for the ClusterDeployments of this shard.
 type Reconciler struct {
@@ -53,6 +55,9 @@ type Reconciler struct {
 	Clusters *childcluster.Cache
 	// Shard picks the ClusterDeployments this replica watches.
 	Shard sharding.Shard
+	// Recorder, when set, records an Event on the Colony when a child becomes unreachable or
+	// reachable again (transitions only).
+	Recorder events.EventRecorder
 	// Now is the clock of lastUpdated (default time.Now).
 	Now func() time.Time
 
@@ -212,6 +217,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, colony *infrav1.Colony
 			return ctrl.Result{}, fmt.Errorf("applying status.gpuInventory of Colony %s: %w", colonyKey, err)
 		}
 		statusWrites.WithLabelValues("success").Inc()
+		r.recordTransitions(colony, desired)
 	}
 	if len(errs) > 0 {
 		return ctrl.Result{}, fmt.Errorf("collecting the inventory of Colony %s: %s", colonyKey, strings.Join(errs, "; "))
@@ -315,4 +321,36 @@ func (r *Reconciler) Watched() []types.NamespacedName {
 		out = append(out, cd)
 	}
 	return out
+}
+
+// Event reasons of reachability transitions.
+const (
+	EventClusterUnreachable = "ClusterUnreachable"
+	EventClusterReachable   = "ClusterReachable"
+)
+
+// recordTransitions records an Event for each child whose reachability differs between the Colony's
+// stored inventory and the one just written. Children seen for the first time are not transitions.
+func (r *Reconciler) recordTransitions(colony *infrav1.Colony, written map[string]infrav1.ClusterGPUInventory) {
+	if r.Recorder == nil {
+		return
+	}
+	names := make([]string, 0, len(written))
+	for name := range written {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		now := written[name]
+		prev, ok := colony.Status.GPUInventory[name]
+		switch {
+		case !ok || prev.Reachable == now.Reachable:
+		case now.Reachable:
+			r.Recorder.Eventf(colony, nil, corev1.EventTypeNormal, EventClusterReachable, "CollectInventory",
+				"child cluster of ClusterDeployment %s is reachable again", name)
+		default:
+			r.Recorder.Eventf(colony, nil, corev1.EventTypeWarning, EventClusterUnreachable, "CollectInventory",
+				"child cluster of ClusterDeployment %s is unreachable; its last inventory is kept: %s", name, truncate(now.Message, 512))
+		}
+	}
 }

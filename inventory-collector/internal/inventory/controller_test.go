@@ -17,9 +17,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
@@ -269,6 +271,29 @@ func TestUnreachableChildKeepsItsInventory(t *testing.T) {
 		e := inv["fleet-c"]
 		return e.Reachable && e.Message == "" && offeringsEqual(e.Offerings, want)
 	})
+	// One Event per transition, on the Colony.
+	for _, reason := range []string{EventClusterUnreachable, EventClusterReachable} {
+		deadline := time.Now().Add(wait)
+		for {
+			var list eventsv1.EventList
+			if err := mgmt.Client.List(context.Background(), &list, client.InNamespace(mainNS)); err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for _, ev := range list.Items {
+				if ev.Regarding.Name == "fleet" && ev.Reason == reason && strings.Contains(ev.Note, "fleet-c") {
+					n++
+				}
+			}
+			if n == 1 {
+				break
+			}
+			if n > 1 || time.Now().After(deadline) {
+				t.Fatalf("want one %s Event for fleet-c, got %d", reason, n)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
 }
 
 func TestKubeconfigRotation(t *testing.T) {

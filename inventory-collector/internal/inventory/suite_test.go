@@ -115,7 +115,7 @@ func startCollector(namespaces []string, shard sharding.Shard) (*Reconciler, con
 	if err := mgr.Add(clusters); err != nil {
 		return nil, nil, err
 	}
-	r := &Reconciler{Client: mgr.GetClient(), Clusters: clusters, Shard: shard}
+	r := &Reconciler{Client: mgr.GetClient(), Clusters: clusters, Shard: shard, Recorder: mgr.GetEventRecorder("inventory-collector")}
 	if err := r.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 2}); err != nil {
 		return nil, nil, err
 	}
