@@ -13,11 +13,11 @@ for m in common colony-controller workspace-controller inventory-collector webho
 done
 
 echo "[verify] generated files"
-before=$(git status --porcelain --untracked-files=all -- common/api common/config '*/config/rbac' charts | sort; git diff -- common/api common/config '*/config/rbac' charts | sha256sum)
+before=$(git status --porcelain --untracked-files=all -- common/api common/config '*/config/rbac' '*/config/webhook' charts | sort; git diff -- common/api common/config '*/config/rbac' '*/config/webhook' charts | sha256sum)
 hack/generate.sh >/dev/null
-after=$(git status --porcelain --untracked-files=all -- common/api common/config '*/config/rbac' charts | sort; git diff -- common/api common/config '*/config/rbac' charts | sha256sum)
+after=$(git status --porcelain --untracked-files=all -- common/api common/config '*/config/rbac' '*/config/webhook' charts | sort; git diff -- common/api common/config '*/config/rbac' '*/config/webhook' charts | sha256sum)
 if [ "$before" != "$after" ]; then
-  echo "[verify] generated files drifted; run 'make generate' and commit:"; git status --short -- common/api common/config '*/config/rbac' charts
+  echo "[verify] generated files drifted; run 'make generate' and commit:"; git status --short -- common/api common/config '*/config/rbac' '*/config/webhook' charts
   fail=1
 fi
 [ $fail -eq 0 ] && echo "[verify] clean"
