@@ -14,9 +14,9 @@ import (
 // calls setup (store the *Management in a package variable there, start controllers, ...), runs the
 // tests, stops the server and exits with the tests' exit code.
 //
-// Main first gives controller-runtime a logger, so that its "log.SetLogger(...) was never called"
-// warning stays away: one that discards everything, or with TESTENV_VERBOSE=1 one that prints to
-// stderr. Call ctrl.SetLogger in setup to use another.
+// Unless TestMain already gave controller-runtime a logger (ctrl.SetLogger before Main), Main sets one
+// so that its "log.SetLogger(...) was never called" warning stays away: one that discards
+// everything, or with TESTENV_VERBOSE=1 one that prints to stderr.
 //
 // A missing KUBEBUILDER_ASSETS, a server that does not start or a failing setup make every test of
 // the package fail loudly (exit code 1 with the reason on stderr); nothing is skipped.
@@ -29,7 +29,11 @@ func Main(m *testing.M, setup func(*Management) error, opts ...Option) {
 }
 
 func run(m *testing.M, setup func(*Management) error, opts ...Option) int {
-	ctrllog.SetLogger(defaultLogger())
+	// An unset controller-runtime logger reports itself disabled; keep any logger set before Main.
+	if !ctrllog.Log.Enabled() {
+		ctrllog.SetLogger(defaultLogger())
+	}
+	ctrllog.Log.WithName("testenv").Info("starting the management API server")
 	mgmt, err := StartManagement(opts...)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "testenv: %v\n", err)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -23,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
 )
@@ -31,7 +33,15 @@ const wantKubeVersion = "v1.37.2"
 
 var mgmt *Management
 
+// envPresetLogger makes TestMain set a logger before Main (see TestMainKeepsALoggerSetBefore).
+const envPresetLogger = "TESTENV_TEST_PRESET_LOGGER"
+
 func TestMain(m *testing.M) {
+	if os.Getenv(envPresetLogger) != "" {
+		ctrllog.SetLogger(funcr.New(func(prefix, args string) {
+			fmt.Fprintln(os.Stderr, "preset-logger:", prefix, args)
+		}, funcr.Options{}))
+	}
 	start := time.Now()
 	Main(m, func(mg *Management) error {
 		fmt.Printf("testenv: StartManagement took %s\n", time.Since(start).Round(time.Millisecond))
@@ -57,23 +67,31 @@ func startChild(t *testing.T, name string) *Child {
 	return ch
 }
 
-func TestManagementServesProjectCRDs(t *testing.T) {
+func TestManagementServesEveryCRD(t *testing.T) {
 	dc, err := discovery.NewDiscoveryClientForConfig(mgmt.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	resources, err := dc.ServerResourcesForGroupVersion(infrav1.GroupVersion.String())
-	if err != nil {
-		t.Fatalf("discovery of %s: %v", infrav1.GroupVersion, err)
+	want := map[string][]string{
+		infrav1.GroupVersion.String():  {"colonies"},
+		"workspaces.exalsius.ai/v1":    {"workspaceclasses", "workspacedeployments"},
+		"k0rdent.mirantis.com/v1beta1": {"clusterdeployments", "clustertemplates", "credentials", "servicesets", "servicetemplates"},
 	}
-	found := false
-	for _, r := range resources.APIResources {
-		if r.Name == "colonies" {
-			found = true
+	for gv, names := range want {
+		resources, err := dc.ServerResourcesForGroupVersion(gv)
+		if err != nil {
+			t.Errorf("discovery of %s: %v", gv, err)
+			continue
 		}
-	}
-	if !found {
-		t.Fatalf("discovery of %s lists no colonies: %+v", infrav1.GroupVersion, resources.APIResources)
+		served := map[string]bool{}
+		for _, r := range resources.APIResources {
+			served[r.Name] = true
+		}
+		for _, name := range names {
+			if !served[name] {
+				t.Errorf("discovery of %s lists no %s", gv, name)
+			}
+		}
 	}
 
 	// The typed client round-trips through the scheme: an empty list proves the CRD is served.
@@ -300,6 +318,28 @@ func TestMainFailsLoudlyWithoutAssets(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "make tools") {
 		t.Fatalf("output does not name `make tools`:\n%s", out)
+	}
+}
+
+// TestMainKeepsALoggerSetBefore runs this test binary again (without assets, so that it stops right
+// after Main's first log line): a logger set before Main gets that line; without one, Main's default
+// logger discards it.
+func TestMainKeepsALoggerSetBefore(t *testing.T) {
+	for _, preset := range []bool{true, false} {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), "KUBEBUILDER_ASSETS=", EnvVerbose+"=")
+		if preset {
+			cmd.Env = append(cmd.Env, envPresetLogger+"=1")
+		}
+		out, _ := cmd.CombinedOutput()
+		logged := strings.Contains(string(out), "preset-logger:") &&
+			strings.Contains(string(out), "starting the management API server")
+		if logged != preset {
+			t.Errorf("logger set before Main: %v; Main's line reached it: %v; output:\n%s", preset, logged, out)
+		}
+		if strings.Contains(string(out), "log.SetLogger(...) was never called") {
+			t.Errorf("controller-runtime warns about a missing logger:\n%s", out)
+		}
 	}
 }
 
