@@ -61,7 +61,7 @@ func NewRunDir(root string) (string, error) {
 
 // Start brings up the management cluster: an API server and etcd with every CRD (common/testenv) and
 // kube-controller-manager for garbage collection and namespace deletion.
-func Start(ctx context.Context, opts Options) (w *World, err error) {
+func Start(ctx context.Context, opts Options) (_ *World, err error) {
 	if opts.RunDir == "" {
 		return nil, errors.New("world: RunDir is required")
 	}
@@ -72,7 +72,7 @@ func Start(ctx context.Context, opts Options) (w *World, err error) {
 	if out == nil {
 		out = io.Discard
 	}
-	w = &World{RunDir: opts.RunDir, out: out, children: map[string]*ChildCluster{}, extra: map[string]string{}}
+	w := &World{RunDir: opts.RunDir, out: out, children: map[string]*ChildCluster{}, extra: map[string]string{}}
 	defer func() {
 		if err != nil {
 			_ = w.Stop()
