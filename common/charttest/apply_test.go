@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -35,7 +36,14 @@ func TestMain(m *testing.M) {
 			{"cert-manager.io", "Certificate", "certificates"},
 			{"cert-manager.io", "Issuer", "issuers"},
 		} {
-			if err := mg.Client.Create(ctx, looseCRD(crd.group, crd.kind, crd.plural)); err != nil {
+			m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(looseCRD(crd.group, crd.kind, crd.plural))
+			if err != nil {
+				return err
+			}
+			u := &unstructured.Unstructured{Object: m}
+			u.SetAPIVersion("apiextensions.k8s.io/v1")
+			u.SetKind("CustomResourceDefinition")
+			if err := mg.Client.Create(ctx, u); err != nil {
 				return err
 			}
 		}
