@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	"github.com/exalsius/exalsius-operator/common/childcluster"
 	"github.com/exalsius/exalsius-operator/common/childcluster/childtest"
 	"github.com/exalsius/exalsius-operator/common/gpu"
@@ -391,6 +392,24 @@ func TestColonyDeletionStopsWatches(t *testing.T) {
 		}
 	}
 	during := runtime.NumGoroutine()
+
+	// A ClusterDeployment that goes takes its watch and its entry with it.
+	cdY := &k0rdentv1beta1.ClusterDeployment{}
+	if err := mgmt.Client.Get(ctx, cds[1], cdY); err != nil {
+		t.Fatal(err)
+	}
+	if err := mgmt.Client.Delete(ctx, cdY); err != nil {
+		t.Fatal(err)
+	}
+	waitInventory(t, key, "short-y's entry gone", func(inv map[string]infrav1.ClusterGPUInventory) bool {
+		_, ok := inv["short-y"]
+		return len(inv) == 1 && !ok
+	})
+	for deadline := time.Now().Add(wait); slices.Contains(collector.Clusters.Keys(), cds[1]); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the deleted ClusterDeployment's watch still runs")
+		}
+	}
 
 	if err := mgmt.Client.Delete(ctx, colony); err != nil {
 		t.Fatal(err)
