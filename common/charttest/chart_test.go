@@ -50,6 +50,12 @@ func checkPodContract(t *testing.T, u *unstructured.Unstructured) {
 	}
 	tmpl := podSpecOf(t, u)
 	spec := tmpl.Spec
+	// A chart upgrade alone must not restart every pod.
+	for _, l := range []string{"helm.sh/chart", "app.kubernetes.io/version"} {
+		if _, has := tmpl.Labels[l]; has {
+			errorf("pod template carries the %s label: every chart upgrade would restart the pods", l)
+		}
+	}
 	psc := spec.SecurityContext
 	if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.RunAsUser == nil || *psc.RunAsUser == 0 ||
 		psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {

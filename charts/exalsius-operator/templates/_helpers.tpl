@@ -83,3 +83,13 @@ exalsius-operator-webhook-tls
 {{- define "eo.webhookConfigName" -}}
 exalsius-operator-webhook
 {{- end -}}
+
+{{/* Labels of a component's pods: no chart or app version, so a chart upgrade that leaves a
+component's image and settings alone does not restart its pods. */}}
+{{- define "eo.podLabels" -}}
+{{ include "eo.selectorLabels" . }}
+app.kubernetes.io/part-of: exalsius-operator
+{{- with .root.Values.global.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
