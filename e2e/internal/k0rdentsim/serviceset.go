@@ -35,13 +35,18 @@ type serviceSetReconciler struct {
 	chartsDir string
 
 	mu sync.Mutex
-	// failed remembers the fingerprint of the last failed attempt of each release, so that a failed
-	// release is not retried until its inputs change (Sveltos stops after consecutive failures).
-	failed map[string]string
+	// failed remembers the last failed attempt of each release, so that a failed release is not
+	// retried until its inputs change (Sveltos stops after consecutive failures).
+	failed map[string]failure
+}
+
+// failure is a failed Helm attempt: the fingerprint of its inputs and its error.
+type failure struct {
+	fingerprint, message string
 }
 
 func (r *serviceSetReconciler) setup(mgr ctrl.Manager) error {
-	r.failed = map[string]string{}
+	r.failed = map[string]failure{}
 	adapter := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		return o.GetLabels()[k0rdentv1beta1.StateManagementProviderAdapterLabel] == k0rdentv1beta1.StateManagementProviderAdapterValue
 	})
@@ -125,11 +130,11 @@ func (r *serviceSetReconciler) reconcileNormal(ctx context.Context, ss *k0rdentv
 		}
 		key := child.Name + "/" + p.svc.Namespace + "/" + p.svc.Name
 		if err := p.work(); err != nil {
-			r.setFailed(key, p.fingerprint)
+			r.setFailed(key, failure{fingerprint: p.fingerprint, message: err.Error()})
 			setState(status, p.svc, k0rdentv1beta1.ServiceStateFailed, err.Error())
 			continue
 		}
-		r.setFailed(key, "")
+		r.setFailed(key, failure{})
 		setState(status, p.svc, k0rdentv1beta1.ServiceStateDeployed, "")
 	}
 	finish(ss, status)
@@ -196,9 +201,8 @@ func (r *serviceSetReconciler) plan(ctx context.Context, ss *k0rdentv1beta1.Serv
 		}
 		fp, _ := json.Marshal([]interface{}{chrt.Metadata.Name, chrt.Metadata.Version, vals, opts})
 		pp.fingerprint = string(fp)
-		if r.failedBefore(childName+"/"+svc.Namespace+"/"+svc.Name, pp.fingerprint) {
-			pp.state = k0rdentv1beta1.ServiceStateFailed
-			pp.message = currentMessage(ss, svc)
+		if msg, failed := r.failedBefore(childName+"/"+svc.Namespace+"/"+svc.Name, pp.fingerprint); failed {
+			pp.state, pp.message = k0rdentv1beta1.ServiceStateFailed, msg
 			continue
 		}
 		pp.work = func() error {
@@ -228,29 +232,23 @@ func mergeHelmOptions(tmpl, svc *apiextensionsJSON) *apiextensionsJSON {
 	return &apiextensionsJSON{Raw: raw}
 }
 
-func currentMessage(ss *k0rdentv1beta1.ServiceSet, svc k0rdentv1beta1.ServiceWithValues) string {
-	for _, s := range ss.Status.Services {
-		if s.Name == svc.Name && s.Namespace == svc.Namespace {
-			return s.FailureMessage
-		}
-	}
-	return ""
-}
-
-func (r *serviceSetReconciler) failedBefore(key, fp string) bool {
+// failedBefore reports whether the same inputs failed before, with that failure's message.
+func (r *serviceSetReconciler) failedBefore(key, fp string) (string, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return fp != "" && r.failed[key] == fp
+	f, ok := r.failed[key]
+	return f.message, ok && fp != "" && f.fingerprint == fp
 }
 
-func (r *serviceSetReconciler) setFailed(key, fp string) {
+// setFailed records a failure; a zero failure clears the record.
+func (r *serviceSetReconciler) setFailed(key string, f failure) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if fp == "" {
+	if f.fingerprint == "" {
 		delete(r.failed, key)
 		return
 	}
-	r.failed[key] = fp
+	r.failed[key] = f
 }
 
 // seed gives every service without a state the Provisioning state KCM seeds new services with.
