@@ -83,8 +83,8 @@ func run(binDir, repoRoot, quickstart string, timeout time.Duration) error {
     export KUBECONFIG=%s
     kubectl get exalsius -A
     kubectl -n demo get clusterdeployments,servicesets
-    kubectl -n demo get secret demo-kubeconfig -o jsonpath='{.data.value}' | base64 -d > /tmp/demo.kubeconfig
-    kubectl --kubeconfig /tmp/demo.kubeconfig --context demo-gpu get nodes,pods -A
+    kubectl -n demo get secret demo-kubeconfig -o jsonpath='{.data.kubeconfig}' | base64 -d > /tmp/demo.kubeconfig
+    kubectl --kubeconfig /tmp/demo.kubeconfig get nodes,pods -A   # the Colony's merged kubeconfig, one context per cluster
 
 Logs of every process: %s
 Press Ctrl-C to stop and clean up.
