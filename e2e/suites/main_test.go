@@ -67,6 +67,17 @@ func run(m *testing.M) int {
 		return ctx, nil
 	})
 	code := testEnv.Run(m)
+	// Every component runs as its chart ServiceAccount: a request the chart's RBAC denies fails the
+	// suite even when no feature noticed it.
+	denials, err := world.Denials()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: reading the component logs:", err)
+		code = 1
+	}
+	for name, lines := range denials {
+		fmt.Fprintf(os.Stderr, "e2e: FAIL: the chart RBAC denied %s %d request(s), first:\n%s\n", name, len(lines), lines[0])
+		code = 1
+	}
 	if err := world.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: stopping the local world:", err)
 	}

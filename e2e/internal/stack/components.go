@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -21,11 +22,13 @@ import (
 
 // Component is one of the four binaries running as a separate process.
 type Component struct {
-	Name        string
-	Process     *world.Process
-	Kubeconfig  string
-	MetricsAddr string
-	HealthAddr  string
+	Name string
+	// ServiceAccount is the chart ServiceAccount the component's kubeconfig impersonates.
+	ServiceAccount types.NamespacedName
+	Process        *world.Process
+	Kubeconfig     string
+	MetricsAddr    string
+	HealthAddr     string
 	// Flags are the flags the binary declares (read from its -help output).
 	Flags map[string]bool
 
@@ -52,8 +55,9 @@ func binaryFlags(bin string) map[string]bool {
 	return flags
 }
 
-// startComponent starts one component binary with its own kubeconfig (its own client-certificate
-// identity, a member of system:masters), leader election on, and metrics and probes on free loopback
+// startComponent starts one component binary with its own kubeconfig, which impersonates the
+// component's chart ServiceAccount (so only the chart's RBAC authorizes what it does), leader
+// election on in the release namespace, and metrics and probes on free loopback
 // ports, then waits for its readiness probe.
 func (s *Stack) startComponent(ctx context.Context, name, binDir string) (*Component, error) {
 	if binDir == "" {
@@ -67,6 +71,8 @@ func (s *Stack) startComponent(ctx context.Context, name, binDir string) (*Compo
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
+	// The certificate user may impersonate (system:masters); every request it makes impersonates
+	// the ServiceAccount, and is authorized as that ServiceAccount alone.
 	user, err := s.World.Management.Env.AddUser(envtest.User{Name: "exalsius:" + name, Groups: []string{"system:masters"}}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("creating the %s user: %w", name, err)
@@ -75,7 +81,14 @@ func (s *Stack) startComponent(ctx context.Context, name, binDir string) (*Compo
 	if err != nil {
 		return nil, err
 	}
-	c := &Component{Name: name, Kubeconfig: filepath.Join(dir, name+".kubeconfig"), Flags: binaryFlags(bin)}
+	sa, ok := s.rbac.ServiceAccounts[name]
+	if !ok {
+		return nil, fmt.Errorf("the chart renders no ServiceAccount for %s", name)
+	}
+	if kc, err = impersonate(kc, sa); err != nil {
+		return nil, fmt.Errorf("the %s kubeconfig: %w", name, err)
+	}
+	c := &Component{Name: name, ServiceAccount: sa, Kubeconfig: filepath.Join(dir, name+".kubeconfig"), Flags: binaryFlags(bin)}
 	if err := os.WriteFile(c.Kubeconfig, kc, 0o600); err != nil {
 		return nil, err
 	}
@@ -85,9 +98,14 @@ func (s *Stack) startComponent(ctx context.Context, name, binDir string) (*Compo
 	if c.HealthAddr, err = world.FreeAddr(); err != nil {
 		return nil, err
 	}
+	// Leader election as the chart sets it (the webhook has none: every replica serves).
+	leaderElect := "true"
+	if v, ok := s.rbac.LeaderElect[name]; ok {
+		leaderElect = v
+	}
 	want := []struct{ flag, value string }{
 		{"kubeconfig", c.Kubeconfig},
-		{"leader-elect", "true"},
+		{"leader-elect", leaderElect},
 		{"leader-election-namespace", SystemNamespace},
 		{"metrics-bind-address", c.MetricsAddr},
 		{"health-probe-bind-address", c.HealthAddr},

@@ -54,6 +54,7 @@ type Stack struct {
 	// Missing lists components that could not start (no binary yet), with the reason.
 	Missing map[string]string
 
+	rbac    *chartRBAC
 	out     io.Writer
 	simLog  *os.File
 	stopMu  sync.Mutex
@@ -106,6 +107,9 @@ func Start(ctx context.Context, o Options) (s *Stack, err error) {
 	}
 	s.progress("k0rdent simulator running (charts from %s)", s.ChartsDir)
 	if err := k0rdentsim.Ensure(ctx, s.Client, namespace(SystemNamespace)); err != nil {
+		return s, err
+	}
+	if s.rbac, err = s.applyChartRBAC(ctx); err != nil {
 		return s, err
 	}
 	names := o.Components

@@ -69,7 +69,11 @@ func (s *Stack) webhookArgs(ctx context.Context, c *Component) ([]string, error)
 		{"cert-extra-dns-names", "localhost"},
 		{"webhook-config-name", WebhookConfigName},
 		{"ca-bundle-file", filepath.Join(certDir, "ca-bundle.crt")},
+		{"cert-secret-name", s.rbac.WebhookSecret},
 	} {
+		if f.value == "" {
+			continue
+		}
 		if c.Flags[f.flag] {
 			args = append(args, "--"+f.flag+"="+f.value)
 		}
