@@ -11,11 +11,18 @@ echo "[generate] deepcopy"
 (cd common && "$CG" object paths=./api/...)
 
 echo "[generate] CRDs"
-rm -rf common/config/crd
-(cd common && "$CG" crd:allowDangerousTypes=false paths=./api/infra/... paths=./api/workspaces/... output:crd:artifacts:config=config/crd/bases)
+# Generate into a scratch folder and swap it in whole, so a test starting meanwhile never finds the
+# CRD folders empty, and CRDs of removed types do not linger.
+crd_tmp=$(mktemp -d common/config/.crd.XXXXXX)
+trap 'rm -rf "$crd_tmp"' EXIT
+(cd common && "$CG" crd:allowDangerousTypes=false paths=./api/infra/... paths=./api/workspaces/... output:crd:artifacts:config="${crd_tmp#common/}/bases")
 if [ -d common/api/k0rdent ]; then
-  (cd common && "$CG" crd paths=./api/k0rdent/... output:crd:artifacts:config=config/crd/k0rdent)
+  (cd common && "$CG" crd paths=./api/k0rdent/... output:crd:artifacts:config="${crd_tmp#common/}/k0rdent")
 fi
+rm -rf common/config/crd.old
+[ -d common/config/crd ] && mv common/config/crd common/config/crd.old
+mv "$crd_tmp" common/config/crd
+rm -rf common/config/crd.old
 
 echo "[generate] RBAC"
 for c in colony-controller workspace-controller inventory-collector webhook; do
