@@ -117,7 +117,7 @@ func TestInventoryOfThreeChildren(t *testing.T) {
 		}
 	}
 	if got := testutil.ToFloat64(gpusTotal.WithLabelValues(mainNS, "fleet", "fleet-a", "NVIDIA", "H100")); got != 8 {
-		t.Fatalf("gpus_total for fleet-a H100: want 8, got %v", got)
+		t.Fatalf("gpus_allocatable for fleet-a H100: want 8, got %v", got)
 	}
 	if got := testutil.ToFloat64(clusterReachable.WithLabelValues(mainNS, "fleet", "fleet-b")); got != 1 {
 		t.Fatalf("cluster_reachable for fleet-b: want 1, got %v", got)

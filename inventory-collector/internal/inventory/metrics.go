@@ -13,7 +13,7 @@ const MetricsPrefix = "inventory_collector_"
 
 var (
 	gpusTotal = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: MetricsPrefix + "gpus_total",
+		Name: MetricsPrefix + "gpus_allocatable",
 		Help: "Allocatable GPUs on schedulable, Ready nodes of a child cluster, by vendor and model (last seen while unreachable).",
 	}, []string{"namespace", "colony", "cluster", "vendor", "model"})
 	gpusAllocated = prometheus.NewGaugeVec(prometheus.GaugeOpts{
