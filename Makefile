@@ -40,16 +40,16 @@ test: tools verify build test-unit test-chart test-e2e ## Every module's unit an
 ##@ Development
 
 .PHONY: tools
-tools: ## Build kube-apiserver, etcd, kube-controller-manager, kube-scheduler, kubectl, kwok, helm and controller-gen into the cache (once per machine).
+tools: ## Build kube-apiserver, etcd, kube-controller-manager, kube-scheduler, kubectl, kwok, helm, controller-gen and crd-ref-docs into the cache (once per machine).
 	hack/tools.sh
 
 .PHONY: generate
-generate: ## Generate deepcopy code, CRDs, RBAC and the chart's copies of them.
-	hack/tools.sh controller-gen
+generate: ## Generate deepcopy code, CRDs, RBAC, the chart's copies of them and docs/api.md.
+	hack/tools.sh controller-gen crd-ref-docs
 	hack/generate.sh
 
 .PHONY: verify
-verify: ## Fail on generated-file drift, gofmt or go vet findings.
+verify: ## Fail on generated-file drift, gofmt or go vet findings, broken Markdown links or examples that do not parse.
 	hack/verify.sh
 
 .PHONY: build

@@ -13,12 +13,18 @@ for m in common colony-controller workspace-controller inventory-collector webho
 done
 
 echo "[verify] generated files"
-before=$(git status --porcelain --untracked-files=all -- common/api common/config '*/config/rbac' '*/config/webhook' charts | sort; git diff -- common/api common/config '*/config/rbac' '*/config/webhook' charts | sha256sum)
+generated=(common/api common/config '*/config/rbac' '*/config/webhook' charts docs/api.md)
+before=$(git status --porcelain --untracked-files=all -- "${generated[@]}" | sort; git diff -- "${generated[@]}" | sha256sum)
 hack/generate.sh >/dev/null
-after=$(git status --porcelain --untracked-files=all -- common/api common/config '*/config/rbac' '*/config/webhook' charts | sort; git diff -- common/api common/config '*/config/rbac' '*/config/webhook' charts | sha256sum)
+after=$(git status --porcelain --untracked-files=all -- "${generated[@]}" | sort; git diff -- "${generated[@]}" | sha256sum)
 if [ "$before" != "$after" ]; then
-  echo "[verify] generated files drifted; run 'make generate' and commit:"; git status --short -- common/api common/config '*/config/rbac' '*/config/webhook' charts
+  echo "[verify] generated files drifted; run 'make generate' and commit:"; git status --short -- "${generated[@]}"
   fail=1
 fi
+
+# Relative links in Markdown resolve (headings included) and the examples parse into the API types;
+# webhook/internal/server/examples_test.go checks that the API server accepts them.
+echo "[verify] docs"
+(cd e2e && go run ./cmd/docscheck --repo-root ..) || fail=1
 [ $fail -eq 0 ] && echo "[verify] clean"
 exit $fail
