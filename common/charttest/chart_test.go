@@ -35,7 +35,7 @@ func workloads(r rendered) rendered {
 	return append(r.ofKind("Deployment"), r.ofKind("StatefulSet")...)
 }
 
-// checkPodContract asserts the production pod contract of SPEC section 5 on one workload.
+// checkPodContract asserts the pod contract of docs/PRODUCTION_RUNTIME.md on one workload.
 func checkPodContract(t *testing.T, u *unstructured.Unstructured) {
 	t.Helper()
 	name := key(u)

@@ -11,7 +11,7 @@ import (
 
 // offeringKey identifies an offering: vendor, model and the label the model came from. The resource
 // name follows from the vendor and the selector from the label and the model, so the key is the
-// offering identity of the SPEC (vendor + model + resourceName + selector).
+// offering identity of docs/INVENTORY.md (vendor + model + resourceName + selector).
 type offeringKey struct {
 	vendor string
 	model  string

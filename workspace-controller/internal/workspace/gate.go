@@ -80,8 +80,8 @@ func isAdmitted(ws *workspacesv1.WorkspaceDeployment, r *workspacesv1.ResolvedRe
 		ws.Status.ResolvedResources != nil && equality.Semantic.DeepEqual(ws.Status.ResolvedResources, r)
 }
 
-// gate checks the GPU request live against the child (SPEC step 3). A workspace admitted for its
-// current resources is not checked again: its own pods now hold the GPUs.
+// gate checks the GPU request live against the child (docs/RECONCILIATION.md, step 3). A workspace
+// admitted for its current resources is not checked again: its own pods now hold the GPUs.
 func (r *Reconciler) gate(ctx context.Context, s *scope) (stepResult, error) {
 	if isAdmitted(s.ws, s.resources) {
 		return next, nil

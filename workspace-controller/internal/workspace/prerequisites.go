@@ -26,8 +26,9 @@ func PrerequisiteServiceSetName(cd, template string) string {
 	return names.DNSLabel(cd, "prereq", template)
 }
 
-// prerequisites makes sure every prerequisite of the class is deployed on the cluster (SPEC step 4),
-// either by a service the Colony put on the ClusterDeployment or by the shared per-cluster ServiceSet.
+// prerequisites makes sure every prerequisite of the class is deployed on the cluster, either by a
+// service the Colony put on the ClusterDeployment or by the shared per-cluster ServiceSet
+// (docs/RECONCILIATION.md, step 4).
 func (r *Reconciler) prerequisites(ctx context.Context, s *scope) (stepResult, error) {
 	prereqs := s.class.Spec.Prerequisites
 	if len(prereqs) == 0 {

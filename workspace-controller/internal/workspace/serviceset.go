@@ -94,7 +94,7 @@ func (s *scope) desiredServiceSet() *k0rdentv1.ServiceSet {
 }
 
 // serviceSet creates the workspace's ServiceSet, or corrects it when it drifted from what the
-// workspace asks (a spec edit is rolled out this way) (SPEC step 6).
+// workspace asks (a spec edit is rolled out this way); docs/RECONCILIATION.md, step 6.
 func (r *Reconciler) serviceSet(ctx context.Context, s *scope) (stepResult, error) {
 	want := s.desiredServiceSet()
 	s.ws.Status.ServiceSetName = want.Name
@@ -198,7 +198,7 @@ func sameJSON(a, b *apiextensionsv1.JSON) bool {
 	return equality.Semantic.DeepEqual(av, bv)
 }
 
-// readiness reads the release's state from the ServiceSet (SPEC step 7).
+// readiness reads the release's state from the ServiceSet (docs/RECONCILIATION.md, step 7).
 func (r *Reconciler) readiness(ctx context.Context, s *scope) (stepResult, error) {
 	ss := s.svcSet
 	release, ns := ReleaseName(s.ws), s.releaseNamespace()

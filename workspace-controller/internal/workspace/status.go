@@ -141,8 +141,9 @@ func eventTime(e *eventsv1.Event) metav1.Time {
 	return e.CreationTimestamp
 }
 
-// access computes the workspace's URLs from the class's endpoints (SPEC step 8). Routing is not
-// configured by this controller yet, so every entry is ready=false with a message saying so.
+// access computes the workspace's URLs from the class's endpoints (docs/RECONCILIATION.md, step 8).
+// Routing is not configured by this controller yet, so every entry is ready=false with a message
+// saying so.
 func (r *Reconciler) access(s *scope) {
 	if s.class == nil {
 		return

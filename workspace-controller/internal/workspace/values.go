@@ -8,7 +8,7 @@ import (
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/helmvalues"
 )
 
-// values builds the Helm values of the workspace (SPEC step 5).
+// values builds the Helm values of the workspace (docs/RECONCILIATION.md, step 5).
 func (r *Reconciler) values(_ context.Context, s *scope) (stepResult, error) {
 	out, overwritten, err := helmvalues.Build(s.class, s.ws, s.resources)
 	if err != nil {
