@@ -13,10 +13,10 @@ import (
 func TestSlug(t *testing.T) {
 	for in, want := range map[string]string{
 		" Step 6: the ServiceSet (k0rdent contract checklist)": "step-6-the-serviceset-k0rdent-contract-checklist",
-		" Workspace URLs through the regional cluster":          "workspace-urls-through-the-regional-cluster",
-		" `make run`, the local world":                           "make-run-the-local-world",
-		" See [the API](api.md) now":                             "see-the-api-now",
-		" snake_case and dash-case":                              "snake_case-and-dash-case",
+		" Workspace URLs through the regional cluster":         "workspace-urls-through-the-regional-cluster",
+		" `make run`, the local world":                         "make-run-the-local-world",
+		" See [the API](api.md) now":                           "see-the-api-now",
+		" snake_case and dash-case":                            "snake_case-and-dash-case",
 	} {
 		if got := Slug(in); got != want {
 			t.Errorf("Slug(%q) = %q, want %q", in, got, want)
