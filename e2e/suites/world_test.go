@@ -23,7 +23,8 @@ import (
 
 // TestWorld checks the local world and the simulator without any component: a ClusterDeployment
 // becomes a child cluster whose kwok nodes carry the configured GPUs, the real scheduler honours the
-// GPU capacity, and ServiceSets become Helm releases with the contract's status.
+// GPU capacity, and ServiceSets become Helm releases with the status of the k0rdent contract
+// (docs/design/k0rdent-contract.md).
 func TestWorld(t *testing.T) {
 	var ns string
 	var child *w.ChildCluster

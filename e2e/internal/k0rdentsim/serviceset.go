@@ -27,7 +27,8 @@ import (
 
 // serviceSetReconciler plays KCM's Sveltos adapter and Sveltos itself: for each ServiceSet carrying
 // the adapter label it installs, upgrades or uninstalls each service's chart on the child with the
-// Helm SDK and maps the outcome to the ServiceSet status of the contract.
+// Helm SDK and maps the outcome to the ServiceSet status of the k0rdent contract
+// (docs/design/k0rdent-contract.md).
 type serviceSetReconciler struct {
 	client    client.Client
 	reader    client.Reader // uncached, for valuesFrom Secrets and ConfigMaps

@@ -65,7 +65,8 @@ func (s *scope) deployTimeout() time.Duration {
 	return defaultDeployTimeout
 }
 
-// desiredServiceSet is the workspace's ServiceSet as the k0rdent contract's checklist wants it.
+// desiredServiceSet is the workspace's ServiceSet as the k0rdent contract wants it
+// (docs/design/k0rdent-contract.md).
 func (s *scope) desiredServiceSet() *k0rdentv1.ServiceSet {
 	return &k0rdentv1.ServiceSet{
 		ObjectMeta: metav1.ObjectMeta{

@@ -4,7 +4,8 @@
 // It is a mirror, not an import, because the Go module proxy refuses github.com/K0rdent/kcm and
 // github.com/projectsveltos/libsveltos (their module graphs do not resolve from the proxy alone). The
 // mirror keeps exactly the JSON names, kinds, plurals, scopes, short names and required fields of KCM
-// (read from KCM v1.12.0-rc, see the project's k0rdent contract), and holds only the fields this
+// (read from KCM v1.12.0-rc and checked against v1.8.0 and v1.11.4, see
+// docs/design/k0rdent-contract.md), and holds only the fields this
 // project uses. Every field added after KCM v1.3 is optional, so one mirror serves KCM v1.3 to v1.12.
 // Free-form fields (config, values, helmOptions, provider.config and the parts of Flux specs the
 // project does not read) are raw JSON, so nothing a user or KCM writes is lost on a round trip.

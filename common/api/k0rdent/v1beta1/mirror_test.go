@@ -88,8 +88,9 @@ func keysOf(t *testing.T, v any) []string {
 	return keys
 }
 
-// TestJSONNames pins the JSON names of every mirrored struct to those of KCM (the k0rdent contract,
-// sections 2.1 to 2.5). A renamed tag would silently drop data KCM writes or make KCM ignore ours.
+// TestJSONNames pins the JSON names of every mirrored struct to those of KCM
+// (docs/design/k0rdent-contract.md). A renamed tag would silently drop data KCM writes or make KCM
+// ignore ours.
 func TestJSONNames(t *testing.T) {
 	cases := []struct {
 		v    any
