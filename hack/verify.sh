@@ -26,5 +26,8 @@ fi
 # webhook/internal/server/examples_test.go checks that the API server accepts them.
 echo "[verify] docs"
 (cd e2e && go run ./cmd/docscheck --repo-root ..) || fail=1
+# The repository stands on its own: no comment, doc or chart cites a document outside it.
+outside=$(git grep -n -I -E 'SPEC (step|section)|shared/(SPEC|STYLE|k0rdent-contract)\.md' -- . ':!hack/verify.sh' || true)
+if [ -n "$outside" ]; then echo "[verify] references to documents outside the repository:"; echo "$outside"; fail=1; fi
 [ $fail -eq 0 ] && echo "[verify] clean"
 exit $fail
