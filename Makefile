@@ -50,6 +50,7 @@ generate: ## Generate deepcopy code, CRDs, RBAC, the chart's copies of them and 
 
 .PHONY: verify
 verify: ## Fail on generated-file drift, gofmt or go vet findings, broken Markdown links or examples that do not parse.
+	hack/tools.sh controller-gen crd-ref-docs
 	hack/verify.sh
 
 .PHONY: build
