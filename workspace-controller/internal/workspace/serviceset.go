@@ -87,6 +87,7 @@ func (s *scope) desiredServiceSet() *k0rdentv1.ServiceSet {
 				Namespace:   s.releaseNamespace(),
 				Template:    s.class.Spec.ServiceTemplate.Name,
 				Values:      s.values,
+				ValuesFrom:  s.valuesFrom(),
 				HelmOptions: helmOptions(s.deployTimeout()),
 			}},
 		},
@@ -101,10 +102,22 @@ func (r *Reconciler) serviceSet(ctx context.Context, s *scope) (stepResult, erro
 	s.ws.Status.ReleaseName = want.Spec.Services[0].Name
 	stamp := s.now.UTC().Format(time.RFC3339)
 
+	if h := valuesHash(s.secretValues); h != "" {
+		want.Annotations = map[string]string{AnnotationValuesHash: h}
+	}
+
 	got := &k0rdentv1.ServiceSet{}
 	err := r.Client.Get(ctx, types.NamespacedName{Namespace: want.Namespace, Name: want.Name}, got)
 	if apierrors.IsNotFound(err) {
-		want.Annotations = map[string]string{AnnotationRolloutStarted: stamp}
+		// The values Secret first, so that the ServiceSet never names a missing one; it gets the
+		// ServiceSet as owner once that exists.
+		if err := r.ensureValuesSecret(ctx, s, nil); err != nil {
+			return stop, err
+		}
+		if want.Annotations == nil {
+			want.Annotations = map[string]string{}
+		}
+		want.Annotations[AnnotationRolloutStarted] = stamp
 		if err := r.Client.Create(ctx, want); err != nil {
 			if apierrors.IsAlreadyExists(err) {
 				return stopAfter(time.Second), nil // created by a pass whose cache we have not seen yet
@@ -112,10 +125,18 @@ func (r *Reconciler) serviceSet(ctx context.Context, s *scope) (stepResult, erro
 			return stop, fmt.Errorf("creating ServiceSet %s/%s: %w", want.Namespace, want.Name, err)
 		}
 		s.svcSet = want
+		if err := r.ensureValuesSecret(ctx, s, want); err != nil {
+			return stop, err
+		}
 		return next, nil
 	}
 	if err != nil {
 		return stop, fmt.Errorf("reading ServiceSet %s/%s: %w", want.Namespace, want.Name, err)
+	}
+	if got.DeletionTimestamp.IsZero() {
+		if err := r.ensureValuesSecret(ctx, s, got); err != nil {
+			return stop, err
+		}
 	}
 	if !got.DeletionTimestamp.IsZero() {
 		s.svcSet = got
@@ -146,6 +167,11 @@ func (r *Reconciler) serviceSet(ctx context.Context, s *scope) (stepResult, erro
 			got.Annotations = map[string]string{}
 		}
 		got.Annotations[AnnotationRolloutStarted] = stamp
+		if h := want.Annotations[AnnotationValuesHash]; h != "" {
+			got.Annotations[AnnotationValuesHash] = h
+		} else {
+			delete(got.Annotations, AnnotationValuesHash)
+		}
 	}
 	if err := r.Client.Patch(ctx, got, client.MergeFrom(patchBase)); err != nil {
 		return stop, fmt.Errorf("updating ServiceSet %s/%s: %w", got.Namespace, got.Name, err)
@@ -165,13 +191,14 @@ func drift(got, want *k0rdentv1.ServiceSet) (spec, meta bool) {
 		meta = true
 	}
 	if got.Spec.Cluster != want.Spec.Cluster || got.Spec.Provider.Name != want.Spec.Provider.Name ||
-		len(got.Spec.Services) != len(want.Spec.Services) {
+		len(got.Spec.Services) != len(want.Spec.Services) ||
+		got.Annotations[AnnotationValuesHash] != want.Annotations[AnnotationValuesHash] {
 		return true, meta
 	}
 	for i := range want.Spec.Services {
 		g, w := got.Spec.Services[i], want.Spec.Services[i]
 		if g.Name != w.Name || g.Namespace != w.Namespace || g.Template != w.Template || g.Values != w.Values ||
-			len(g.ValuesFrom) > 0 || g.HelmAction != nil || g.Version != nil || !sameJSON(g.HelmOptions, w.HelmOptions) {
+			!equality.Semantic.DeepEqual(g.ValuesFrom, w.ValuesFrom) || g.HelmAction != nil || g.Version != nil || !sameJSON(g.HelmOptions, w.HelmOptions) {
 			return true, meta
 		}
 	}
