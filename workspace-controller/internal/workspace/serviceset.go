@@ -133,7 +133,8 @@ func (r *Reconciler) serviceSet(ctx context.Context, s *scope) (stepResult, erro
 	if err != nil {
 		return stop, fmt.Errorf("reading ServiceSet %s/%s: %w", want.Namespace, want.Name, err)
 	}
-	if got.DeletionTimestamp.IsZero() {
+	if got.DeletionTimestamp.IsZero() && s.secretValues != "" {
+		// Before the ServiceSet changes, so that it never names an outdated or missing Secret.
 		if err := r.ensureValuesSecret(ctx, s, got); err != nil {
 			return stop, err
 		}
@@ -147,7 +148,7 @@ func (r *Reconciler) serviceSet(ctx context.Context, s *scope) (stepResult, erro
 	specDrift, metaDrift := drift(got, want)
 	if !specDrift && !metaDrift {
 		s.svcSet = got
-		return next, nil
+		return next, r.dropValuesSecret(ctx, s)
 	}
 	patchBase := got.DeepCopy()
 	for k, v := range want.Labels {
@@ -177,7 +178,15 @@ func (r *Reconciler) serviceSet(ctx context.Context, s *scope) (stepResult, erro
 		return stop, fmt.Errorf("updating ServiceSet %s/%s: %w", got.Namespace, got.Name, err)
 	}
 	s.svcSet = got
-	return next, nil
+	return next, r.dropValuesSecret(ctx, s)
+}
+
+// dropValuesSecret removes the values Secret once the ServiceSet no longer names it.
+func (r *Reconciler) dropValuesSecret(ctx context.Context, s *scope) error {
+	if s.secretValues != "" {
+		return nil
+	}
+	return r.ensureValuesSecret(ctx, s, nil)
 }
 
 // drift compares the fields the operator owns. Fields KCM or users add are left alone.
