@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"text/template"
+	"unicode/utf8"
 
 	"sigs.k8s.io/yaml"
 
@@ -78,6 +79,9 @@ func FuzzValuesRenderVerbatim(f *testing.F) {
 	f.Fuzz(func(t *testing.T, plain, secret string) {
 		if plain == "auth" || plain == "greeting" || plain == "_exalsius" {
 			t.Skip() // keys the test itself uses
+		}
+		if !utf8.ValidString(plain) || !utf8.ValidString(secret) {
+			t.Skip() // values arrive as JSON, which holds only UTF-8
 		}
 		class := &workspacesv1.WorkspaceClass{Spec: workspacesv1.WorkspaceClassSpec{UserFacingConfig: []workspacesv1.UserFacingConfig{
 			{HelmValuePath: "auth.password", Type: workspacesv1.UserFacingConfigSecret},

@@ -117,6 +117,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (reconcile.R
 		name string
 		run  func(context.Context, *scope) (stepResult, error)
 	}{
+		{"adopt legacy", r.adoptLegacy},
 		{"resolve class", r.resolveClass},
 		{"resolve cluster", r.resolveCluster},
 		{"resolve templates", r.resolveTemplates},

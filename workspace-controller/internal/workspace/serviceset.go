@@ -34,6 +34,9 @@ const (
 // namespace when it is not the ClusterDeployment's), bounded to 63 characters. It never equals the
 // `<cd>` ServiceSet KCM makes itself.
 func ServiceSetName(ws *workspacesv1.WorkspaceDeployment) string {
+	if n := ws.Annotations[AnnotationServiceSetName]; n != "" {
+		return n // adopted from an earlier operator (adopt.go)
+	}
 	cd := ClusterKey(ws)
 	if cd.Namespace == ws.Namespace {
 		return names.DNSLabel(cd.Name, "ws", ws.Name)
@@ -43,6 +46,9 @@ func ServiceSetName(ws *workspacesv1.WorkspaceDeployment) string {
 
 // ReleaseName is the Helm release name of a workspace, at most 53 characters.
 func ReleaseName(ws *workspacesv1.WorkspaceDeployment) string {
+	if n := ws.Annotations[AnnotationReleaseName]; n != "" {
+		return n // adopted from an earlier operator (adopt.go)
+	}
 	return names.HelmRelease(ws.Name)
 }
 

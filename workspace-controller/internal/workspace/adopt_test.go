@@ -1,0 +1,64 @@
+package workspace
+
+import (
+	"fmt"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+)
+
+// TestAdoptUpstreamServiceSet: a workspace the upstream operator installed (its ServiceSet
+// wsd-<cd>-<name>, release wsd-<cd>-<name> in ws-<name>, its finalizer) is taken over in place: the
+// same ServiceSet and release are kept and updated, no second ServiceSet is made, and the upstream
+// finalizer is dropped so deletion is not blocked.
+func TestAdoptUpstreamServiceSet(t *testing.T) {
+	ns := newNamespace(t)
+	class := createClass(t, classSpec(name("legacy")), ns)
+	cd := createCluster(t, ns, child.Kubeconfig)
+	wsName := name("nb")
+	legacy := "wsd-" + cd.Name + "-" + wsName
+	old := &k0rdentv1.ServiceSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: legacy,
+			Labels: map[string]string{k0rdentv1.StateManagementProviderAdapterLabel: k0rdentv1.StateManagementProviderAdapterValue}},
+		Spec: k0rdentv1.ServiceSetSpec{
+			Cluster:  cd.Name,
+			Provider: k0rdentv1.StateManagementProviderConfig{Name: k0rdentv1.DefaultStateManagementProvider},
+			Services: []k0rdentv1.ServiceWithValues{{Name: legacy, Namespace: "ws-" + wsName, Template: "old-template", Values: "old: true\n"}},
+		},
+	}
+	must(t, k8s.Create(ctxT(t), old))
+
+	key := createWorkspace(t, ns, class, cd.Name, func(ws *workspacesv1.WorkspaceDeployment) {
+		ws.Name = wsName
+		ws.Finalizers = []string{LegacyFinalizer}
+	})
+	ws := waitPhase(t, key, workspacesv1.PhaseDeploying, "")
+	if ws.Status.ServiceSetName != legacy || ws.Status.ReleaseName != legacy {
+		t.Errorf("status names %q %q, want the adopted %q", ws.Status.ServiceSetName, ws.Status.ReleaseName, legacy)
+	}
+	eventually(t, "upstream finalizer dropped", func() error {
+		cur := getWS(t, key)
+		if controllerutil.ContainsFinalizer(cur, LegacyFinalizer) || !controllerutil.ContainsFinalizer(cur, workspacesv1.WorkspaceFinalizer) {
+			return fmt.Errorf("finalizers %v", cur.Finalizers)
+		}
+		return nil
+	})
+	sets := workspaceServiceSets(t, ws)
+	if len(sets) != 1 || sets[0].Name != legacy {
+		t.Fatalf("ServiceSets of the workspace %d (%v), want only the adopted %s", len(sets), sets, legacy)
+	}
+	svc := sets[0].Spec.Services[0]
+	if svc.Name != legacy || svc.Namespace != "ws-"+wsName || svc.Template == "old-template" {
+		t.Errorf("adopted service %+v: want the release kept under its name, with the class's template", svc)
+	}
+	got := &k0rdentv1.ServiceSet{}
+	must(t, k8s.Get(ctxT(t), client.ObjectKeyFromObject(old), got))
+	if got.UID != old.UID {
+		t.Error("the upstream ServiceSet was replaced, not adopted")
+	}
+}
