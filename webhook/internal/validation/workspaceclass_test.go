@@ -67,7 +67,9 @@ func TestWorkspaceClassRules(t *testing.T) {
 		}, []string{"spec.prerequisites[2].serviceTemplate.name"}},
 		{"self prerequisite", func(s *workspacesv1.WorkspaceClassSpec) { s.Prerequisites[0].ServiceTemplate.Name = "jupyter-0-3-0" }, []string{"spec.prerequisites[0].serviceTemplate.name"}},
 		{"prerequisite without template name", func(s *workspacesv1.WorkspaceClassSpec) { s.Prerequisites[1].ServiceTemplate.Name = "" }, []string{"spec.prerequisites[1].serviceTemplate.name"}},
-		{"prerequisite bad version range", func(s *workspacesv1.WorkspaceClassSpec) { s.Prerequisites[0].ServiceTemplate.VersionConstraint = "banana" }, []string{"spec.prerequisites[0].serviceTemplate.versionConstraint"}},
+		{"prerequisite bad version range", func(s *workspacesv1.WorkspaceClassSpec) {
+			s.Prerequisites[0].ServiceTemplate.VersionConstraint = "banana"
+		}, []string{"spec.prerequisites[0].serviceTemplate.versionConstraint"}},
 		{"prerequisite bad template namespace", func(s *workspacesv1.WorkspaceClassSpec) { s.Prerequisites[1].ServiceTemplate.Namespace = "Bad_NS" }, []string{"spec.prerequisites[1].serviceTemplate.namespace"}},
 		{"prerequisite bad release namespace", func(s *workspacesv1.WorkspaceClassSpec) { s.Prerequisites[0].Namespace = "Bad_NS" }, []string{"spec.prerequisites[0].namespace"}},
 		{"duplicate endpoint name", func(s *workspacesv1.WorkspaceClassSpec) { s.AccessEndpoints[1].Name = "web" }, []string{"spec.accessEndpoints[1].name"}},
