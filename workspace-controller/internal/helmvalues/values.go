@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/yaml"
@@ -148,13 +149,48 @@ func Decode(doc []byte) (map[string]any, error) {
 	return decodeObject(&apiextensionsv1.JSON{Raw: j})
 }
 
-// encode marshals values to YAML and escapes it for Go templates.
+// encode marshals values to YAML and escapes it for Go templates. YAML cannot carry some strings JSON
+// can (control characters); those values are written as JSON, which every YAML reader of values
+// (Helm, Sveltos) reads as well.
 func encode(v map[string]any) (string, error) {
 	y, err := yaml.Marshal(v)
 	if err != nil {
-		return "", fmt.Errorf("encoding values: %v", err)
+		j, jerr := json.Marshal(v)
+		if jerr != nil {
+			return "", fmt.Errorf("encoding values: %v", jerr)
+		}
+		y = append(yamlSafeJSON(j), '\n')
 	}
 	return EscapeTemplate(string(y)), nil
+}
+
+// yamlSafeJSON escapes, in JSON text, every character a YAML reader refuses to read (control
+// characters such as DEL, C1 controls, U+FEFF): as \uXXXX inside strings, they read back the same.
+func yamlSafeJSON(j []byte) []byte {
+	var b strings.Builder
+	for _, r := range string(j) {
+		if yamlPrintable(r) {
+			b.WriteRune(r)
+			continue
+		}
+		fmt.Fprintf(&b, "\\u%04x", r)
+	}
+	return []byte(b.String())
+}
+
+// yamlPrintable reports whether a YAML 1.1 reader accepts r as it is.
+func yamlPrintable(r rune) bool {
+	switch {
+	case r == '\t' || r == '\n' || r == '\r':
+		return true
+	case r >= 0x20 && r <= 0x7e, r >= 0xa0 && r <= 0xd7ff && r != 0x2028 && r != 0x2029:
+		return true // NEL, LS and PS are line breaks to YAML, folded inside quotes: escaped
+	case r >= 0xe000 && r <= 0xfffd:
+		return r != 0xfeff
+	case r >= 0x10000 && r <= 0x10ffff:
+		return true
+	}
+	return false
 }
 
 // leafPaths lists the paths of every value of m that is not a non-empty map.
