@@ -38,8 +38,11 @@ func WorkspaceClass(wc *workspacesv1.WorkspaceClass) field.ErrorList {
 	errs = append(errs, positiveDuration(s.DeployTimeout, spec.Child("deployTimeout"))...)
 	errs = append(errs, positiveDuration(s.PrerequisiteDeployTimeout, spec.Child("prerequisiteDeployTimeout"))...)
 	if s.DefaultValues != nil {
-		if _, err := decodeObject(s.DefaultValues.Raw); err != nil {
+		if vals, err := decodeObject(s.DefaultValues.Raw); err != nil {
 			errs = append(errs, field.Invalid(spec.Child("defaultValues"), field.OmitValueType{}, err.Error()))
+		} else if _, ok := vals[ExalsiusValuesKey]; ok {
+			errs = append(errs, field.Forbidden(spec.Child("defaultValues", ExalsiusValuesKey),
+				"is written by the operator; set resources in spec.defaultResources"))
 		}
 	}
 	return Sort(errs)

@@ -99,6 +99,9 @@ func TestWorkspaceClassRules(t *testing.T) {
 		{"defaultValues holds a secret", func(s *workspacesv1.WorkspaceClassSpec) {
 			s.DefaultValues = raw(map[string]any{"auth": map[string]any{"password": "x"}})
 		}, []string{"spec.defaultValues.auth.password"}},
+		{"defaultValues in the operator block", func(s *workspacesv1.WorkspaceClassSpec) {
+			s.DefaultValues = raw(map[string]any{"_exalsius": map[string]any{"resources": map[string]any{"replicas": 3}}})
+		}, []string{"spec.defaultValues._exalsius"}},
 		{"defaultValues not an option", func(s *workspacesv1.WorkspaceClassSpec) { s.DefaultValues = raw(map[string]any{"profile": "huge"}) }, []string{"spec.defaultValues.profile"}},
 		{"zero deploy timeout", func(s *workspacesv1.WorkspaceClassSpec) { s.DeployTimeout = &metav1.Duration{} }, []string{"spec.deployTimeout"}},
 		{"unknown type", func(s *workspacesv1.WorkspaceClassSpec) { s.UserFacingConfig[1].Type = "float" }, []string{"spec.userFacingConfig[1].type"}},
