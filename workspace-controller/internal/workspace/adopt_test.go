@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -61,4 +62,30 @@ func TestAdoptUpstreamServiceSet(t *testing.T) {
 	if got.UID != old.UID {
 		t.Error("the upstream ServiceSet was replaced, not adopted")
 	}
+}
+
+// TestDeleteDropsUpstreamFinalizer: a workspace deleted before it was ever adopted (here: suspended)
+// does not hang on the upstream finalizer.
+func TestDeleteDropsUpstreamFinalizer(t *testing.T) {
+	ns := newNamespace(t)
+	class := createClass(t, classSpec(name("legacy-del")), ns)
+	cd := createCluster(t, ns, child.Kubeconfig)
+	key := createWorkspace(t, ns, class, cd.Name, func(ws *workspacesv1.WorkspaceDeployment) {
+		ws.Finalizers = []string{LegacyFinalizer}
+		ws.Spec.Suspend = true
+	})
+	eventually(t, "the workspace-controller's finalizer added", func() error {
+		if cur := getWS(t, key); !controllerutil.ContainsFinalizer(cur, workspacesv1.WorkspaceFinalizer) {
+			return fmt.Errorf("finalizers %v", cur.Finalizers)
+		}
+		return nil
+	})
+	must(t, k8s.Delete(ctxT(t), getWS(t, key)))
+	eventually(t, "workspace gone", func() error {
+		err := k8s.Get(ctxT(t), key, &workspacesv1.WorkspaceDeployment{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("still there: %v", err)
+	})
 }

@@ -67,6 +67,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (reconcile.R
 	r.admissionsFor().forget(s.key())
 	patchBase := ws.DeepCopy()
 	controllerutil.RemoveFinalizer(ws, workspacesv1.WorkspaceFinalizer)
+	controllerutil.RemoveFinalizer(ws, LegacyFinalizer) // the upstream operator's, if never adopted (adopt.go)
 	if err := r.Client.Patch(ctx, ws, client.MergeFromWithOptions(patchBase, client.MergeFromWithOptimisticLock{})); err != nil && !apierrors.IsNotFound(err) {
 		return reconcile.Result{}, fmt.Errorf("removing finalizer: %w", err)
 	}
