@@ -69,3 +69,31 @@ func (r *Reconciler) adoptLegacy(ctx context.Context, s *scope) (stepResult, err
 	}
 	return next, nil
 }
+
+// deleteLegacyServiceSet deletes, for a workspace of the upstream operator that was never adopted,
+// the upstream ServiceSet before the release namespace goes, as the upstream operator did; it
+// reports whether it is gone. Adopted workspaces delete it as their own ServiceSet.
+func (r *Reconciler) deleteLegacyServiceSet(ctx context.Context, s *scope) (bool, error) {
+	ws := s.ws
+	if !controllerutil.ContainsFinalizer(ws, LegacyFinalizer) || ws.Annotations[AnnotationServiceSetName] != "" {
+		return true, nil
+	}
+	ss := &k0rdentv1.ServiceSet{}
+	key := types.NamespacedName{Namespace: ClusterKey(ws).Namespace, Name: LegacyName(ws)}
+	err := r.Client.Get(ctx, key, ss)
+	if apierrors.IsNotFound(err) {
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("reading the upstream ServiceSet %s: %w", key, err)
+	}
+	if ss.Spec.Cluster != ws.Spec.ClusterDeploymentRef.Name || len(ss.Spec.Services) != 1 || ss.Spec.Services[0].Namespace != ReleaseNamespace(ws.Name) {
+		return true, nil // not the upstream ServiceSet of this workspace
+	}
+	if ss.DeletionTimestamp.IsZero() {
+		if err := r.Client.Delete(ctx, ss, client.Preconditions{UID: &ss.UID}); err != nil && !apierrors.IsNotFound(err) {
+			return false, fmt.Errorf("deleting the upstream ServiceSet %s: %w", key, err)
+		}
+	}
+	return false, nil // the ServiceSet watch (or the next pass) comes back once it is gone
+}

@@ -65,12 +65,23 @@ func TestAdoptUpstreamServiceSet(t *testing.T) {
 }
 
 // TestDeleteDropsUpstreamFinalizer: a workspace deleted before it was ever adopted (here: suspended)
-// does not hang on the upstream finalizer.
+// has its upstream ServiceSet deleted and does not hang on the upstream finalizer.
 func TestDeleteDropsUpstreamFinalizer(t *testing.T) {
 	ns := newNamespace(t)
 	class := createClass(t, classSpec(name("legacy-del")), ns)
 	cd := createCluster(t, ns, child.Kubeconfig)
+	wsName := name("old")
+	legacy := &k0rdentv1.ServiceSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "wsd-" + cd.Name + "-" + wsName},
+		Spec: k0rdentv1.ServiceSetSpec{
+			Cluster:  cd.Name,
+			Provider: k0rdentv1.StateManagementProviderConfig{Name: k0rdentv1.DefaultStateManagementProvider},
+			Services: []k0rdentv1.ServiceWithValues{{Name: "wsd-" + cd.Name + "-" + wsName, Namespace: "ws-" + wsName, Template: "t"}},
+		},
+	}
+	must(t, k8s.Create(ctxT(t), legacy))
 	key := createWorkspace(t, ns, class, cd.Name, func(ws *workspacesv1.WorkspaceDeployment) {
+		ws.Name = wsName
 		ws.Finalizers = []string{LegacyFinalizer}
 		ws.Spec.Suspend = true
 	})
@@ -88,4 +99,7 @@ func TestDeleteDropsUpstreamFinalizer(t *testing.T) {
 		}
 		return fmt.Errorf("still there: %v", err)
 	})
+	if err := k8s.Get(ctxT(t), client.ObjectKeyFromObject(legacy), &k0rdentv1.ServiceSet{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the upstream ServiceSet is still there (%v)", err)
+	}
 }

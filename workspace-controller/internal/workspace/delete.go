@@ -21,7 +21,7 @@ import (
 // ignored here, and nothing waits on a cluster that no longer exists.
 func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (reconcile.Result, error) {
 	ws := s.ws
-	if !controllerutil.ContainsFinalizer(ws, workspacesv1.WorkspaceFinalizer) {
+	if !controllerutil.ContainsFinalizer(ws, workspacesv1.WorkspaceFinalizer) && !controllerutil.ContainsFinalizer(ws, LegacyFinalizer) {
 		return reconcile.Result{}, nil
 	}
 	s.cdKey = ClusterKey(ws)
@@ -37,6 +37,9 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (reconcile.R
 	}
 	cdGone := apierrors.IsNotFound(err)
 
+	if gone, err := r.deleteLegacyServiceSet(ctx, s); err != nil || !gone {
+		return reconcile.Result{}, err
+	}
 	gone, err := r.deleteServiceSet(ctx, s, cdGone)
 	if err != nil || !gone {
 		return reconcile.Result{}, err
