@@ -40,7 +40,7 @@ func TestWorkspaceClassValidation(t *testing.T) {
 	full := wsc(`,"description":"A notebook.",` +
 		`"serviceTemplate":{"name":"jupyter-0-3-0","namespace":"kcm-system","versionConstraint":">=0.3.0, <0.4.0"},` +
 		`"defaultResources":{"replicas":2,"perReplica":{"cpu":"2","memory":"8Gi","storage":"50Gi","gpuCount":1,"gpuVendor":"NVIDIA"}},` +
-		`"prerequisites":[{"serviceTemplate":"gpu-operator-v24","namespace":"gpu-operator","values":{"driver":{"enabled":false}}},{"serviceTemplate":"longhorn","namespace":"longhorn-system"}],` +
+		`"prerequisites":[{"serviceTemplate":{"name":"gpu-operator-v24","namespace":"kcm-system","versionConstraint":">=24.0.0"},"namespace":"gpu-operator","values":{"driver":{"enabled":false}}},{"serviceTemplate":{"name":"longhorn"}}],` +
 		`"accessEndpoints":[{"name":"http","protocol":"HTTP","port":8888,"serviceName":"jupyter","description":"Notebook UI"},{"name":"ssh","protocol":"SSH","port":22},{"name":"tcp","protocol":"TCP","port":65535}],` +
 		`"userFacingConfig":[` +
 		`{"helmValuePath":"a.b[\"nvidia.com/gpu\"]","displayName":"A","type":"string","required":true,"default":"x","options":["x","y"]},` +
@@ -60,7 +60,8 @@ func TestWorkspaceClassValidation(t *testing.T) {
 		{name: "AMD with 0 GPUs", spec: wsc(`,"defaultResources":{"perReplica":{"gpuCount":0,"gpuVendor":"AMD"}}`)},
 		{name: "bounds at their maximum", spec: wsc(`,"displayName":"` + repeat("d", 128) + `","description":"` + repeat("d", 4096) +
 			`","defaultResources":{"replicas":64,"perReplica":{"gpuCount":64}},"accessEndpoints":[{"name":"a","protocol":"TCP","port":1}]`)},
-		{name: "16 prerequisites", spec: wsc(`,"prerequisites":` + jsonList(16, `{"serviceTemplate":"p%d","namespace":"ns"}`))},
+		{name: "16 prerequisites", spec: wsc(`,"prerequisites":` + jsonList(16, `{"serviceTemplate":{"name":"p%d"},"namespace":"ns"}`))},
+		{name: "prerequisite without a namespace", spec: wsc(`,"prerequisites":[{"serviceTemplate":{"name":"llm-d-infra-0-3-0"}}]`)},
 		{name: "16 endpoints", spec: wsc(`,"accessEndpoints":` + jsonList(16, `{"name":"e%d","protocol":"HTTP","port":80}`))},
 		{name: "64 user-facing values", spec: wsc(`,"userFacingConfig":` + jsonList(64, `{"helmValuePath":"v%d","displayName":"V","type":"string"}`))},
 		{name: "durations in several units", spec: wsc(`,"deployTimeout":"1h2m3.5s","prerequisiteDeployTimeout":"90s"`)},
@@ -93,15 +94,17 @@ func TestWorkspaceClassValidation(t *testing.T) {
 		{name: "storage not a quantity", spec: wsc(`,"defaultResources":{"perReplica":{"storage":"big"}}`), want: []string{"spec.defaultResources.perReplica.storage"}},
 
 		// prerequisites.
-		{name: "duplicate prerequisite", spec: wsc(`,"prerequisites":[{"serviceTemplate":"p","namespace":"a"},{"serviceTemplate":"p","namespace":"b"}]`), want: []string{"spec.prerequisites[1]", "Duplicate value"}},
-		{name: "17 prerequisites", spec: wsc(`,"prerequisites":` + jsonList(17, `{"serviceTemplate":"p%d","namespace":"ns"}`)), want: []string{"spec.prerequisites", "Too many"}},
+		{name: "duplicate prerequisite", spec: wsc(`,"prerequisites":[{"serviceTemplate":{"name":"p"},"namespace":"a"},{"serviceTemplate":{"name":"p","namespace":"other"},"namespace":"b"}]`), want: []string{"spec.prerequisites", "each prerequisite ServiceTemplate name appears once"}},
+		{name: "17 prerequisites", spec: wsc(`,"prerequisites":` + jsonList(17, `{"serviceTemplate":{"name":"p%d"},"namespace":"ns"}`)), want: []string{"spec.prerequisites", "Too many"}},
 		{name: "prerequisite serviceTemplate missing", spec: wsc(`,"prerequisites":[{"namespace":"a"}]`), want: []string{"spec.prerequisites[0].serviceTemplate", "Required value"}},
-		{name: "prerequisite serviceTemplate empty", spec: wsc(`,"prerequisites":[{"serviceTemplate":"","namespace":"a"}]`), want: []string{"spec.prerequisites[0].serviceTemplate", "at least 1"}},
-		{name: "prerequisite serviceTemplate too long", spec: wsc(`,"prerequisites":[{"serviceTemplate":"` + repeat("p", 254) + `","namespace":"a"}]`), want: []string{"spec.prerequisites[0].serviceTemplate", "Too long"}},
-		{name: "prerequisite namespace missing", spec: wsc(`,"prerequisites":[{"serviceTemplate":"p"}]`), want: []string{"spec.prerequisites[0].namespace", "Required value"}},
-		{name: "prerequisite namespace not a DNS label", spec: wsc(`,"prerequisites":[{"serviceTemplate":"p","namespace":"GPU_Operator"}]`), want: []string{"spec.prerequisites[0].namespace", "should match"}},
-		{name: "prerequisite namespace too long", spec: wsc(`,"prerequisites":[{"serviceTemplate":"p","namespace":"` + repeat("n", 64) + `"}]`), want: []string{"spec.prerequisites[0].namespace", "Too long"}},
-		{name: "prerequisite values not an object", spec: wsc(`,"prerequisites":[{"serviceTemplate":"p","namespace":"a","values":"a: b"}]`), want: []string{"spec.prerequisites[0].values", "must be of type object"}},
+		{name: "prerequisite serviceTemplate a string", spec: wsc(`,"prerequisites":[{"serviceTemplate":"p"}]`), want: []string{"spec.prerequisites[0].serviceTemplate", "must be of type object"}},
+		{name: "prerequisite serviceTemplate name missing", spec: wsc(`,"prerequisites":[{"serviceTemplate":{"namespace":"kcm-system"}}]`), want: []string{"spec.prerequisites[0].serviceTemplate.name", "Required value"}},
+		{name: "prerequisite serviceTemplate name empty", spec: wsc(`,"prerequisites":[{"serviceTemplate":{"name":""},"namespace":"a"}]`), want: []string{"spec.prerequisites[0].serviceTemplate.name", "at least 1"}},
+		{name: "prerequisite serviceTemplate name too long", spec: wsc(`,"prerequisites":[{"serviceTemplate":{"name":"` + repeat("p", 254) + `"},"namespace":"a"}]`), want: []string{"spec.prerequisites[0].serviceTemplate.name", "Too long"}},
+		{name: "prerequisite versionConstraint too long", spec: wsc(`,"prerequisites":[{"serviceTemplate":{"name":"p","versionConstraint":"` + repeat("1", 129) + `"}}]`), want: []string{"spec.prerequisites[0].serviceTemplate.versionConstraint", "Too long"}},
+		{name: "prerequisite namespace not a DNS label", spec: wsc(`,"prerequisites":[{"serviceTemplate":{"name":"p"},"namespace":"GPU_Operator"}]`), want: []string{"spec.prerequisites[0].namespace", "should match"}},
+		{name: "prerequisite namespace too long", spec: wsc(`,"prerequisites":[{"serviceTemplate":{"name":"p"},"namespace":"` + repeat("n", 64) + `"}]`), want: []string{"spec.prerequisites[0].namespace", "Too long"}},
+		{name: "prerequisite values not an object", spec: wsc(`,"prerequisites":[{"serviceTemplate":{"name":"p"},"namespace":"a","values":"a: b"}]`), want: []string{"spec.prerequisites[0].values", "must be of type object"}},
 
 		// accessEndpoints.
 		{name: "duplicate endpoint", spec: wsc(`,"accessEndpoints":[{"name":"http","protocol":"HTTP","port":80},{"name":"http","protocol":"TCP","port":81}]`), want: []string{"spec.accessEndpoints[1]", "Duplicate value"}},
@@ -183,7 +186,7 @@ func TestWorkspaceClassDefaults(t *testing.T) {
 func TestWorkspaceClassImmutable(t *testing.T) {
 	const name = "immutable"
 	mustCreate(t, newObject(t, workspacesAPI, "WorkspaceClass", "", name,
-		wsc(`,"defaultValues":{"a":{"b":1},"unknown":[1,2]},"prerequisites":[{"serviceTemplate":"p","namespace":"n","values":{"x":{"y":"z"}}}]`)))
+		wsc(`,"defaultValues":{"a":{"b":1},"unknown":[1,2]},"prerequisites":[{"serviceTemplate":{"name":"p"},"namespace":"n","values":{"x":{"y":"z"}}}]`)))
 
 	rejected := []struct {
 		name  string

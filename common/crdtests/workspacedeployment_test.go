@@ -29,7 +29,7 @@ func TestWorkspaceDeploymentValidation(t *testing.T) {
 		{name: "minimal", spec: wsd("")},
 		{name: "every field", spec: wsd(`,"clusterDeploymentRef":{"name":"cd","namespace":"tenant-a"},` +
 			`"resources":{"replicas":2,"perReplica":{"cpu":"500m","memory":"16Gi","storage":"100Gi","gpuCount":2,"gpuVendor":"AMD","gpuType":"MI300X","gpuNodeSelector":{"amd.com/gpu.product-name":"MI300X"}}},` +
-			`"values":{"a":{"b":[1,2]}},"suspend":true`)},
+			`"values":{"a":{"b":[1,2]}},"valuesFrom":[{"kind":"Secret","name":"pw","optional":true},{"kind":"ConfigMap","name":"tuning"}],"suspend":true`)},
 		{name: "name of 60 characters", objName: repeat("w", 60), spec: wsd("")},
 		{name: "gpuType with gpuCount 1", spec: wsd(gpu(`"gpuCount":1,"gpuType":"A100"`))},
 		{name: "gpuNodeSelector with gpuCount 1", spec: wsd(gpu(`"gpuCount":1,"gpuNodeSelector":{"a":"b"}`))},
@@ -70,6 +70,9 @@ func TestWorkspaceDeploymentValidation(t *testing.T) {
 		// Values and suspend.
 		{name: "values a string", spec: wsd(`,"values":"a: b"`), want: []string{"spec.values", "must be of type object"}},
 		{name: "values a list", spec: wsd(`,"values":[1]`), want: []string{"spec.values", "must be of type object"}},
+		{name: "valuesFrom unknown kind", spec: wsd(`,"valuesFrom":[{"kind":"Vault","name":"pw"}]`), want: []string{"spec.valuesFrom[0].kind", "Unsupported value"}},
+		{name: "valuesFrom name missing", spec: wsd(`,"valuesFrom":[{"kind":"Secret"}]`), want: []string{"spec.valuesFrom[0].name", "Required value"}},
+		{name: "valuesFrom 17 sources", spec: wsd(`,"valuesFrom":` + jsonList(17, `{"kind":"Secret","name":"s%d"}`)), want: []string{"spec.valuesFrom", "Too many"}},
 		{name: "suspend not a bool", spec: wsd(`,"suspend":"yes"`), want: []string{"spec.suspend", "must be of type boolean"}},
 	}
 	runCases(t, workspacesAPI, "WorkspaceDeployment", ns, cases)

@@ -63,11 +63,11 @@ func TestWorkspaceLifecycle(t *testing.T) {
 			if v := dig(vals, "replicaCount"); fmt.Sprint(v) != "1" {
 				t.Errorf("replicaCount (injected replicas) = %v, want 1", v)
 			}
-			if v := dig(vals, "_exalsius", "replicas"); fmt.Sprint(v) != "1" {
-				t.Errorf("_exalsius.replicas = %v, want 1", v)
+			if v := dig(vals, "_exalsius", "resources", "replicas"); fmt.Sprint(v) != "1" {
+				t.Errorf("_exalsius.resources.replicas = %v, want 1", v)
 			}
-			if v := dig(vals, "_exalsius", "gpuResourceName"); v != "nvidia.com/gpu" {
-				t.Errorf("_exalsius.gpuResourceName = %v", v)
+			if v := dig(vals, "_exalsius", "resources", "perReplica", "gpuResourceName"); v != "nvidia.com/gpu" {
+				t.Errorf("_exalsius.resources.perReplica.gpuResourceName = %v", v)
 			}
 			if v := dig(vals, "_exalsius", "scheduling", "nodeSelector", w.GPUModelLabel); v != "A100" {
 				t.Errorf("_exalsius.scheduling.nodeSelector = %v", dig(vals, "_exalsius", "scheduling"))
@@ -140,7 +140,7 @@ func TestWorkspaceLifecycle(t *testing.T) {
 		Assess("prerequisites: shared by two classes, conflicting in another namespace", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			for _, c := range []struct{ name, ns string }{{"e2e-pre-a-" + ns, "prereq-system"}, {"e2e-pre-b-" + ns, "prereq-system"}, {"e2e-pre-c-" + ns, "elsewhere"}} {
 				class := notebookClass(c.name, notebookTemplate, 0, "")
-				class.Spec.Prerequisites = []workspacesv1.Prerequisite{{ServiceTemplate: prereqTemplate, Namespace: c.ns}}
+				class.Spec.Prerequisites = []workspacesv1.Prerequisite{{ServiceTemplate: workspacesv1.ServiceTemplateRef{Name: prereqTemplate}, Namespace: c.ns}}
 				createClass(ctx, t, class)
 			}
 			mustCreate(ctx, t, workspace(ns, "pre-a", "e2e-pre-a-"+ns, cd, nil))

@@ -107,7 +107,7 @@ func TestWorld(t *testing.T) {
 		}).
 		Assess("a ServiceSet is installed with Helm and reported Deployed", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			ss := withOwner(ctx, t, serviceSet(ns, "gpu", "gpu-sim-1", k0rdentv1beta1.ServiceWithValues{
-				Name: "nb", Namespace: "sim-nb", Template: "notebook", Values: "_exalsius:\n  replicas: 2\n",
+				Name: "nb", Namespace: "sim-nb", Template: "notebook", Values: "_exalsius:\n  resources:\n    replicas: 2\n",
 			}))
 			if err := mgmt().Create(ctx, ss); err != nil {
 				t.Fatal(err)

@@ -38,8 +38,11 @@ func WorkspaceClass(wc *workspacesv1.WorkspaceClass) field.ErrorList {
 	errs = append(errs, positiveDuration(s.DeployTimeout, spec.Child("deployTimeout"))...)
 	errs = append(errs, positiveDuration(s.PrerequisiteDeployTimeout, spec.Child("prerequisiteDeployTimeout"))...)
 	if s.DefaultValues != nil {
-		if _, err := decodeObject(s.DefaultValues.Raw); err != nil {
+		if vals, err := decodeObject(s.DefaultValues.Raw); err != nil {
 			errs = append(errs, field.Invalid(spec.Child("defaultValues"), field.OmitValueType{}, err.Error()))
+		} else if _, ok := vals[ExalsiusValuesKey]; ok {
+			errs = append(errs, field.Forbidden(spec.Child("defaultValues", ExalsiusValuesKey),
+				"is written by the operator; set resources in spec.defaultResources"))
 		}
 	}
 	return Sort(errs)
@@ -61,9 +64,14 @@ func positiveDuration(d *metav1.Duration, p *field.Path) field.ErrorList {
 }
 
 func serviceTemplate(st *workspacesv1.ServiceTemplateRef, p *field.Path) field.ErrorList {
+	return serviceTemplateRef(st, p, "the ServiceTemplate holding the workspace's chart")
+}
+
+// serviceTemplateRef checks a ServiceTemplate reference: name, namespace and version range.
+func serviceTemplateRef(st *workspacesv1.ServiceTemplateRef, p *field.Path, what string) field.ErrorList {
 	var errs field.ErrorList
 	if st.Name == "" {
-		errs = append(errs, field.Required(p.Child("name"), "the ServiceTemplate holding the workspace's chart"))
+		errs = append(errs, field.Required(p.Child("name"), what))
 	} else {
 		errs = append(errs, dnsSubdomain(st.Name, p.Child("name"))...)
 	}
@@ -117,27 +125,25 @@ func perReplicaQuantities(r *workspacesv1.PerReplicaResources, p *field.Path) fi
 	return errs
 }
 
+// prerequisites checks each prerequisite's ServiceTemplate reference like the class's own, that each
+// template is named once and is not the class's own, and the optional release namespace.
 func prerequisites(s *workspacesv1.WorkspaceClassSpec, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	seen := map[string]bool{}
-	for i, pr := range s.Prerequisites {
+	for i := range s.Prerequisites {
+		pr := &s.Prerequisites[i]
 		ip := p.Index(i)
-		if pr.ServiceTemplate == "" {
-			errs = append(errs, field.Required(ip.Child("serviceTemplate"), "the prerequisite's ServiceTemplate"))
-		} else {
-			errs = append(errs, dnsSubdomain(pr.ServiceTemplate, ip.Child("serviceTemplate"))...)
+		tp := ip.Child("serviceTemplate")
+		errs = append(errs, serviceTemplateRef(&pr.ServiceTemplate, tp, "the prerequisite's ServiceTemplate")...)
+		name := pr.ServiceTemplate.Name
+		if name != "" && seen[name] {
+			errs = append(errs, field.Duplicate(tp.Child("name"), name))
 		}
-		if seen[pr.ServiceTemplate] {
-			errs = append(errs, field.Duplicate(ip.Child("serviceTemplate"), pr.ServiceTemplate))
+		seen[name] = true
+		if name != "" && name == s.ServiceTemplate.Name && pr.TemplateNamespace() == templateNamespace(&s.ServiceTemplate) {
+			errs = append(errs, field.Invalid(tp.Child("name"), name, "the class's own ServiceTemplate cannot be its prerequisite"))
 		}
-		seen[pr.ServiceTemplate] = true
-		if pr.ServiceTemplate != "" && pr.ServiceTemplate == s.ServiceTemplate.Name {
-			errs = append(errs, field.Invalid(ip.Child("serviceTemplate"), pr.ServiceTemplate,
-				"the class's own ServiceTemplate cannot be its prerequisite"))
-		}
-		if pr.Namespace == "" {
-			errs = append(errs, field.Required(ip.Child("namespace"), "the namespace on the child cluster"))
-		} else {
+		if pr.Namespace != "" {
 			errs = append(errs, dnsLabel(pr.Namespace, ip.Child("namespace"))...)
 		}
 		if pr.Values != nil {
@@ -147,6 +153,13 @@ func prerequisites(s *workspacesv1.WorkspaceClassSpec, p *field.Path) field.Erro
 		}
 	}
 	return errs
+}
+
+func templateNamespace(st *workspacesv1.ServiceTemplateRef) string {
+	if st.Namespace != "" {
+		return st.Namespace
+	}
+	return workspacesv1.DefaultServiceTemplateNamespace
 }
 
 // accessEndpoints checks names, protocols and ports: a name is used once, and one port of one Service

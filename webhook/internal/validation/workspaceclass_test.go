@@ -22,7 +22,7 @@ func validClass() *workspacesv1.WorkspaceClass {
 			ServiceTemplate: workspacesv1.ServiceTemplateRef{Name: "jupyter-0-3-0", VersionConstraint: ">=0.3.0, <0.4.0"},
 			DefaultResources: workspacesv1.DefaultResources{Replicas: ptr(int32(1)), PerReplica: &workspacesv1.PerReplicaResources{
 				CPU: ptr(resource.MustParse("2")), Memory: ptr(resource.MustParse("8Gi")), GPUCount: ptr(int32(1)), GPUVendor: workspacesv1.GPUVendorNVIDIA}},
-			Prerequisites:   []workspacesv1.Prerequisite{{ServiceTemplate: "gpu-operator", Namespace: "gpu-operator"}},
+			Prerequisites:   []workspacesv1.Prerequisite{{ServiceTemplate: workspacesv1.ServiceTemplateRef{Name: "gpu-operator", VersionConstraint: ">=1.0.0"}, Namespace: "gpu-operator"}, {ServiceTemplate: workspacesv1.ServiceTemplateRef{Name: "llm-d-infra-0-3-0"}}},
 			AccessEndpoints: []workspacesv1.AccessEndpoint{{Name: "web", Protocol: "HTTP", Port: 8888}, {Name: "ssh", Protocol: "SSH", Port: 22}},
 			UserFacingConfig: []workspacesv1.UserFacingConfig{
 				{HelmValuePath: "auth.password", DisplayName: "Password", Type: "secret", Required: true},
@@ -63,9 +63,15 @@ func TestWorkspaceClassRules(t *testing.T) {
 		}, []string{"spec.defaultResources.perReplica.gpuNodeSelector"}},
 		{"zero replicas", func(s *workspacesv1.WorkspaceClassSpec) { s.DefaultResources.Replicas = ptr(int32(0)) }, []string{"spec.defaultResources.replicas"}},
 		{"duplicate prerequisite", func(s *workspacesv1.WorkspaceClassSpec) {
-			s.Prerequisites = append(s.Prerequisites, workspacesv1.Prerequisite{ServiceTemplate: "gpu-operator", Namespace: "other"})
-		}, []string{"spec.prerequisites[1].serviceTemplate"}},
-		{"self prerequisite", func(s *workspacesv1.WorkspaceClassSpec) { s.Prerequisites[0].ServiceTemplate = "jupyter-0-3-0" }, []string{"spec.prerequisites[0].serviceTemplate"}},
+			s.Prerequisites = append(s.Prerequisites, workspacesv1.Prerequisite{ServiceTemplate: workspacesv1.ServiceTemplateRef{Name: "gpu-operator"}, Namespace: "other"})
+		}, []string{"spec.prerequisites[2].serviceTemplate.name"}},
+		{"self prerequisite", func(s *workspacesv1.WorkspaceClassSpec) { s.Prerequisites[0].ServiceTemplate.Name = "jupyter-0-3-0" }, []string{"spec.prerequisites[0].serviceTemplate.name"}},
+		{"prerequisite without template name", func(s *workspacesv1.WorkspaceClassSpec) { s.Prerequisites[1].ServiceTemplate.Name = "" }, []string{"spec.prerequisites[1].serviceTemplate.name"}},
+		{"prerequisite bad version range", func(s *workspacesv1.WorkspaceClassSpec) {
+			s.Prerequisites[0].ServiceTemplate.VersionConstraint = "banana"
+		}, []string{"spec.prerequisites[0].serviceTemplate.versionConstraint"}},
+		{"prerequisite bad template namespace", func(s *workspacesv1.WorkspaceClassSpec) { s.Prerequisites[1].ServiceTemplate.Namespace = "Bad_NS" }, []string{"spec.prerequisites[1].serviceTemplate.namespace"}},
+		{"prerequisite bad release namespace", func(s *workspacesv1.WorkspaceClassSpec) { s.Prerequisites[0].Namespace = "Bad_NS" }, []string{"spec.prerequisites[0].namespace"}},
 		{"duplicate endpoint name", func(s *workspacesv1.WorkspaceClassSpec) { s.AccessEndpoints[1].Name = "web" }, []string{"spec.accessEndpoints[1].name"}},
 		{"duplicate endpoint port", func(s *workspacesv1.WorkspaceClassSpec) { s.AccessEndpoints[1].Port = 8888 }, []string{"spec.accessEndpoints[1].port"}},
 		{"endpoint port out of range", func(s *workspacesv1.WorkspaceClassSpec) { s.AccessEndpoints[0].Port = 70000 }, []string{"spec.accessEndpoints[0].port"}},
@@ -93,6 +99,9 @@ func TestWorkspaceClassRules(t *testing.T) {
 		{"defaultValues holds a secret", func(s *workspacesv1.WorkspaceClassSpec) {
 			s.DefaultValues = raw(map[string]any{"auth": map[string]any{"password": "x"}})
 		}, []string{"spec.defaultValues.auth.password"}},
+		{"defaultValues in the operator block", func(s *workspacesv1.WorkspaceClassSpec) {
+			s.DefaultValues = raw(map[string]any{"_exalsius": map[string]any{"resources": map[string]any{"replicas": 3}}})
+		}, []string{"spec.defaultValues._exalsius"}},
 		{"defaultValues not an option", func(s *workspacesv1.WorkspaceClassSpec) { s.DefaultValues = raw(map[string]any{"profile": "huge"}) }, []string{"spec.defaultValues.profile"}},
 		{"zero deploy timeout", func(s *workspacesv1.WorkspaceClassSpec) { s.DeployTimeout = &metav1.Duration{} }, []string{"spec.deployTimeout"}},
 		{"unknown type", func(s *workspacesv1.WorkspaceClassSpec) { s.UserFacingConfig[1].Type = "float" }, []string{"spec.userFacingConfig[1].type"}},

@@ -57,6 +57,7 @@ func WorkspaceDeployment(wsd *workspacesv1.WorkspaceDeployment, class *workspace
 		errs = append(errs, dnsLabel(ns, cd.Child("namespace"))...)
 	}
 	errs = append(errs, overrides(wsd.Spec.Resources, class, opts, spec.Child("resources"))...)
+	errs = append(errs, valuesFrom(wsd.Spec.ValuesFrom, spec.Child("valuesFrom"))...)
 	verrs, vwarn := values(wsd, class, spec.Child("values"))
 	errs = append(errs, verrs...)
 	warnings = append(warnings, vwarn...)
@@ -134,6 +135,32 @@ func overrides(r *workspacesv1.ResourceOverrides, class *workspacesv1.WorkspaceC
 	return errs
 }
 
+// valuesFrom checks the kinds and names of the valuesFrom sources; a source is named once.
+func valuesFrom(refs []workspacesv1.ValuesFromSource, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	seen := map[string]bool{}
+	for i, ref := range refs {
+		ip := p.Index(i)
+		switch ref.Kind {
+		case workspacesv1.ValuesSourceSecret, workspacesv1.ValuesSourceConfigMap:
+		default:
+			errs = append(errs, field.NotSupported(ip.Child("kind"), ref.Kind,
+				[]workspacesv1.ValuesSourceKind{workspacesv1.ValuesSourceSecret, workspacesv1.ValuesSourceConfigMap}))
+		}
+		if ref.Name == "" {
+			errs = append(errs, field.Required(ip.Child("name"), "the Secret or ConfigMap holding values"))
+		} else {
+			errs = append(errs, dnsSubdomain(ref.Name, ip.Child("name"))...)
+		}
+		key := string(ref.Kind) + "/" + ref.Name
+		if seen[key] {
+			errs = append(errs, field.Duplicate(ip, key))
+		}
+		seen[key] = true
+	}
+	return errs
+}
+
 // values checks the deployment's Helm values against the class's userFacingConfig: required paths are
 // present, and types and options are respected. Writing to the operator's block is denied; writing to
 // a resourceInjection path is allowed with a warning, since the operator overwrites it.
@@ -161,7 +188,9 @@ func values(wsd *workspacesv1.WorkspaceDeployment, class *workspacesv1.Workspace
 		vp := ValuePath(p, pc.segs)
 		v, ok := lookup(vals, pc.segs)
 		if !ok || v == nil {
-			if pc.cfg.Required && !pc.hasDef {
+			// A required value may come from spec.valuesFrom, which is read when the workspace is
+			// installed; the controller reports it missing there.
+			if pc.cfg.Required && !pc.hasDef && len(wsd.Spec.ValuesFrom) == 0 {
 				errs = append(errs, field.Required(vp, fmt.Sprintf("WorkspaceClass %s requires %q (%s)", class.Name, pc.cfg.DisplayName, pc.cfg.Type)))
 			}
 			continue

@@ -92,6 +92,15 @@ func TestWorkspaceDeploymentRules(t *testing.T) {
 			d.Spec.Values = raw(map[string]any{"auth": map[string]any{"password": "x"}, "_exalsius": map[string]any{}})
 		}, []string{"spec.values._exalsius"}},
 		{"values not an object", DeploymentOptions{}, func(d *workspacesv1.WorkspaceDeployment) { d.Spec.Values = raw([]string{"a"}) }, []string{"spec.values"}},
+		{"valuesFrom unknown kind", DeploymentOptions{}, func(d *workspacesv1.WorkspaceDeployment) {
+			d.Spec.ValuesFrom = []workspacesv1.ValuesFromSource{{Kind: "Vault", Name: "pw"}}
+		}, []string{"spec.valuesFrom[0].kind"}},
+		{"valuesFrom bad name", DeploymentOptions{}, func(d *workspacesv1.WorkspaceDeployment) {
+			d.Spec.ValuesFrom = []workspacesv1.ValuesFromSource{{Kind: "Secret", Name: "Bad_Name"}}
+		}, []string{"spec.valuesFrom[0].name"}},
+		{"valuesFrom twice", DeploymentOptions{}, func(d *workspacesv1.WorkspaceDeployment) {
+			d.Spec.ValuesFrom = []workspacesv1.ValuesFromSource{{Kind: "Secret", Name: "pw"}, {Kind: "ConfigMap", Name: "pw"}, {Kind: "Secret", Name: "pw"}}
+		}, []string{"spec.valuesFrom[2]"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -101,6 +110,15 @@ func TestWorkspaceDeploymentRules(t *testing.T) {
 			expectPaths(t, errs, tc.paths...)
 		})
 	}
+}
+
+// A required value may come from spec.valuesFrom, which only the controller reads.
+func TestWorkspaceDeploymentRequiredFromValuesFrom(t *testing.T) {
+	d := validDeployment()
+	d.Spec.Values = raw(map[string]any{})
+	d.Spec.ValuesFrom = []workspacesv1.ValuesFromSource{{Kind: workspacesv1.ValuesSourceSecret, Name: "notebook-password"}}
+	errs, _ := WorkspaceDeployment(d, validClass(), DeploymentOptions{})
+	expectPaths(t, errs)
 }
 
 func TestWorkspaceDeploymentSecretNeverEchoed(t *testing.T) {

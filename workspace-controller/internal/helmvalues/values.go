@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/yaml"
@@ -17,20 +18,84 @@ import (
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/workspaceclass"
 )
 
-// Build returns the workspace's Helm values as YAML: the class's defaultValues deep-merged with
-// the workspace's values, then the `_exalsius` block, then the class's resourceInjection paths. It also
-// returns the paths the user set that the operator overwrote, sorted. An error names the value that
-// blocks an injection path.
-func Build(class *workspacesv1.WorkspaceClass, ws *workspacesv1.WorkspaceDeployment, res *workspacesv1.ResolvedResources) (string, []string, error) {
+// Source is one decoded spec.valuesFrom document of a workspace.
+type Source struct {
+	// Values are the document's values.
+	Values map[string]any
+	// Secret is true when the document came from a Secret: its values then reach the release only
+	// through the workspace's values Secret.
+	Secret bool
+}
+
+// Input is what a workspace's values are built from.
+type Input struct {
+	Class     *workspacesv1.WorkspaceClass
+	Workspace *workspacesv1.WorkspaceDeployment
+	Resources *workspacesv1.ResolvedResources
+	// From are the workspace's spec.valuesFrom documents, in merge order.
+	From []Source
+}
+
+// Output are a workspace's values, split into what may travel inline in the ServiceSet and what must
+// travel in a Secret. Both are YAML escaped for Go text/template (Sveltos renders values as templates),
+// so the chart receives them verbatim.
+type Output struct {
+	// Inline are the values for the ServiceSet's service; they hold no secret value.
+	Inline string
+	// Secret are the values of userFacingConfig entries of type secret and every value read from a
+	// Secret; empty when there is none.
+	Secret string
+	// Overwritten are the user paths the operator overwrote, sorted.
+	Overwritten []string
+	// Missing are the helmValuePaths of required userFacingConfig entries with no value, in class order.
+	Missing []string
+}
+
+// Build returns the workspace's Helm values: the class's defaultValues deep-merged with the
+// workspace's values and valuesFrom documents (a later one wins), the class's userFacingConfig
+// defaults where nothing is set, then the `_exalsius` block, then the class's resourceInjection paths.
+// An error names the value that blocks a path.
+func Build(in Input) (Output, error) {
+	class, ws, res := in.Class, in.Workspace, in.Resources
+	var out Output
 	defaults, err := decodeObject(class.Spec.DefaultValues)
 	if err != nil {
-		return "", nil, fmt.Errorf("WorkspaceClass %s spec.defaultValues: %v", class.Name, err)
+		return out, fmt.Errorf("WorkspaceClass %s spec.defaultValues: %v", class.Name, err)
 	}
 	user, err := decodeObject(ws.Spec.Values)
 	if err != nil {
-		return "", nil, fmt.Errorf("spec.values: %v", err)
+		return out, fmt.Errorf("spec.values: %v", err)
+	}
+	var secretPaths [][]string
+	for _, src := range in.From {
+		user = deepMerge(user, src.Values)
+		if src.Secret {
+			secretPaths = append(secretPaths, leafPaths(src.Values, nil)...)
+		}
 	}
 	merged := deepMerge(defaults, user)
+	for i, u := range class.Spec.UserFacingConfig {
+		keys, err := valuepath.Parse(u.HelmValuePath)
+		if err != nil {
+			return out, fmt.Errorf("WorkspaceClass %s spec.userFacingConfig[%d].helmValuePath: %v", class.Name, i, err)
+		}
+		if v, set := valuepath.Get(merged, keys); !set || v == nil {
+			if u.Default != nil && len(u.Default.Raw) > 0 && string(u.Default.Raw) != "null" {
+				def, err := decodeValue(u.Default.Raw)
+				if err != nil {
+					return out, fmt.Errorf("WorkspaceClass %s spec.userFacingConfig[%d].default: %v", class.Name, i, err)
+				}
+				if err := valuepath.Set(merged, keys, def); err != nil {
+					return out, fmt.Errorf("cannot set the default of %s (WorkspaceClass %s spec.userFacingConfig[%d]): %v", u.HelmValuePath, class.Name, i, err)
+				}
+			} else if u.Required {
+				out.Missing = append(out.Missing, u.HelmValuePath)
+			}
+		}
+		if u.Type == workspacesv1.UserFacingConfigSecret {
+			secretPaths = append(secretPaths, keys)
+		}
+	}
 	overwritten := map[string]bool{}
 	if _, set := user[workspaceclass.ReservedValuesKey]; set {
 		overwritten[workspaceclass.ReservedValuesKey] = true
@@ -45,29 +110,123 @@ func Build(class *workspacesv1.WorkspaceClass, ws *workspacesv1.WorkspaceDeploym
 			}
 			keys, err := valuepath.Parse(fp.Path)
 			if err != nil {
-				return "", nil, fmt.Errorf("WorkspaceClass %s %s: %v", class.Name, fp.Field, err)
+				return out, fmt.Errorf("WorkspaceClass %s %s: %v", class.Name, fp.Field, err)
 			}
 			if keys[0] == workspaceclass.ReservedValuesKey {
-				return "", nil, fmt.Errorf("WorkspaceClass %s %s: %q points into the %s block", class.Name, fp.Field, fp.Path, workspaceclass.ReservedValuesKey)
+				return out, fmt.Errorf("WorkspaceClass %s %s: %q points into the %s block", class.Name, fp.Field, fp.Path, workspaceclass.ReservedValuesKey)
 			}
 			if old, set := valuepath.Get(user, keys); set && !sameValue(old, v) {
 				overwritten[valuepath.String(keys)] = true
 			}
 			if err := valuepath.Set(merged, keys, v); err != nil {
-				return "", nil, fmt.Errorf("cannot inject %s into %s (WorkspaceClass %s %s): %v", fp.Kind, fp.Path, class.Name, fp.Field, err)
+				return out, fmt.Errorf("cannot inject %s into %s (WorkspaceClass %s %s): %v", fp.Kind, fp.Path, class.Name, fp.Field, err)
 			}
 		}
 	}
-	out, err := yaml.Marshal(merged)
-	if err != nil {
-		return "", nil, fmt.Errorf("encoding values: %v", err)
+	secret := extract(merged, secretPaths)
+	if out.Inline, err = encode(merged); err != nil {
+		return out, err
 	}
-	paths := make([]string, 0, len(overwritten))
+	if len(secret) > 0 {
+		if out.Secret, err = encode(secret); err != nil {
+			return out, err
+		}
+	}
+	out.Overwritten = make([]string, 0, len(overwritten))
 	for p := range overwritten {
-		paths = append(paths, p)
+		out.Overwritten = append(out.Overwritten, p)
 	}
-	sort.Strings(paths)
-	return string(out), paths, nil
+	sort.Strings(out.Overwritten)
+	return out, nil
+}
+
+// Decode reads one valuesFrom document: a YAML (or JSON) object; empty is an empty object.
+func Decode(doc []byte) (map[string]any, error) {
+	j, err := yaml.YAMLToJSON(doc)
+	if err != nil {
+		return nil, fmt.Errorf("not valid YAML: %v", err)
+	}
+	return decodeObject(&apiextensionsv1.JSON{Raw: j})
+}
+
+// encode marshals values to YAML and escapes it for Go templates. YAML cannot carry some strings JSON
+// can (control characters); those values are written as JSON, which every YAML reader of values
+// (Helm, Sveltos) reads as well.
+func encode(v map[string]any) (string, error) {
+	y, err := yaml.Marshal(v)
+	if err != nil {
+		j, jerr := json.Marshal(v)
+		if jerr != nil {
+			return "", fmt.Errorf("encoding values: %v", jerr)
+		}
+		y = append(yamlSafeJSON(j), '\n')
+	}
+	return EscapeTemplate(string(y)), nil
+}
+
+// yamlSafeJSON escapes, in JSON text, every character a YAML reader refuses to read (control
+// characters such as DEL, C1 controls, U+FEFF): as \uXXXX inside strings, they read back the same.
+func yamlSafeJSON(j []byte) []byte {
+	var b strings.Builder
+	for _, r := range string(j) {
+		if yamlPrintable(r) {
+			b.WriteRune(r)
+			continue
+		}
+		fmt.Fprintf(&b, "\\u%04x", r)
+	}
+	return []byte(b.String())
+}
+
+// yamlPrintable reports whether a YAML 1.1 reader accepts r as it is.
+func yamlPrintable(r rune) bool {
+	switch {
+	case r == '\t' || r == '\n' || r == '\r':
+		return true
+	case r >= 0x20 && r <= 0x7e, r >= 0xa0 && r <= 0xd7ff && r != 0x2028 && r != 0x2029:
+		return true // NEL, LS and PS are line breaks to YAML, folded inside quotes: escaped
+	case r >= 0xe000 && r <= 0xfffd:
+		return r != 0xfeff
+	case r >= 0x10000 && r <= 0x10ffff:
+		return true
+	}
+	return false
+}
+
+// leafPaths lists the paths of every value of m that is not a non-empty map.
+func leafPaths(m map[string]any, prefix []string) [][]string {
+	var out [][]string
+	for k, v := range m {
+		p := append(append([]string(nil), prefix...), k)
+		if sub, ok := v.(map[string]any); ok && len(sub) > 0 {
+			out = append(out, leafPaths(sub, p)...)
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// extract moves the values at paths out of values into a new tree, which it returns. Paths into the
+// reserved block are left alone: the operator writes it.
+func extract(values map[string]any, paths [][]string) map[string]any {
+	out := map[string]any{}
+	for _, keys := range paths {
+		if len(keys) == 0 || keys[0] == workspaceclass.ReservedValuesKey {
+			continue
+		}
+		v, ok := valuepath.Get(values, keys)
+		if !ok {
+			continue
+		}
+		parent := values
+		for _, k := range keys[:len(keys)-1] {
+			parent = parent[k].(map[string]any) // Get found the value, so every step is a map
+		}
+		delete(parent, keys[len(keys)-1])
+		_ = valuepath.Set(out, keys, v) // out only holds paths of values, which never nest in one another
+	}
+	return out
 }
 
 // decodeObject decodes a JSON object, keeping numbers exact; nil or null is an empty object.
@@ -75,17 +234,26 @@ func decodeObject(j *apiextensionsv1.JSON) (map[string]any, error) {
 	if j == nil || len(bytes.TrimSpace(j.Raw)) == 0 || string(bytes.TrimSpace(j.Raw)) == "null" {
 		return map[string]any{}, nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(j.Raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, fmt.Errorf("not valid JSON: %v", err)
+	v, err := decodeValue(j.Raw)
+	if err != nil {
+		return nil, err
 	}
 	m, ok := v.(map[string]any)
 	if !ok {
 		return nil, fmt.Errorf("must be an object")
 	}
 	return m, nil
+}
+
+// decodeValue decodes any JSON value, keeping numbers exact.
+func decodeValue(raw []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("not valid JSON: %v", err)
+	}
+	return v, nil
 }
 
 // deepMerge returns base with over merged on top: maps merge key by key, anything else in over
@@ -107,31 +275,54 @@ func deepMerge(base, over map[string]any) map[string]any {
 	return out
 }
 
-// exalsiusBlock is the `_exalsius` values block every chart receives.
+// exalsiusBlock is the `_exalsius` values block every chart receives, in the shape the published
+// workspace charts read:
+//
+//	_exalsius:
+//	  resources:
+//	    replicas: 1
+//	    perReplica: {cpu, memory, storage, gpuCount, gpuVendor, gpuType, gpuResourceName}
+//	  scheduling:
+//	    nodeSelector: {...}   # the selector the GPU gate checked
+//
+// Quantities are strings, gpuCount and replicas integers; unset fields are left out.
 func exalsiusBlock(r *workspacesv1.ResolvedResources) map[string]any {
-	resources := map[string]any{}
-	if q := r.PerReplica.CPU; q != nil {
-		resources["cpu"] = q.String()
+	p := r.PerReplica
+	per := map[string]any{}
+	if p.CPU != nil {
+		per["cpu"] = p.CPU.String()
 	}
-	if q := r.PerReplica.Memory; q != nil {
-		resources["memory"] = q.String()
+	if p.Memory != nil {
+		per["memory"] = p.Memory.String()
 	}
-	if q := r.PerReplica.Storage; q != nil {
-		resources["storage"] = q.String()
+	if p.Storage != nil {
+		per["storage"] = p.Storage.String()
 	}
-	if n := gpus(r); n > 0 && r.GPUResourceName != "" {
-		resources[r.GPUResourceName] = n
+	if p.GPUCount != nil {
+		per["gpuCount"] = int64(*p.GPUCount)
 	}
-	selector := map[string]any{}
-	for k, v := range r.NodeSelector {
-		selector[k] = v
+	if p.GPUVendor != "" {
+		per["gpuVendor"] = string(p.GPUVendor)
 	}
-	return map[string]any{
-		"resources":       resources,
-		"replicas":        int64(r.Replicas),
-		"scheduling":      map[string]any{"nodeSelector": selector},
-		"gpuResourceName": r.GPUResourceName,
+	if p.GPUType != "" {
+		per["gpuType"] = p.GPUType
 	}
+	if r.GPUResourceName != "" {
+		per["gpuResourceName"] = r.GPUResourceName
+	}
+	resources := map[string]any{"replicas": int64(r.Replicas)}
+	if len(per) > 0 {
+		resources["perReplica"] = per
+	}
+	block := map[string]any{"resources": resources}
+	if len(r.NodeSelector) > 0 {
+		selector := make(map[string]any, len(r.NodeSelector))
+		for k, v := range r.NodeSelector {
+			selector[k] = v
+		}
+		block["scheduling"] = map[string]any{"nodeSelector": selector}
+	}
+	return block
 }
 
 // injectedValue returns the value of one resourceInjection kind, and false when the resolved
@@ -175,12 +366,4 @@ func sameValue(user, injected any) bool {
 		return n.String() == fmt.Sprint(injected)
 	}
 	return reflect.DeepEqual(user, injected)
-}
-
-// gpus returns the GPUs per replica of resolved resources.
-func gpus(r *workspacesv1.ResolvedResources) int64 {
-	if r == nil || r.PerReplica.GPUCount == nil {
-		return 0
-	}
-	return int64(*r.PerReplica.GPUCount)
 }

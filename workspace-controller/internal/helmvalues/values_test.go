@@ -1,6 +1,7 @@
 package helmvalues
 
 import (
+	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
@@ -51,10 +52,11 @@ func TestBuildValuesMergesAndInjects(t *testing.T) {
 		Values: rawJSON(`{"a":{"y":{"deep":"user"},"z":true},"list":[3],"replicaCount":5,"resources":{"requests":{"cpu":"2"}}}`),
 	}}
 	res := gpuResources(two, two, "A100")
-	out, overwritten, err := Build(class, ws, res)
+	built, err := Build(Input{Class: class, Workspace: ws, Resources: res})
 	if err != nil {
 		t.Fatal(err)
 	}
+	out, overwritten := built.Inline, built.Overwritten
 	got := map[string]any{}
 	if err := yaml.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatal(err)
@@ -70,8 +72,11 @@ func TestBuildValuesMergesAndInjects(t *testing.T) {
 		},
 		"gpu": map[string]any{"model": "A100"},
 		"_exalsius": map[string]any{
-			"replicas": float64(2), "gpuResourceName": "nvidia.com/gpu",
-			"resources":  map[string]any{"cpu": "2", "nvidia.com/gpu": float64(2)},
+			"resources": map[string]any{
+				"replicas": float64(2),
+				"perReplica": map[string]any{"cpu": "2", "gpuCount": float64(2), "gpuVendor": "NVIDIA", "gpuType": "A100",
+					"gpuResourceName": "nvidia.com/gpu"},
+			},
 			"scheduling": map[string]any{"nodeSelector": map[string]any{gpu.LabelGPUModel: "A100"}},
 		},
 	}
@@ -85,6 +90,24 @@ func TestBuildValuesMergesAndInjects(t *testing.T) {
 	if !reflect.DeepEqual(overwritten, []string{"replicaCount"}) {
 		t.Errorf("overwritten %v, want [replicaCount]", overwritten)
 	}
+	if built.Secret != "" || len(built.Missing) != 0 {
+		t.Errorf("secret %q missing %v, want none", built.Secret, built.Missing)
+	}
+}
+
+// TestExalsiusBlockLeavesUnsetFieldsOut: a CPU-only workspace gets no GPU fields and no scheduling.
+func TestExalsiusBlockLeavesUnsetFieldsOut(t *testing.T) {
+	zero := int32(0)
+	res := &workspacesv1.ResolvedResources{Replicas: 1, PerReplica: workspacesv1.PerReplicaResources{Memory: qty("8Gi"), GPUCount: &zero}}
+	got := exalsiusBlock(res)
+	want := map[string]any{"resources": map[string]any{"replicas": int64(1), "perReplica": map[string]any{"memory": "8Gi", "gpuCount": int64(0)}}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("_exalsius %v, want %v", got, want)
+	}
+	got = exalsiusBlock(&workspacesv1.ResolvedResources{Replicas: 3})
+	if want := map[string]any{"resources": map[string]any{"replicas": int64(3)}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("_exalsius %v, want %v", got, want)
+	}
 }
 
 func TestBuildValuesReportsBlockedPathAndReservedBlock(t *testing.T) {
@@ -94,19 +117,19 @@ func TestBuildValuesReportsBlockedPathAndReservedBlock(t *testing.T) {
 	}
 	res := &workspacesv1.ResolvedResources{Replicas: 1}
 	ws := &workspacesv1.WorkspaceDeployment{Spec: workspacesv1.WorkspaceDeploymentSpec{Values: rawJSON(`{"app":"flat"}`)}}
-	if _, _, err := Build(class, ws, res); err == nil || !strings.Contains(err.Error(), "app.replicas") {
+	if _, err := Build(Input{Class: class, Workspace: ws, Resources: res}); err == nil || !strings.Contains(err.Error(), "app.replicas") {
 		t.Errorf("error %v does not name the blocked path", err)
 	}
 	ws.Spec.Values = rawJSON(`{"_exalsius":{"mine":true}}`)
-	out, overwritten, err := Build(class, ws, res)
+	built, err := Build(Input{Class: class, Workspace: ws, Resources: res})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(out, "mine") || !reflect.DeepEqual(overwritten, []string{"_exalsius"}) {
-		t.Errorf("user _exalsius kept or not reported: %v\n%s", overwritten, out)
+	if strings.Contains(built.Inline, "mine") || !reflect.DeepEqual(built.Overwritten, []string{"_exalsius"}) {
+		t.Errorf("user _exalsius kept or not reported: %v\n%s", built.Overwritten, built.Inline)
 	}
 	ws.Spec.Values = rawJSON(`[1]`)
-	if _, _, err := Build(class, ws, res); err == nil || !strings.Contains(err.Error(), "spec.values") {
+	if _, err := Build(Input{Class: class, Workspace: ws, Resources: res}); err == nil || !strings.Contains(err.Error(), "spec.values") {
 		t.Errorf("non-object values: %v", err)
 	}
 }
@@ -125,17 +148,117 @@ func FuzzBuild(f *testing.F) {
 		}}
 		ws := &workspacesv1.WorkspaceDeployment{Spec: workspacesv1.WorkspaceDeploymentSpec{Values: rawJSON(values)}}
 		res := gpuResources(1, two, "")
-		out, _, err := Build(class, ws, res)
+		built, err := Build(Input{Class: class, Workspace: ws, Resources: res})
 		if err != nil {
 			return
 		}
 		got := map[string]any{}
-		if err := yaml.Unmarshal([]byte(out), &got); err != nil {
-			t.Fatalf("output is not YAML: %v\n%s", err, out)
+		if err := yaml.Unmarshal([]byte(render(t, built.Inline)), &got); err != nil {
+			t.Fatalf("output is not YAML: %v\n%s", err, built.Inline)
 		}
 		ex, ok := got["_exalsius"].(map[string]any)
-		if !ok || ex["gpuResourceName"] != "nvidia.com/gpu" {
+		if !ok || !reflect.DeepEqual(ex, exalsiusJSON(t, res)) {
 			t.Fatalf("_exalsius block missing or changed: %v", got["_exalsius"])
 		}
 	})
+}
+
+// userFacingClass has a required secret, an optional secret, a defaulted int and a required string.
+func userFacingClass() *workspacesv1.WorkspaceClass {
+	return &workspacesv1.WorkspaceClass{ObjectMeta: metav1.ObjectMeta{Name: "c"}, Spec: workspacesv1.WorkspaceClassSpec{
+		DefaultValues: rawJSON(`{"profile":"large"}`),
+		UserFacingConfig: []workspacesv1.UserFacingConfig{
+			{HelmValuePath: "notebookPassword", Type: workspacesv1.UserFacingConfigSecret, Required: true},
+			{HelmValuePath: "inferenceApiKey", Type: workspacesv1.UserFacingConfigSecret},
+			{HelmValuePath: "server.port", Type: workspacesv1.UserFacingConfigInt, Default: rawJSON(`8888`)},
+			{HelmValuePath: "profile", Type: workspacesv1.UserFacingConfigString, Default: rawJSON(`"small"`)},
+			{HelmValuePath: `ms.modelArtifacts["uri"]`, Type: workspacesv1.UserFacingConfigString, Required: true},
+		},
+	}}
+}
+
+func decode(t *testing.T, text string) map[string]any {
+	t.Helper()
+	out := map[string]any{}
+	if err := yaml.Unmarshal([]byte(render(t, text)), &out); err != nil {
+		t.Fatalf("%v\n%s", err, text)
+	}
+	return out
+}
+
+func TestBuildAppliesDefaultsAndReportsMissing(t *testing.T) {
+	ws := &workspacesv1.WorkspaceDeployment{Spec: workspacesv1.WorkspaceDeploymentSpec{Values: rawJSON(`{"server":{"host":"x"}}`)}}
+	built, err := Build(Input{Class: userFacingClass(), Workspace: ws, Resources: &workspacesv1.ResolvedResources{Replicas: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := decode(t, built.Inline)
+	// The default fills the unset port; the class's defaultValues profile is a value, so it stays.
+	if !reflect.DeepEqual(got["server"], map[string]any{"host": "x", "port": float64(8888)}) || got["profile"] != "large" {
+		t.Errorf("defaults not applied as expected: %v", got)
+	}
+	if want := []string{"notebookPassword", `ms.modelArtifacts["uri"]`}; !reflect.DeepEqual(built.Missing, want) {
+		t.Errorf("missing %v, want %v", built.Missing, want)
+	}
+	// A value the user sets wins over the default; set values are not missing.
+	ws.Spec.Values = rawJSON(`{"server":{"port":9000},"notebookPassword":"pw","ms":{"modelArtifacts":{"uri":"hf://q"}}}`)
+	built, err = Build(Input{Class: userFacingClass(), Workspace: ws, Resources: &workspacesv1.ResolvedResources{Replicas: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := decode(t, built.Inline); got["server"].(map[string]any)["port"] != float64(9000) || len(built.Missing) != 0 {
+		t.Errorf("user value lost or still missing: %v %v", got, built.Missing)
+	}
+}
+
+// TestBuildKeepsSecretsOutOfInlineValues: values of secret entries and every value read from a Secret
+// travel only in the Secret part; valuesFrom documents override spec.values in order.
+func TestBuildKeepsSecretsOutOfInlineValues(t *testing.T) {
+	ws := &workspacesv1.WorkspaceDeployment{Spec: workspacesv1.WorkspaceDeploymentSpec{
+		Values: rawJSON(`{"notebookPassword":"from-values-s3cr3t","greeting":"hi","ms":{"modelArtifacts":{"uri":"hf://a"}}}`),
+	}}
+	from := []Source{
+		{Values: map[string]any{"greeting": "from-configmap", "tuning": map[string]any{"threads": json.Number("4")}}},
+		{Values: map[string]any{"inferenceApiKey": "api-k3y", "db": map[string]any{"password": "db-pw-9", "user": "admin"}}, Secret: true},
+		{Values: map[string]any{"notebookPassword": "rotated-s3cr3t"}, Secret: true},
+	}
+	built, err := Build(Input{Class: userFacingClass(), Workspace: ws, Resources: &workspacesv1.ResolvedResources{Replicas: 1}, From: from})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, secret := range []string{"s3cr3t", "api-k3y", "db-pw-9", "admin"} {
+		if strings.Contains(built.Inline, secret) {
+			t.Errorf("inline values hold %q:\n%s", secret, built.Inline)
+		}
+	}
+	inline, sec := decode(t, built.Inline), decode(t, built.Secret)
+	if inline["greeting"] != "from-configmap" || inline["tuning"].(map[string]any)["threads"] != float64(4) {
+		t.Errorf("ConfigMap values do not override spec.values: %v", inline)
+	}
+	wantSecret := map[string]any{
+		"notebookPassword": "rotated-s3cr3t", "inferenceApiKey": "api-k3y",
+		"db": map[string]any{"password": "db-pw-9", "user": "admin"},
+	}
+	if !reflect.DeepEqual(sec, wantSecret) {
+		t.Errorf("secret values %v, want %v", sec, wantSecret)
+	}
+	if _, ok := inline["_exalsius"]; !ok {
+		t.Errorf("inline values lost the _exalsius block: %v", inline)
+	}
+}
+
+func TestBuildEscapesTemplates(t *testing.T) {
+	ws := &workspacesv1.WorkspaceDeployment{Spec: workspacesv1.WorkspaceDeploymentSpec{
+		Values: rawJSON(`{"name":"{{ .Release.Name }}","notebookPassword":"{{-x-}}","ms":{"modelArtifacts":{"uri":"u"}}}`),
+	}}
+	built, err := Build(Input{Class: userFacingClass(), Workspace: ws, Resources: &workspacesv1.ResolvedResources{Replicas: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := decode(t, built.Inline)["name"]; got != "{{ .Release.Name }}" {
+		t.Errorf("inline value after rendering %q", got)
+	}
+	if got := decode(t, built.Secret)["notebookPassword"]; got != "{{-x-}}" {
+		t.Errorf("secret value after rendering %q", got)
+	}
 }

@@ -21,7 +21,7 @@ import (
 // ignored here, and nothing waits on a cluster that no longer exists.
 func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (reconcile.Result, error) {
 	ws := s.ws
-	if !controllerutil.ContainsFinalizer(ws, workspacesv1.WorkspaceFinalizer) {
+	if !controllerutil.ContainsFinalizer(ws, workspacesv1.WorkspaceFinalizer) && !controllerutil.ContainsFinalizer(ws, LegacyFinalizer) {
 		return reconcile.Result{}, nil
 	}
 	s.cdKey = ClusterKey(ws)
@@ -37,6 +37,9 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (reconcile.R
 	}
 	cdGone := apierrors.IsNotFound(err)
 
+	if gone, err := r.deleteLegacyServiceSet(ctx, s); err != nil || !gone {
+		return reconcile.Result{}, err
+	}
 	gone, err := r.deleteServiceSet(ctx, s, cdGone)
 	if err != nil || !gone {
 		return reconcile.Result{}, err
@@ -67,6 +70,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (reconcile.R
 	r.admissionsFor().forget(s.key())
 	patchBase := ws.DeepCopy()
 	controllerutil.RemoveFinalizer(ws, workspacesv1.WorkspaceFinalizer)
+	controllerutil.RemoveFinalizer(ws, LegacyFinalizer) // the upstream operator's, if never adopted (adopt.go)
 	if err := r.Client.Patch(ctx, ws, client.MergeFromWithOptions(patchBase, client.MergeFromWithOptimisticLock{})); err != nil && !apierrors.IsNotFound(err) {
 		return reconcile.Result{}, fmt.Errorf("removing finalizer: %w", err)
 	}

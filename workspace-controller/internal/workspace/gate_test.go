@@ -149,8 +149,9 @@ func TestRawSelectorAndAMD(t *testing.T) {
 	values := serviceSetValues(t, waitServiceSet(t, ws))
 	ex := values["_exalsius"].(map[string]any)
 	sel := ex["scheduling"].(map[string]any)["nodeSelector"].(map[string]any)
-	if ex["gpuResourceName"] != "amd.com/gpu" || len(sel) != 1 || sel[gpu.LabelAMDProductName] != product ||
-		ex["resources"].(map[string]any)["amd.com/gpu"] != float64(4) {
+	per := ex["resources"].(map[string]any)["perReplica"].(map[string]any)
+	if per["gpuResourceName"] != "amd.com/gpu" || len(sel) != 1 || sel[gpu.LabelAMDProductName] != product ||
+		per["gpuCount"] != float64(4) || per["gpuVendor"] != "AMD" {
 		t.Errorf("_exalsius %v", ex)
 	}
 

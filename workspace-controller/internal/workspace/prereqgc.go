@@ -152,7 +152,7 @@ func (c *PrerequisiteCollector) inUse(ctx context.Context, cd types.NamespacedNa
 			return false, fmt.Errorf("reading WorkspaceClass %s: %w", ws.Spec.WorkspaceClassRef, err)
 		}
 		for _, p := range class.Spec.Prerequisites {
-			if p.ServiceTemplate == template {
+			if p.ServiceTemplate.Name == template {
 				return true, nil
 			}
 		}

@@ -15,6 +15,7 @@ import (
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/conditions"
 	"github.com/exalsius/exalsius-operator/common/names"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/helmvalues"
 )
 
 // defaultPrerequisiteTimeout applies when a class sets no prerequisiteDeployTimeout.
@@ -48,9 +49,9 @@ func (r *Reconciler) prerequisites(ctx context.Context, s *scope) (stepResult, e
 		case st.State == "Conflict":
 			conflict = append(conflict, st.Message)
 		case st.State == string(k0rdentv1.ServiceStateFailed):
-			failed = append(failed, fmt.Sprintf("%s: %s", p.ServiceTemplate, st.Message))
+			failed = append(failed, fmt.Sprintf("%s: %s", p.ServiceTemplate.Name, st.Message))
 		case st.State != string(k0rdentv1.ServiceStateDeployed):
-			pending = append(pending, fmt.Sprintf("%s (%s)", p.ServiceTemplate, orDefault(st.State, "Pending")))
+			pending = append(pending, fmt.Sprintf("%s (%s)", p.ServiceTemplate.Name, orDefault(st.State, "Pending")))
 		}
 	}
 	s.ws.Status.Prerequisites = statuses
@@ -97,23 +98,27 @@ func (r *Reconciler) waitForPrerequisites(s *scope, pending []string) stepResult
 }
 
 // prerequisite resolves one prerequisite: the shared ServiceSet when it exists, else a service the
-// Colony provides, else a new shared ServiceSet. State "Conflict" marks a namespace conflict.
+// Colony provides, else a new shared ServiceSet. State "Conflict" marks a namespace conflict: only a
+// prerequisite that names its namespace conflicts with a copy installed in another one; one that names
+// none accepts the copy wherever it is.
 func (r *Reconciler) prerequisite(ctx context.Context, s *scope, p workspacesv1.Prerequisite) (workspacesv1.PrerequisiteStatus, error) {
-	st := workspacesv1.PrerequisiteStatus{ServiceTemplate: p.ServiceTemplate, Namespace: p.Namespace}
-	name := PrerequisiteServiceSetName(s.cdKey.Name, p.ServiceTemplate)
+	tmpl := p.ServiceTemplate.Name
+	st := workspacesv1.PrerequisiteStatus{ServiceTemplate: tmpl, Namespace: p.ReleaseNamespace()}
+	name := PrerequisiteServiceSetName(s.cdKey.Name, tmpl)
 	ss := &k0rdentv1.ServiceSet{}
 	err := r.Client.Get(ctx, types.NamespacedName{Namespace: s.cdKey.Namespace, Name: name}, ss)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return st, fmt.Errorf("reading prerequisite ServiceSet %s/%s: %w", s.cdKey.Namespace, name, err)
 	}
 	if apierrors.IsNotFound(err) {
-		if provided, ok := colonyService(s.cd, p.ServiceTemplate); ok {
+		if provided, ok := colonyService(s.cd, tmpl); ok {
 			st.ProvidedByCluster = true
 			st.State = provided.state
-			if provided.namespace != p.Namespace {
+			st.Namespace = provided.namespace
+			if p.Namespace != "" && provided.namespace != p.Namespace {
 				st.State = "Conflict"
 				st.Message = fmt.Sprintf("prerequisite %s: the class wants it in namespace %s, but ClusterDeployment %s already has it in namespace %s",
-					p.ServiceTemplate, p.Namespace, s.cdKey, provided.namespace)
+					tmpl, p.Namespace, s.cdKey, provided.namespace)
 			}
 			return st, nil
 		}
@@ -123,11 +128,14 @@ func (r *Reconciler) prerequisite(ctx context.Context, s *scope, p workspacesv1.
 		}
 	}
 	st.ServiceSetName = ss.Name
-	if len(ss.Spec.Services) > 0 && ss.Spec.Services[0].Namespace != p.Namespace {
-		st.State = "Conflict"
-		st.Message = fmt.Sprintf("prerequisite %s: the class wants it in namespace %s, but the shared ServiceSet %s/%s installs it in namespace %s",
-			p.ServiceTemplate, p.Namespace, ss.Namespace, ss.Name, ss.Spec.Services[0].Namespace)
-		return st, nil
+	if len(ss.Spec.Services) > 0 {
+		st.Namespace = ss.Spec.Services[0].Namespace
+		if p.Namespace != "" && st.Namespace != p.Namespace {
+			st.State = "Conflict"
+			st.Message = fmt.Sprintf("prerequisite %s: the class wants it in namespace %s, but the shared ServiceSet %s/%s installs it in namespace %s",
+				tmpl, p.Namespace, ss.Namespace, ss.Name, st.Namespace)
+			return st, nil
+		}
 	}
 	if !ss.DeletionTimestamp.IsZero() {
 		st.State = string(k0rdentv1.ServiceStateDeleting)
@@ -135,9 +143,9 @@ func (r *Reconciler) prerequisite(ctx context.Context, s *scope, p workspacesv1.
 		return st, nil
 	}
 	st.State = string(k0rdentv1.ServiceStatePending)
-	release := names.HelmRelease(p.ServiceTemplate)
+	release := names.HelmRelease(tmpl)
 	for _, svc := range ss.Status.Services {
-		if svc.Name == release && svc.Namespace == p.Namespace {
+		if svc.Name == release && svc.Namespace == st.Namespace {
 			st.State, st.Message = string(svc.State), svc.FailureMessage
 		}
 	}
@@ -151,9 +159,9 @@ func (r *Reconciler) createPrerequisite(ctx context.Context, s *scope, p workspa
 	if p.Values != nil && len(p.Values.Raw) > 0 && string(p.Values.Raw) != "null" {
 		y, err := yaml.JSONToYAML(p.Values.Raw)
 		if err != nil {
-			return nil, fmt.Errorf("prerequisite %s values: %w", p.ServiceTemplate, err)
+			return nil, fmt.Errorf("prerequisite %s values: %w", p.ServiceTemplate.Name, err)
 		}
-		values = string(y)
+		values = helmvalues.EscapeTemplate(string(y))
 	}
 	timeout := defaultPrerequisiteTimeout
 	if d := s.class.Spec.PrerequisiteDeployTimeout; d != nil && d.Duration > 0 {
@@ -165,19 +173,19 @@ func (r *Reconciler) createPrerequisite(ctx context.Context, s *scope, p workspa
 			Namespace: s.cdKey.Namespace,
 			Labels: map[string]string{
 				k0rdentv1.StateManagementProviderAdapterLabel: k0rdentv1.StateManagementProviderAdapterValue,
-				workspacesv1.PrerequisiteLabel:                names.DNSLabel(p.ServiceTemplate),
+				workspacesv1.PrerequisiteLabel:                names.DNSLabel(p.ServiceTemplate.Name),
 				workspacesv1.ClusterDeploymentLabel:           s.cdKey.Name,
 			},
-			Annotations:     map[string]string{AnnotationPrerequisiteTemplate: p.ServiceTemplate},
+			Annotations:     map[string]string{AnnotationPrerequisiteTemplate: p.ServiceTemplate.Name},
 			OwnerReferences: []metav1.OwnerReference{clusterOwnerRef(s.cd)},
 		},
 		Spec: k0rdentv1.ServiceSetSpec{
 			Cluster:  s.cdKey.Name,
 			Provider: k0rdentv1.StateManagementProviderConfig{Name: k0rdentv1.DefaultStateManagementProvider},
 			Services: []k0rdentv1.ServiceWithValues{{
-				Name:        names.HelmRelease(p.ServiceTemplate),
-				Namespace:   p.Namespace,
-				Template:    p.ServiceTemplate,
+				Name:        names.HelmRelease(p.ServiceTemplate.Name),
+				Namespace:   p.ReleaseNamespace(),
+				Template:    p.ServiceTemplate.Name,
 				Values:      values,
 				HelmOptions: helmOptions(timeout),
 			}},

@@ -24,7 +24,7 @@ func withPrereqs(spec workspacesv1.WorkspaceClassSpec, prereqs ...workspacesv1.P
 func TestSharedPrerequisite(t *testing.T) {
 	ns := newNamespace(t)
 	operator := name("gpu-operator")
-	p := workspacesv1.Prerequisite{ServiceTemplate: operator, Namespace: "gpu-operator", Values: jsonRaw(t, map[string]any{"driver": map[string]any{"enabled": false}})}
+	p := workspacesv1.Prerequisite{ServiceTemplate: workspacesv1.ServiceTemplateRef{Name: operator}, Namespace: "gpu-operator", Values: jsonRaw(t, map[string]any{"driver": map[string]any{"enabled": false}})}
 	classA := createClass(t, withPrereqs(classSpec(name("a")), p), ns)
 	classB := createClass(t, withPrereqs(classSpec(name("b")), p), ns)
 	cd := createCluster(t, ns, child.Kubeconfig)
@@ -96,8 +96,8 @@ func TestPrerequisiteProvidedByColony(t *testing.T) {
 	ns := newNamespace(t)
 	v1 := name("cert-manager-1-16-0")
 	v2 := name("cert-manager-1-17-0")
-	classOld := createClass(t, withPrereqs(classSpec(name("old")), workspacesv1.Prerequisite{ServiceTemplate: v1, Namespace: "cert-manager"}), ns)
-	classNew := createClass(t, withPrereqs(classSpec(name("new")), workspacesv1.Prerequisite{ServiceTemplate: v2, Namespace: "cert-manager"}), ns)
+	classOld := createClass(t, withPrereqs(classSpec(name("old")), workspacesv1.Prerequisite{ServiceTemplate: workspacesv1.ServiceTemplateRef{Name: v1}, Namespace: "cert-manager"}), ns)
+	classNew := createClass(t, withPrereqs(classSpec(name("new")), workspacesv1.Prerequisite{ServiceTemplate: workspacesv1.ServiceTemplateRef{Name: v2}, Namespace: "cert-manager"}), ns)
 	now := metav1.NewTime(time.Now().Truncate(time.Second))
 	cd := createCluster(t, ns, child.Kubeconfig, func(cd *k0rdentv1.ClusterDeployment) {
 		cd.Spec.ServiceSpec.Services = []k0rdentv1.Service{{Name: "cert-manager", Namespace: "cert-manager", Template: v1}}
@@ -128,7 +128,7 @@ func TestPrerequisiteProvidedByColony(t *testing.T) {
 func TestPrerequisiteColonyNamespaceConflict(t *testing.T) {
 	ns := newNamespace(t)
 	tmpl := name("storage")
-	class := createClass(t, withPrereqs(classSpec(name("c")), workspacesv1.Prerequisite{ServiceTemplate: tmpl, Namespace: "storage"}), ns)
+	class := createClass(t, withPrereqs(classSpec(name("c")), workspacesv1.Prerequisite{ServiceTemplate: workspacesv1.ServiceTemplateRef{Name: tmpl}, Namespace: "storage"}), ns)
 	cd := createCluster(t, ns, child.Kubeconfig, func(cd *k0rdentv1.ClusterDeployment) {
 		cd.Spec.ServiceSpec.Services = []k0rdentv1.Service{{Name: "storage", Namespace: "kube-system", Template: tmpl}}
 	})
@@ -143,7 +143,7 @@ func TestPrerequisiteFailedAndTimeout(t *testing.T) {
 	cd := createCluster(t, ns, child.Kubeconfig)
 
 	failing := name("bad-operator")
-	class := createClass(t, withPrereqs(classSpec(name("f")), workspacesv1.Prerequisite{ServiceTemplate: failing, Namespace: "bad"}), ns)
+	class := createClass(t, withPrereqs(classSpec(name("f")), workspacesv1.Prerequisite{ServiceTemplate: workspacesv1.ServiceTemplateRef{Name: failing}, Namespace: "bad"}), ns)
 	key := createWorkspace(t, ns, class, cd.Name)
 	waitPhase(t, key, workspacesv1.PhaseInstallingPrerequisites, "")
 	setServiceState(t, types.NamespacedName{Namespace: ns, Name: PrerequisiteServiceSetName(cd.Name, failing)}, k0rdentv1.ServiceStateFailed, "image pull backoff")
@@ -153,7 +153,7 @@ func TestPrerequisiteFailedAndTimeout(t *testing.T) {
 	}
 
 	slow := name("slow-operator")
-	spec := withPrereqs(classSpec(name("s")), workspacesv1.Prerequisite{ServiceTemplate: slow, Namespace: "slow"})
+	spec := withPrereqs(classSpec(name("s")), workspacesv1.Prerequisite{ServiceTemplate: workspacesv1.ServiceTemplateRef{Name: slow}, Namespace: "slow"})
 	spec.PrerequisiteDeployTimeout = &metav1.Duration{Duration: 2 * time.Second}
 	slowClass := createClass(t, spec, ns)
 	key = createWorkspace(t, ns, slowClass, cd.Name)

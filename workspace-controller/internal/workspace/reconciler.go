@@ -60,7 +60,8 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=k0rdent.mirantis.com,resources=clusterdeployments,verbs=get;list;watch
 // +kubebuilder:rbac:groups=k0rdent.mirantis.com,resources=servicetemplates,verbs=get;list;watch
 // +kubebuilder:rbac:groups=k0rdent.mirantis.com,resources=servicesets,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch;list
 
@@ -116,6 +117,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (reconcile.R
 		name string
 		run  func(context.Context, *scope) (stepResult, error)
 	}{
+		{"adopt legacy", r.adoptLegacy},
 		{"resolve class", r.resolveClass},
 		{"resolve cluster", r.resolveCluster},
 		{"resolve templates", r.resolveTemplates},
@@ -188,7 +190,9 @@ type scope struct {
 	cdKey     types.NamespacedName
 	resources *workspacesv1.ResolvedResources
 	values    string
-	svcSet    *k0rdentv1.ServiceSet
+	// secretValues are the values that travel in the workspace's values Secret (values.go).
+	secretValues string
+	svcSet       *k0rdentv1.ServiceSet
 
 	// observed is true when the pass got far enough to describe the current generation.
 	observed bool

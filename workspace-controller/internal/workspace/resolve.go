@@ -151,8 +151,12 @@ func older(a, b *workspacesv1.WorkspaceDeployment) bool {
 // and a copy would bypass that. The workspace stays Pending until they are there.
 func (r *Reconciler) resolveTemplates(ctx context.Context, s *scope) (stepResult, error) {
 	names := []string{s.class.Spec.ServiceTemplate.Name}
-	for _, p := range s.class.Spec.Prerequisites {
-		names = append(names, p.ServiceTemplate)
+	constraints := []string{s.class.Spec.ServiceTemplate.VersionConstraint}
+	fields := []string{"spec.serviceTemplate.versionConstraint"}
+	for i, p := range s.class.Spec.Prerequisites {
+		names = append(names, p.ServiceTemplate.Name)
+		constraints = append(constraints, p.ServiceTemplate.VersionConstraint)
+		fields = append(fields, fmt.Sprintf("WorkspaceClass spec.prerequisites[%d].serviceTemplate.versionConstraint", i))
 	}
 	for i, n := range names {
 		t := &k0rdentv1.ServiceTemplate{}
@@ -166,8 +170,8 @@ func (r *Reconciler) resolveTemplates(ctx context.Context, s *scope) (stepResult
 			return stop, fmt.Errorf("reading ServiceTemplate %s/%s: %w", s.cdKey.Namespace, n, err)
 		case !t.Status.Valid:
 			msg = fmt.Sprintf("ServiceTemplate %s/%s is not valid: %s", s.cdKey.Namespace, n, t.Status.ValidationError)
-		case i == 0:
-			if verr := workspaceclass.CheckVersion(s.class.Spec.ServiceTemplate.VersionConstraint, t); verr != nil {
+		default:
+			if verr := workspaceclass.CheckVersionAt(fields[i], constraints[i], t); verr != nil {
 				msg = verr.Error()
 			}
 		}

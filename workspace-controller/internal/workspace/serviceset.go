@@ -34,6 +34,9 @@ const (
 // namespace when it is not the ClusterDeployment's), bounded to 63 characters. It never equals the
 // `<cd>` ServiceSet KCM makes itself.
 func ServiceSetName(ws *workspacesv1.WorkspaceDeployment) string {
+	if n := ws.Annotations[AnnotationServiceSetName]; n != "" {
+		return n // adopted from an earlier operator (adopt.go)
+	}
 	cd := ClusterKey(ws)
 	if cd.Namespace == ws.Namespace {
 		return names.DNSLabel(cd.Name, "ws", ws.Name)
@@ -43,6 +46,9 @@ func ServiceSetName(ws *workspacesv1.WorkspaceDeployment) string {
 
 // ReleaseName is the Helm release name of a workspace, at most 53 characters.
 func ReleaseName(ws *workspacesv1.WorkspaceDeployment) string {
+	if n := ws.Annotations[AnnotationReleaseName]; n != "" {
+		return n // adopted from an earlier operator (adopt.go)
+	}
 	return names.HelmRelease(ws.Name)
 }
 
@@ -88,6 +94,7 @@ func (s *scope) desiredServiceSet() *k0rdentv1.ServiceSet {
 				Namespace:   s.releaseNamespace(),
 				Template:    s.class.Spec.ServiceTemplate.Name,
 				Values:      s.values,
+				ValuesFrom:  s.valuesFrom(),
 				HelmOptions: helmOptions(s.deployTimeout()),
 			}},
 		},
@@ -102,10 +109,22 @@ func (r *Reconciler) serviceSet(ctx context.Context, s *scope) (stepResult, erro
 	s.ws.Status.ReleaseName = want.Spec.Services[0].Name
 	stamp := s.now.UTC().Format(time.RFC3339)
 
+	if h := valuesHash(s.secretValues); h != "" {
+		want.Annotations = map[string]string{AnnotationValuesHash: h}
+	}
+
 	got := &k0rdentv1.ServiceSet{}
 	err := r.Client.Get(ctx, types.NamespacedName{Namespace: want.Namespace, Name: want.Name}, got)
 	if apierrors.IsNotFound(err) {
-		want.Annotations = map[string]string{AnnotationRolloutStarted: stamp}
+		// The values Secret first, so that the ServiceSet never names a missing one; it gets the
+		// ServiceSet as owner once that exists.
+		if err := r.ensureValuesSecret(ctx, s, nil); err != nil {
+			return stop, err
+		}
+		if want.Annotations == nil {
+			want.Annotations = map[string]string{}
+		}
+		want.Annotations[AnnotationRolloutStarted] = stamp
 		if err := r.Client.Create(ctx, want); err != nil {
 			if apierrors.IsAlreadyExists(err) {
 				return stopAfter(time.Second), nil // created by a pass whose cache we have not seen yet
@@ -113,10 +132,19 @@ func (r *Reconciler) serviceSet(ctx context.Context, s *scope) (stepResult, erro
 			return stop, fmt.Errorf("creating ServiceSet %s/%s: %w", want.Namespace, want.Name, err)
 		}
 		s.svcSet = want
+		if err := r.ensureValuesSecret(ctx, s, want); err != nil {
+			return stop, err
+		}
 		return next, nil
 	}
 	if err != nil {
 		return stop, fmt.Errorf("reading ServiceSet %s/%s: %w", want.Namespace, want.Name, err)
+	}
+	if got.DeletionTimestamp.IsZero() && s.secretValues != "" {
+		// Before the ServiceSet changes, so that it never names an outdated or missing Secret.
+		if err := r.ensureValuesSecret(ctx, s, got); err != nil {
+			return stop, err
+		}
 	}
 	if !got.DeletionTimestamp.IsZero() {
 		s.svcSet = got
@@ -127,7 +155,7 @@ func (r *Reconciler) serviceSet(ctx context.Context, s *scope) (stepResult, erro
 	specDrift, metaDrift := drift(got, want)
 	if !specDrift && !metaDrift {
 		s.svcSet = got
-		return next, nil
+		return next, r.dropValuesSecret(ctx, s)
 	}
 	patchBase := got.DeepCopy()
 	for k, v := range want.Labels {
@@ -147,12 +175,25 @@ func (r *Reconciler) serviceSet(ctx context.Context, s *scope) (stepResult, erro
 			got.Annotations = map[string]string{}
 		}
 		got.Annotations[AnnotationRolloutStarted] = stamp
+		if h := want.Annotations[AnnotationValuesHash]; h != "" {
+			got.Annotations[AnnotationValuesHash] = h
+		} else {
+			delete(got.Annotations, AnnotationValuesHash)
+		}
 	}
 	if err := r.Client.Patch(ctx, got, client.MergeFrom(patchBase)); err != nil {
 		return stop, fmt.Errorf("updating ServiceSet %s/%s: %w", got.Namespace, got.Name, err)
 	}
 	s.svcSet = got
-	return next, nil
+	return next, r.dropValuesSecret(ctx, s)
+}
+
+// dropValuesSecret removes the values Secret once the ServiceSet no longer names it.
+func (r *Reconciler) dropValuesSecret(ctx context.Context, s *scope) error {
+	if s.secretValues != "" {
+		return nil
+	}
+	return r.ensureValuesSecret(ctx, s, nil)
 }
 
 // drift compares the fields the operator owns. Fields KCM or users add are left alone.
@@ -166,13 +207,14 @@ func drift(got, want *k0rdentv1.ServiceSet) (spec, meta bool) {
 		meta = true
 	}
 	if got.Spec.Cluster != want.Spec.Cluster || got.Spec.Provider.Name != want.Spec.Provider.Name ||
-		len(got.Spec.Services) != len(want.Spec.Services) {
+		len(got.Spec.Services) != len(want.Spec.Services) ||
+		got.Annotations[AnnotationValuesHash] != want.Annotations[AnnotationValuesHash] {
 		return true, meta
 	}
 	for i := range want.Spec.Services {
 		g, w := got.Spec.Services[i], want.Spec.Services[i]
 		if g.Name != w.Name || g.Namespace != w.Namespace || g.Template != w.Template || g.Values != w.Values ||
-			len(g.ValuesFrom) > 0 || g.HelmAction != nil || g.Version != nil || !sameJSON(g.HelmOptions, w.HelmOptions) {
+			!equality.Semantic.DeepEqual(g.ValuesFrom, w.ValuesFrom) || g.HelmAction != nil || g.Version != nil || !sameJSON(g.HelmOptions, w.HelmOptions) {
 			return true, meta
 		}
 	}

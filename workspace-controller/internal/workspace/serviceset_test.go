@@ -71,11 +71,14 @@ func TestWorkspaceRunsThroughServiceSet(t *testing.T) {
 		t.Errorf("values are not defaults deep-merged with the workspace's: %v", values)
 	}
 	ex := values["_exalsius"].(map[string]any)
+	// The shape the published workspace charts read.
 	wantEx := map[string]any{
-		"replicas":        float64(1),
-		"gpuResourceName": "nvidia.com/gpu",
-		"resources":       map[string]any{"cpu": "2", "memory": "8Gi", "storage": "50Gi", "nvidia.com/gpu": float64(2)},
-		"scheduling":      map[string]any{"nodeSelector": map[string]any{gpu.LabelGPUModel: model}},
+		"resources": map[string]any{
+			"replicas": float64(1),
+			"perReplica": map[string]any{"cpu": "2", "memory": "8Gi", "storage": "50Gi", "gpuCount": float64(2),
+				"gpuVendor": "NVIDIA", "gpuType": model, "gpuResourceName": "nvidia.com/gpu"},
+		},
+		"scheduling": map[string]any{"nodeSelector": map[string]any{gpu.LabelGPUModel: model}},
 	}
 	if !reflect.DeepEqual(ex, wantEx) {
 		t.Errorf("_exalsius = %v\nwant %v", ex, wantEx)
@@ -251,7 +254,7 @@ func TestRestartPartWayMakesNoDuplicates(t *testing.T) {
 	ns := newNamespace(t)
 	spec := classSpec(name("restart"))
 	prereq := name("operator")
-	spec.Prerequisites = []workspacesv1.Prerequisite{{ServiceTemplate: prereq, Namespace: "gpu-operator"}}
+	spec.Prerequisites = []workspacesv1.Prerequisite{{ServiceTemplate: workspacesv1.ServiceTemplateRef{Name: prereq}, Namespace: "gpu-operator"}}
 	class := createClass(t, spec, ns)
 	cd := createCluster(t, ns, child.Kubeconfig)
 	key := createWorkspace(t, ns, class, cd.Name)

@@ -215,7 +215,7 @@ func createClass(t *testing.T, spec workspacesv1.WorkspaceClassSpec, templateNam
 	nss := append([]string{workspacesv1.DefaultServiceTemplateNamespace}, templateNamespaces...)
 	createTemplate(t, spec.ServiceTemplate.Name, "1.2.3", nss...)
 	for _, p := range spec.Prerequisites {
-		createTemplate(t, p.ServiceTemplate, "1.0.0", nss...)
+		createTemplate(t, p.ServiceTemplate.Name, "1.0.0", nss...)
 	}
 	c := &workspacesv1.WorkspaceClass{ObjectMeta: metav1.ObjectMeta{Name: name("class")}, Spec: spec}
 	must(t, k8s.Create(ctxT(t), c))

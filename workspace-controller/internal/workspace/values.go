@@ -2,26 +2,113 @@ package workspace
 
 import (
 	"context"
+	"fmt"
+	"sort"
 	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/helmvalues"
 )
 
-// values builds the Helm values of the workspace (docs/RECONCILIATION.md, step 5).
-func (r *Reconciler) values(_ context.Context, s *scope) (stepResult, error) {
-	out, overwritten, err := helmvalues.Build(s.class, s.ws, s.resources)
+// values builds the Helm values of the workspace (docs/RECONCILIATION.md, step 5): spec.valuesFrom is read, the class's
+// userFacingConfig defaults fill what is unset, required entries are checked, and the values are split
+// into inline values and the values that travel in the workspace's values Secret.
+func (r *Reconciler) values(ctx context.Context, s *scope) (stepResult, error) {
+	from, missing, problem, err := r.readValuesFrom(ctx, s.ws)
+	if err != nil {
+		return stop, err
+	}
+	if problem != "" {
+		s.failed(workspacesv1.ResourcesInjectedCondition, workspacesv1.ReasonInvalidValues, problem)
+		return stop, nil
+	}
+	if len(missing) > 0 {
+		s.blocked(workspacesv1.PhasePending, workspacesv1.ResourcesInjectedCondition, workspacesv1.ReasonValuesFromNotFound,
+			"spec.valuesFrom: waiting for "+strings.Join(missing, ", ")+" in namespace "+s.ws.Namespace+" (mark a source optional to go on without it)")
+		return stop, nil
+	}
+	out, err := helmvalues.Build(helmvalues.Input{Class: s.class, Workspace: s.ws, Resources: s.resources, From: from})
 	if err != nil {
 		s.failed(workspacesv1.ResourcesInjectedCondition, workspacesv1.ReasonInvalidValues, err.Error())
 		return stop, nil
 	}
-	s.values = out
-	if len(overwritten) > 0 {
+	if len(out.Missing) > 0 {
+		s.failed(workspacesv1.ResourcesInjectedCondition, workspacesv1.ReasonMissingRequiredValue,
+			fmt.Sprintf("WorkspaceClass %s requires a value at %s; set it in spec.values or spec.valuesFrom",
+				s.class.Name, strings.Join(out.Missing, ", ")))
+		return stop, nil
+	}
+	s.values = out.Inline
+	s.secretValues = out.Secret
+	if len(out.Overwritten) > 0 {
 		s.setCondition(workspacesv1.ResourcesInjectedCondition, "False", workspacesv1.ReasonUserValuesOverwritten,
-			"the operator overwrote these spec.values paths with the resolved resources: "+strings.Join(overwritten, ", "))
+			"the operator overwrote these spec.values paths with the resolved resources: "+strings.Join(out.Overwritten, ", "))
 	} else {
 		s.setTrue(workspacesv1.ResourcesInjectedCondition, workspacesv1.ReasonResourcesInjected,
 			"resources are injected in _exalsius and the class's resourceInjection paths")
 	}
 	return next, nil
+}
+
+// readValuesFrom reads the workspace's spec.valuesFrom sources from the API server (Secrets are not
+// cached), in order. It returns the sources that are missing and not optional, by kind and name, and
+// a problem when a source does not hold values. Messages name sources and keys, never the content of
+// a Secret.
+func (r *Reconciler) readValuesFrom(ctx context.Context, ws *workspacesv1.WorkspaceDeployment) (out []helmvalues.Source, missing []string, problem string, err error) {
+	for i, ref := range ws.Spec.ValuesFrom {
+		key := types.NamespacedName{Namespace: ws.Namespace, Name: ref.Name}
+		var data map[string][]byte
+		switch ref.Kind {
+		case workspacesv1.ValuesSourceSecret:
+			sec := &corev1.Secret{}
+			if err := r.APIReader.Get(ctx, key, sec); err != nil {
+				if apierrors.IsNotFound(err) {
+					if !ref.Optional {
+						missing = append(missing, "Secret "+ref.Name)
+					}
+					continue
+				}
+				return nil, nil, "", fmt.Errorf("reading spec.valuesFrom[%d] Secret %s: %w", i, key, err)
+			}
+			data = sec.Data
+		case workspacesv1.ValuesSourceConfigMap:
+			cm := &corev1.ConfigMap{}
+			if err := r.APIReader.Get(ctx, key, cm); err != nil {
+				if apierrors.IsNotFound(err) {
+					if !ref.Optional {
+						missing = append(missing, "ConfigMap "+ref.Name)
+					}
+					continue
+				}
+				return nil, nil, "", fmt.Errorf("reading spec.valuesFrom[%d] ConfigMap %s: %w", i, key, err)
+			}
+			data = make(map[string][]byte, len(cm.Data))
+			for k, v := range cm.Data {
+				data[k] = []byte(v)
+			}
+		default:
+			return nil, nil, "", fmt.Errorf("spec.valuesFrom[%d].kind %q is neither Secret nor ConfigMap", i, ref.Kind)
+		}
+		keys := make([]string, 0, len(data))
+		for k := range data {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			vals, err := helmvalues.Decode(data[k])
+			if err != nil {
+				problem = fmt.Sprintf("spec.valuesFrom[%d]: key %q of %s %s is not a YAML object of Helm values", i, k, ref.Kind, ref.Name)
+				if ref.Kind == workspacesv1.ValuesSourceConfigMap {
+					problem += ": " + err.Error() // a parse error may quote content; only a ConfigMap's may be shown
+				}
+				return nil, nil, problem, nil
+			}
+			out = append(out, helmvalues.Source{Values: vals, Secret: ref.Kind == workspacesv1.ValuesSourceSecret})
+		}
+	}
+	return out, missing, "", nil
 }

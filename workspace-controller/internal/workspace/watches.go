@@ -32,6 +32,9 @@ const (
 	IndexCluster = "workspace.cluster"
 	// IndexClusterNamespace indexes workspaces by their ClusterDeployment's namespace.
 	IndexClusterNamespace = "workspace.clusterNamespace"
+	// IndexValuesFrom indexes workspaces by "<Kind>/<namespace>/<name>" of their spec.valuesFrom
+	// sources.
+	IndexValuesFrom = "workspace.valuesFrom"
 )
 
 // SetupWithManager registers the indexes, the metrics and the controller. childEvents carries the
@@ -57,6 +60,16 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager, 
 	}); err != nil {
 		return fmt.Errorf("indexing workspaces by cluster namespace: %w", err)
 	}
+	if err := idx.IndexField(ctx, &workspacesv1.WorkspaceDeployment{}, IndexValuesFrom, func(o client.Object) []string {
+		ws := o.(*workspacesv1.WorkspaceDeployment)
+		keys := make([]string, 0, len(ws.Spec.ValuesFrom))
+		for _, v := range ws.Spec.ValuesFrom {
+			keys = append(keys, valuesFromKey(string(v.Kind), ws.Namespace, v.Name))
+		}
+		return keys
+	}); err != nil {
+		return fmt.Errorf("indexing workspaces by valuesFrom: %w", err)
+	}
 	if err := workspaceclass.IndexClassRefField(ctx, mgr); err != nil {
 		return err
 	}
@@ -76,6 +89,13 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager, 
 			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 				return strings.HasSuffix(o.GetName(), k0rdentv1.KubeconfigSecretSuffix)
 			}), predicate.ResourceVersionChangedPredicate{})).
+		// Secrets and ConfigMaps are watched by metadata only: a change of a valuesFrom source (a
+		// rotated password) or of a workspace's values Secret brings the workspace back, and the
+		// content is read from the API server, never cached.
+		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.forValuesSource("Secret")),
+			builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
+		WatchesMetadata(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.forValuesSource("ConfigMap")),
+			builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
 		WatchesMetadata(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.forNamespace),
 			builder.WithPredicates(predicate.AnnotationChangedPredicate{})).
 		WithOptions(opts)
@@ -159,6 +179,21 @@ func (r *Reconciler) forTemplate(ctx context.Context, o client.Object) []reconci
 	return r.workspaces(ctx, IndexClusterNamespace, o.GetNamespace(), func(ws *workspacesv1.WorkspaceDeployment) bool {
 		return ws.Status.Phase != workspacesv1.PhaseRunning
 	})
+}
+
+func valuesFromKey(kind, namespace, name string) string { return kind + "/" + namespace + "/" + name }
+
+// forValuesSource maps a Secret or ConfigMap to the workspaces that read values from it, and a
+// workspace's own values Secret to its workspace.
+func (r *Reconciler) forValuesSource(kind string) handler.MapFunc {
+	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		out := r.workspaces(ctx, IndexValuesFrom, valuesFromKey(kind, o.GetNamespace(), o.GetName()), nil)
+		if l := o.GetLabels(); kind == "Secret" && l[LabelValuesSecret] == "true" && l[workspacesv1.WorkspaceLabel] != "" {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{
+				Namespace: l[workspacesv1.WorkspaceNamespaceLabel], Name: l[workspacesv1.WorkspaceLabel]}})
+		}
+		return out
+	}
 }
 
 func (r *Reconciler) forKubeconfigSecret(ctx context.Context, o client.Object) []reconcile.Request {

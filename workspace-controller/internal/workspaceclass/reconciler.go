@@ -53,12 +53,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager, 
 	}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &workspacesv1.WorkspaceClass{}, IndexTemplates, func(o client.Object) []string {
 		c := o.(*workspacesv1.WorkspaceClass)
-		ns := TemplateNamespace(c)
-		var keys []string
-		for _, n := range templateNames(c) {
-			keys = append(keys, ns+"/"+n)
-		}
-		return keys
+		return templateKeys(c)
 	}); err != nil {
 		return fmt.Errorf("indexing WorkspaceClasses by template: %w", err)
 	}
@@ -179,23 +174,28 @@ func (r *Reconciler) validate(ctx context.Context, class *workspacesv1.Workspace
 	if err := ValidateUserFacingPaths(class.Spec.UserFacingConfig); err != nil {
 		return &problem{workspacesv1.ReasonInvalidValuePath, err.Error()}, nil
 	}
-	for i, p := range class.Spec.Prerequisites {
+	for i := range class.Spec.Prerequisites {
+		p := &class.Spec.Prerequisites[i]
 		field := fmt.Sprintf("spec.prerequisites[%d]", i)
-		if p.ServiceTemplate == ref.Name {
+		pns, pname := p.TemplateNamespace(), p.ServiceTemplate.Name
+		if pname == ref.Name && pns == ns {
 			return &problem{workspacesv1.ReasonInvalidPrerequisite,
-				fmt.Sprintf("%s: the class's own ServiceTemplate %s cannot be its prerequisite", field, p.ServiceTemplate)}, nil
+				fmt.Sprintf("%s: the class's own ServiceTemplate %s cannot be its prerequisite", field, pname)}, nil
 		}
 		pt := &k0rdentv1.ServiceTemplate{}
-		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: p.ServiceTemplate}, pt); err != nil {
+		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: pns, Name: pname}, pt); err != nil {
 			if !apierrors.IsNotFound(err) {
-				return nil, fmt.Errorf("reading ServiceTemplate %s/%s: %w", ns, p.ServiceTemplate, err)
+				return nil, fmt.Errorf("reading ServiceTemplate %s/%s: %w", pns, pname, err)
 			}
 			return &problem{workspacesv1.ReasonInvalidPrerequisite,
-				fmt.Sprintf("%s.serviceTemplate: ServiceTemplate %s/%s not found", field, ns, p.ServiceTemplate)}, nil
+				fmt.Sprintf("%s.serviceTemplate: ServiceTemplate %s/%s not found", field, pns, pname)}, nil
 		}
 		if !pt.Status.Valid {
 			return &problem{workspacesv1.ReasonInvalidPrerequisite,
-				fmt.Sprintf("%s.serviceTemplate: ServiceTemplate %s/%s is not valid: %s", field, ns, p.ServiceTemplate, pt.Status.ValidationError)}, nil
+				fmt.Sprintf("%s.serviceTemplate: ServiceTemplate %s/%s is not valid: %s", field, pns, pname, pt.Status.ValidationError)}, nil
+		}
+		if err := CheckVersionAt(field+".serviceTemplate.versionConstraint", p.ServiceTemplate.VersionConstraint, pt); err != nil {
+			return &problem{workspacesv1.ReasonInvalidPrerequisite, err.Error()}, nil
 		}
 		if p.Values != nil && len(p.Values.Raw) > 0 && p.Values.Raw[0] != '{' {
 			return &problem{workspacesv1.ReasonInvalidPrerequisite, fmt.Sprintf("%s.values: must be an object", field)}, nil

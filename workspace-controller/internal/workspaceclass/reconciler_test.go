@@ -122,7 +122,7 @@ func TestValidClassAndInUseBy(t *testing.T) {
 	createTemplate(t, pre, "24.9.0", true)
 	class := createClass(t, workspacesv1.WorkspaceClassSpec{
 		ServiceTemplate:   workspacesv1.ServiceTemplateRef{Name: tn, VersionConstraint: ">=0.3.0, <0.4.0"},
-		Prerequisites:     []workspacesv1.Prerequisite{{ServiceTemplate: pre, Namespace: "gpu-operator"}},
+		Prerequisites:     []workspacesv1.Prerequisite{{ServiceTemplate: workspacesv1.ServiceTemplateRef{Name: pre}, Namespace: "gpu-operator"}},
 		ResourceInjection: &workspacesv1.ResourceInjection{GPUCount: []string{`resources.limits["nvidia.com/gpu"]`}},
 	})
 	waitStatus(t, class, workspacesv1.ReasonValid)
@@ -180,10 +180,10 @@ func TestInvalidClasses(t *testing.T) {
 			UserFacingConfig: []workspacesv1.UserFacingConfig{{HelmValuePath: "a..b", DisplayName: "x", Type: "string"}}},
 			workspacesv1.ReasonInvalidValuePath, "spec.userFacingConfig[0]"},
 		{workspacesv1.WorkspaceClassSpec{ServiceTemplate: workspacesv1.ServiceTemplateRef{Name: good},
-			Prerequisites: []workspacesv1.Prerequisite{{ServiceTemplate: name("missing"), Namespace: "x"}}},
+			Prerequisites: []workspacesv1.Prerequisite{{ServiceTemplate: workspacesv1.ServiceTemplateRef{Name: name("missing")}, Namespace: "x"}}},
 			workspacesv1.ReasonInvalidPrerequisite, "spec.prerequisites[0].serviceTemplate"},
 		{workspacesv1.WorkspaceClassSpec{ServiceTemplate: workspacesv1.ServiceTemplateRef{Name: good},
-			Prerequisites: []workspacesv1.Prerequisite{{ServiceTemplate: bad, Namespace: "x"}}},
+			Prerequisites: []workspacesv1.Prerequisite{{ServiceTemplate: workspacesv1.ServiceTemplateRef{Name: bad}, Namespace: "x"}}},
 			workspacesv1.ReasonInvalidPrerequisite, "is not valid"},
 	}
 	for _, tc := range cases {

@@ -39,18 +39,23 @@ func ChartVersion(t *k0rdentv1.ServiceTemplate) string {
 // CheckVersion checks a ServiceTemplate's chart version against a class's versionConstraint. An empty
 // constraint accepts every template.
 func CheckVersion(constraint string, t *k0rdentv1.ServiceTemplate) error {
+	return CheckVersionAt("spec.serviceTemplate.versionConstraint", constraint, t)
+}
+
+// CheckVersionAt is CheckVersion for the constraint at field (for messages).
+func CheckVersionAt(field, constraint string, t *k0rdentv1.ServiceTemplate) error {
 	constraint = strings.TrimSpace(constraint)
 	if constraint == "" {
 		return nil
 	}
 	c, err := semver.NewConstraint(constraint)
 	if err != nil {
-		return fmt.Errorf("spec.serviceTemplate.versionConstraint %q does not parse: %v", constraint, err)
+		return fmt.Errorf("%s %q does not parse: %v", field, constraint, err)
 	}
 	raw := ChartVersion(t)
 	if raw == "" {
-		return fmt.Errorf("ServiceTemplate %s/%s reports no chart version to check against spec.serviceTemplate.versionConstraint %q",
-			t.Namespace, t.Name, constraint)
+		return fmt.Errorf("ServiceTemplate %s/%s reports no chart version to check against %s %q",
+			t.Namespace, t.Name, field, constraint)
 	}
 	v, err := semver.NewVersion(raw)
 	if err != nil {
@@ -61,8 +66,8 @@ func CheckVersion(constraint string, t *k0rdentv1.ServiceTemplate) error {
 		for _, e := range errs {
 			msgs = append(msgs, e.Error())
 		}
-		return fmt.Errorf("ServiceTemplate %s/%s chart version %s does not satisfy spec.serviceTemplate.versionConstraint %q: %s",
-			t.Namespace, t.Name, v, constraint, strings.Join(msgs, "; "))
+		return fmt.Errorf("ServiceTemplate %s/%s chart version %s does not satisfy %s %q: %s",
+			t.Namespace, t.Name, v, field, constraint, strings.Join(msgs, "; "))
 	}
 	return nil
 }
@@ -159,11 +164,13 @@ func ValidateUserFacingPaths(ufc []workspacesv1.UserFacingConfig) error {
 	return nil
 }
 
-// templateNames returns the class's ServiceTemplate and its prerequisites' templates, sorted, unique.
-func templateNames(c *workspacesv1.WorkspaceClass) []string {
-	set := map[string]bool{c.Spec.ServiceTemplate.Name: true}
-	for _, p := range c.Spec.Prerequisites {
-		set[p.ServiceTemplate] = true
+// templateKeys returns "<namespace>/<name>" of the class's ServiceTemplate and its prerequisites'
+// templates, sorted, unique.
+func templateKeys(c *workspacesv1.WorkspaceClass) []string {
+	set := map[string]bool{TemplateNamespace(c) + "/" + c.Spec.ServiceTemplate.Name: true}
+	for i := range c.Spec.Prerequisites {
+		p := &c.Spec.Prerequisites[i]
+		set[p.TemplateNamespace()+"/"+p.ServiceTemplate.Name] = true
 	}
 	out := make([]string, 0, len(set))
 	for n := range set {

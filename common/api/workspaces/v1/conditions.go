@@ -52,15 +52,19 @@ const (
 	ReasonResourcesInjected             = "ResourcesInjected"
 	ReasonUserValuesOverwritten         = "UserValuesOverwritten"
 	ReasonInvalidValues                 = "InvalidValues"
-	ReasonHelmReleaseDeploying          = "HelmReleaseDeploying"
-	ReasonHelmReleaseDeployed           = "HelmReleaseDeployed"
-	ReasonHelmReleaseFailed             = "HelmReleaseFailed"
-	ReasonDeployTimeout                 = "DeployTimeout"
-	ReasonRoutesPending                 = "RoutesPending"
-	ReasonNoEndpoints                   = "NoEndpoints"
-	ReasonSuspended                     = "Suspended"
-	ReasonDeleting                      = "Deleting"
-	ReasonRunning                       = "Running"
+	// ReasonMissingRequiredValue: a userFacingConfig entry marked required has no value and no default.
+	ReasonMissingRequiredValue = "MissingRequiredValue"
+	// ReasonValuesFromNotFound: a spec.valuesFrom Secret or ConfigMap that is not optional is missing.
+	ReasonValuesFromNotFound   = "ValuesFromNotFound"
+	ReasonHelmReleaseDeploying = "HelmReleaseDeploying"
+	ReasonHelmReleaseDeployed  = "HelmReleaseDeployed"
+	ReasonHelmReleaseFailed    = "HelmReleaseFailed"
+	ReasonDeployTimeout        = "DeployTimeout"
+	ReasonRoutesPending        = "RoutesPending"
+	ReasonNoEndpoints          = "NoEndpoints"
+	ReasonSuspended            = "Suspended"
+	ReasonDeleting             = "Deleting"
+	ReasonRunning              = "Running"
 	// ReasonServiceTemplateNotInClusterNamespace: k0rdent looks a ServiceSet's templates up in the
 	// ClusterDeployment's namespace, and the class's (or a prerequisite's) ServiceTemplate is not
 	// there, or is not valid there, yet.

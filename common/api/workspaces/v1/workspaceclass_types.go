@@ -29,30 +29,51 @@ type ServiceTemplateRef struct {
 	VersionConstraint string `json:"versionConstraint,omitempty"`
 }
 
-// Prerequisite is a service a workspace needs on its cluster before it is installed (a GPU operator, a
-// storage driver). Each is one ServiceSet per cluster, shared by every workspace that needs it, or a
-// service the Colony already put on the ClusterDeployment.
-type Prerequisite struct {
-	// ServiceTemplate names the k0rdent ServiceTemplate of the prerequisite. It is also the Helm release
-	// name on the child.
-	// +required
-	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=253
-	ServiceTemplate string `json:"serviceTemplate"`
+// DefaultPrerequisiteNamespace is the release namespace on the child of a prerequisite that names
+// none, as in k0rdent.
+const DefaultPrerequisiteNamespace = "default"
 
-	// Namespace on the child cluster the prerequisite is installed in. Two classes that name one
-	// prerequisite in different namespaces conflict.
+// Prerequisite is a service a workspace needs on its cluster before it is installed (a GPU operator, a
+// shared inference gateway). Each is one ServiceSet per cluster, shared by every workspace that needs
+// it, or a service the Colony already put on the ClusterDeployment.
+type Prerequisite struct {
+	// ServiceTemplate names the k0rdent ServiceTemplate of the prerequisite, resolved like the class's
+	// own template (namespace kcm-system when empty, versionConstraint checked). Its name is also the
+	// Helm release name on the child.
 	// +required
-	// +kubebuilder:validation:MinLength=1
+	ServiceTemplate ServiceTemplateRef `json:"serviceTemplate"`
+
+	// Namespace on the child cluster the prerequisite is installed in. When empty it is installed in
+	// `default`, and a copy another provider (the Colony, another class) already installed in any
+	// namespace is accepted. When set, a copy in another namespace is a conflict
+	// (PrerequisiteNamespaceConflict).
+	// +optional
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
-	Namespace string `json:"namespace"`
+	Namespace string `json:"namespace,omitempty"`
 
 	// Values are the prerequisite's Helm values.
 	// +optional
 	// +kubebuilder:validation:Type=object
 	// +kubebuilder:pruning:PreserveUnknownFields
 	Values *apiextensionsv1.JSON `json:"values,omitempty"`
+}
+
+// ReleaseNamespace is the namespace the operator installs the prerequisite in: spec namespace, else
+// `default`.
+func (p *Prerequisite) ReleaseNamespace() string {
+	if p.Namespace != "" {
+		return p.Namespace
+	}
+	return DefaultPrerequisiteNamespace
+}
+
+// TemplateNamespace is the namespace of the prerequisite's ServiceTemplate: kcm-system when empty.
+func (p *Prerequisite) TemplateNamespace() string {
+	if p.ServiceTemplate.Namespace != "" {
+		return p.ServiceTemplate.Namespace
+	}
+	return DefaultServiceTemplateNamespace
 }
 
 // EndpointProtocol is the protocol of an access endpoint.
@@ -209,11 +230,12 @@ type WorkspaceClassSpec struct {
 	// +kubebuilder:default={replicas: 1}
 	DefaultResources DefaultResources `json:"defaultResources,omitempty"`
 
-	// Prerequisites are services installed on the cluster before the workspace.
+	// Prerequisites are services installed on the cluster before the workspace; each template name
+	// appears once.
 	// +optional
-	// +listType=map
-	// +listMapKey=serviceTemplate
+	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:XValidation:rule="self.all(p, self.exists_one(q, q.serviceTemplate.name == p.serviceTemplate.name))",message="each prerequisite ServiceTemplate name appears once"
 	Prerequisites []Prerequisite `json:"prerequisites,omitempty"`
 
 	// AccessEndpoints are the ways users reach the workspace.

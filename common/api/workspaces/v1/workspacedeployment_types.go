@@ -44,9 +44,47 @@ type WorkspaceDeploymentSpec struct {
 	// +kubebuilder:pruning:PreserveUnknownFields
 	Values *apiextensionsv1.JSON `json:"values,omitempty"`
 
+	// ValuesFrom are Secrets and ConfigMaps in the workspace's namespace holding Helm values, merged
+	// in order over spec.values (a later source wins). Every key of a source holds a YAML document of
+	// values; keys are merged in sorted order. Values read from a Secret reach the release only through
+	// a Secret, never inline in the ServiceSet. A change of a source rolls the release out.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	ValuesFrom []ValuesFromSource `json:"valuesFrom,omitempty"`
+
 	// Suspend stops reconciling the workspace (it keeps running as it is). It never blocks deletion.
 	// +optional
 	Suspend bool `json:"suspend,omitempty"`
+}
+
+// ValuesSourceKind is the kind of a valuesFrom source.
+// +kubebuilder:validation:Enum=Secret;ConfigMap
+type ValuesSourceKind string
+
+const (
+	// ValuesSourceSecret reads values from a Secret.
+	ValuesSourceSecret ValuesSourceKind = "Secret"
+	// ValuesSourceConfigMap reads values from a ConfigMap.
+	ValuesSourceConfigMap ValuesSourceKind = "ConfigMap"
+)
+
+// ValuesFromSource names a Secret or ConfigMap, in the workspace's namespace, holding Helm values.
+type ValuesFromSource struct {
+	// Kind is Secret or ConfigMap.
+	// +required
+	Kind ValuesSourceKind `json:"kind"`
+
+	// Name of the Secret or ConfigMap.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// Optional sources may be missing; a missing source that is not optional keeps the workspace
+	// Pending until it exists.
+	// +optional
+	Optional bool `json:"optional,omitempty"`
 }
 
 // WorkspacePhase summarises a workspace in one word.

@@ -4,26 +4,34 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
 {{/*
-Per-replica resources from the operator's _exalsius block:
-  _exalsius.resources: {cpu, memory, storage, <gpuResourceName>: <count>}
-  _exalsius.gpuResourceName: nvidia.com/gpu | amd.com/gpu (empty without GPUs)
+The operator's _exalsius contract, read with fallbacks so a plain `helm install` works:
+  _exalsius.resources.perReplica.{cpu,memory}                -> container requests and limits
+  _exalsius.resources.perReplica.{gpuResourceName,gpuCount}  -> GPU request and limit (count > 0)
+  _exalsius.resources.perReplica.gpuVendor                   -> NVIDIA runtimeClassName, when configured
+  _exalsius.scheduling.nodeSelector                          -> pod nodeSelector, verbatim
+No GPU resource name or node label is hardcoded.
 */}}
+{{- define "jupyter-notebook.perReplica" -}}
+{{- $ex := .Values._exalsius | default dict -}}
+{{- (($ex.resources | default dict).perReplica | default dict) | toYaml -}}
+{{- end }}
+
 {{- define "jupyter-notebook.resources" -}}
-{{- $r := .Values._exalsius.resources | default dict -}}
-{{- $gpuName := .Values._exalsius.gpuResourceName | default "" -}}
-{{- $gpu := 0 -}}
-{{- if $gpuName }}{{ $gpu = int (index $r $gpuName | default 0) }}{{ end -}}
+{{- $per := include "jupyter-notebook.perReplica" . | fromYaml -}}
+{{- $cpu := $per.cpu | default .Values.fallback.cpu -}}
+{{- $memory := $per.memory | default .Values.fallback.memory -}}
+{{- $gpuName := $per.gpuResourceName | default "" -}}
+{{- $gpuCount := int ($per.gpuCount | default 0) -}}
 requests:
-  cpu: {{ $r.cpu | default "100m" | quote }}
-  memory: {{ $r.memory | default "256Mi" | quote }}
-  {{- if gt $gpu 0 }}
-  {{ $gpuName }}: {{ $gpu | quote }}
+  cpu: {{ $cpu | quote }}
+  memory: {{ $memory | quote }}
+  {{- if and $gpuName (gt $gpuCount 0) }}
+  {{ $gpuName }}: {{ $gpuCount }}
   {{- end }}
 limits:
-  {{- if $r.memory }}
-  memory: {{ $r.memory | quote }}
-  {{- end }}
-  {{- if gt $gpu 0 }}
-  {{ $gpuName }}: {{ $gpu | quote }}
+  cpu: {{ $cpu | quote }}
+  memory: {{ $memory | quote }}
+  {{- if and $gpuName (gt $gpuCount 0) }}
+  {{ $gpuName }}: {{ $gpuCount }}
   {{- end }}
 {{- end }}

@@ -1,0 +1,105 @@
+package workspace
+
+import (
+	"fmt"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+)
+
+// TestAdoptUpstreamServiceSet: a workspace the upstream operator installed (its ServiceSet
+// wsd-<cd>-<name>, release wsd-<cd>-<name> in ws-<name>, its finalizer) is taken over in place: the
+// same ServiceSet and release are kept and updated, no second ServiceSet is made, and the upstream
+// finalizer is dropped so deletion is not blocked.
+func TestAdoptUpstreamServiceSet(t *testing.T) {
+	ns := newNamespace(t)
+	class := createClass(t, classSpec(name("legacy")), ns)
+	cd := createCluster(t, ns, child.Kubeconfig)
+	wsName := name("nb")
+	legacy := "wsd-" + cd.Name + "-" + wsName
+	old := &k0rdentv1.ServiceSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: legacy,
+			Labels: map[string]string{k0rdentv1.StateManagementProviderAdapterLabel: k0rdentv1.StateManagementProviderAdapterValue}},
+		Spec: k0rdentv1.ServiceSetSpec{
+			Cluster:  cd.Name,
+			Provider: k0rdentv1.StateManagementProviderConfig{Name: k0rdentv1.DefaultStateManagementProvider},
+			Services: []k0rdentv1.ServiceWithValues{{Name: legacy, Namespace: "ws-" + wsName, Template: "old-template", Values: "old: true\n"}},
+		},
+	}
+	must(t, k8s.Create(ctxT(t), old))
+
+	key := createWorkspace(t, ns, class, cd.Name, func(ws *workspacesv1.WorkspaceDeployment) {
+		ws.Name = wsName
+		ws.Finalizers = []string{LegacyFinalizer}
+	})
+	ws := waitPhase(t, key, workspacesv1.PhaseDeploying, "")
+	if ws.Status.ServiceSetName != legacy || ws.Status.ReleaseName != legacy {
+		t.Errorf("status names %q %q, want the adopted %q", ws.Status.ServiceSetName, ws.Status.ReleaseName, legacy)
+	}
+	eventually(t, "upstream finalizer dropped", func() error {
+		cur := getWS(t, key)
+		if controllerutil.ContainsFinalizer(cur, LegacyFinalizer) || !controllerutil.ContainsFinalizer(cur, workspacesv1.WorkspaceFinalizer) {
+			return fmt.Errorf("finalizers %v", cur.Finalizers)
+		}
+		return nil
+	})
+	sets := workspaceServiceSets(t, ws)
+	if len(sets) != 1 || sets[0].Name != legacy {
+		t.Fatalf("ServiceSets of the workspace %d (%v), want only the adopted %s", len(sets), sets, legacy)
+	}
+	svc := sets[0].Spec.Services[0]
+	if svc.Name != legacy || svc.Namespace != "ws-"+wsName || svc.Template == "old-template" {
+		t.Errorf("adopted service %+v: want the release kept under its name, with the class's template", svc)
+	}
+	got := &k0rdentv1.ServiceSet{}
+	must(t, k8s.Get(ctxT(t), client.ObjectKeyFromObject(old), got))
+	if got.UID != old.UID {
+		t.Error("the upstream ServiceSet was replaced, not adopted")
+	}
+}
+
+// TestDeleteDropsUpstreamFinalizer: a workspace deleted before it was ever adopted (here: suspended)
+// has its upstream ServiceSet deleted and does not hang on the upstream finalizer.
+func TestDeleteDropsUpstreamFinalizer(t *testing.T) {
+	ns := newNamespace(t)
+	class := createClass(t, classSpec(name("legacy-del")), ns)
+	cd := createCluster(t, ns, child.Kubeconfig)
+	wsName := name("old")
+	legacy := &k0rdentv1.ServiceSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "wsd-" + cd.Name + "-" + wsName},
+		Spec: k0rdentv1.ServiceSetSpec{
+			Cluster:  cd.Name,
+			Provider: k0rdentv1.StateManagementProviderConfig{Name: k0rdentv1.DefaultStateManagementProvider},
+			Services: []k0rdentv1.ServiceWithValues{{Name: "wsd-" + cd.Name + "-" + wsName, Namespace: "ws-" + wsName, Template: "t"}},
+		},
+	}
+	must(t, k8s.Create(ctxT(t), legacy))
+	key := createWorkspace(t, ns, class, cd.Name, func(ws *workspacesv1.WorkspaceDeployment) {
+		ws.Name = wsName
+		ws.Finalizers = []string{LegacyFinalizer}
+		ws.Spec.Suspend = true
+	})
+	eventually(t, "the workspace-controller's finalizer added", func() error {
+		if cur := getWS(t, key); !controllerutil.ContainsFinalizer(cur, workspacesv1.WorkspaceFinalizer) {
+			return fmt.Errorf("finalizers %v", cur.Finalizers)
+		}
+		return nil
+	})
+	must(t, k8s.Delete(ctxT(t), getWS(t, key)))
+	eventually(t, "workspace gone", func() error {
+		err := k8s.Get(ctxT(t), key, &workspacesv1.WorkspaceDeployment{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("still there: %v", err)
+	})
+	if err := k8s.Get(ctxT(t), client.ObjectKeyFromObject(legacy), &k0rdentv1.ServiceSet{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the upstream ServiceSet is still there (%v)", err)
+	}
+}

@@ -1,0 +1,188 @@
+package workspace
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+)
+
+// secretClassSpec is a class with a required secret password and a defaulted UI setting.
+func secretClassSpec(tmpl string) workspacesv1.WorkspaceClassSpec {
+	spec := classSpec(tmpl)
+	spec.UserFacingConfig = []workspacesv1.UserFacingConfig{
+		{HelmValuePath: "notebook.password", DisplayName: "Password", Type: workspacesv1.UserFacingConfigSecret, Required: true},
+		{HelmValuePath: "notebook.ui", DisplayName: "UI", Type: workspacesv1.UserFacingConfigString, Default: rawJSON(`"lab"`)},
+	}
+	return spec
+}
+
+func valuesSecret(t *testing.T, ss *k0rdentv1.ServiceSet) *corev1.Secret {
+	t.Helper()
+	sec := &corev1.Secret{}
+	must(t, k8s.Get(ctxT(t), types.NamespacedName{Namespace: ss.Namespace, Name: ss.Name + "-values"}, sec))
+	return sec
+}
+
+// TestSecretValuesNeverInline: a password set in spec.values and one read from a valuesFrom Secret
+// reach the ServiceSet only through the workspace's values Secret, which the ServiceSet owns and
+// names in valuesFrom; a rotation of the source changes the ServiceSet's values hash; defaults fill
+// unset values.
+func TestSecretValuesNeverInline(t *testing.T) {
+	ns := newNamespace(t)
+	class := createClass(t, secretClassSpec(name("secret")), ns)
+	cd := createCluster(t, ns, child.Kubeconfig)
+	src := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name("db")},
+		StringData: map[string]string{"values.yaml": "db:\n  password: db-pw-7731\n"}}
+	must(t, k8s.Create(ctxT(t), src))
+
+	key := createWorkspace(t, ns, class, cd.Name, func(ws *workspacesv1.WorkspaceDeployment) {
+		ws.Spec.Values = jsonRaw(t, map[string]any{"notebook": map[string]any{"password": "inline-pw-4242"}, "greeting": "{{ hi }}"})
+		ws.Spec.ValuesFrom = []workspacesv1.ValuesFromSource{{Kind: workspacesv1.ValuesSourceSecret, Name: src.Name}}
+	})
+	ws := waitPhase(t, key, workspacesv1.PhaseDeploying, "")
+	ss := waitServiceSet(t, ws)
+	svc := ss.Spec.Services[0]
+	for _, secret := range []string{"inline-pw-4242", "db-pw-7731"} {
+		if strings.Contains(svc.Values, secret) {
+			t.Errorf("ServiceSet values hold %q:\n%s", secret, svc.Values)
+		}
+	}
+	if err := contains(svc.Values, `greeting: '{{"{{"}} hi }}'`); err != nil {
+		t.Errorf("template delimiters not escaped: %v", err)
+	}
+	values := serviceSetValues(t, ss)
+	if values["notebook"].(map[string]any)["ui"] != "lab" {
+		t.Errorf("the userFacingConfig default was not applied: %v", values["notebook"])
+	}
+	if len(svc.ValuesFrom) != 1 || svc.ValuesFrom[0].Kind != k0rdentv1.ValuesFromSecret || svc.ValuesFrom[0].Name != ValuesSecretName(ws) {
+		t.Fatalf("valuesFrom %+v, want the values Secret %s", svc.ValuesFrom, ValuesSecretName(ws))
+	}
+	var sec *corev1.Secret
+	eventually(t, "values Secret owned by the ServiceSet", func() error {
+		sec = valuesSecret(t, ss)
+		if len(sec.OwnerReferences) != 1 || sec.OwnerReferences[0].UID != ss.UID {
+			return fmt.Errorf("owners %+v", sec.OwnerReferences)
+		}
+		return nil
+	})
+	got := map[string]any{}
+	must(t, yaml.Unmarshal(sec.Data[ValuesSecretKey], &got))
+	if got["notebook"].(map[string]any)["password"] != "inline-pw-4242" || got["db"].(map[string]any)["password"] != "db-pw-7731" {
+		t.Errorf("values Secret content %v", got)
+	}
+	hash := ss.Annotations[AnnotationValuesHash]
+	if hash == "" {
+		t.Error("no values hash on the ServiceSet")
+	}
+
+	// A rotation of the source rolls out: the Secret follows, the ServiceSet's hash changes.
+	src.Data = map[string][]byte{"values.yaml": []byte("db:\n  password: rotated-9\n")}
+	must(t, k8s.Update(ctxT(t), src))
+	eventually(t, "rotation reaches the values Secret and the ServiceSet", func() error {
+		if !strings.Contains(string(valuesSecret(t, ss).Data[ValuesSecretKey]), "rotated-9") {
+			return fmt.Errorf("values Secret not updated")
+		}
+		cur := &k0rdentv1.ServiceSet{}
+		must(t, k8s.Get(ctxT(t), client.ObjectKeyFromObject(ss), cur))
+		if cur.Annotations[AnnotationValuesHash] == hash {
+			return fmt.Errorf("values hash unchanged")
+		}
+		return nil
+	})
+
+	// Drift of the values Secret is corrected.
+	sec = valuesSecret(t, ss)
+	sec.Data[ValuesSecretKey] = []byte("tampered: true\n")
+	must(t, k8s.Update(ctxT(t), sec))
+	eventually(t, "values Secret drift corrected", func() error {
+		if strings.Contains(string(valuesSecret(t, ss).Data[ValuesSecretKey]), "tampered") {
+			return fmt.Errorf("still tampered")
+		}
+		return nil
+	})
+
+}
+
+// TestValuesSecretRemovedWhenUnneeded: a class without secret entries and a workspace without
+// valuesFrom need no values Secret; one left from before is removed and valuesFrom dropped.
+func TestValuesSecretRemovedWhenUnneeded(t *testing.T) {
+	ns := newNamespace(t)
+	class := createClass(t, classSpec(name("plain")), ns)
+	cd := createCluster(t, ns, child.Kubeconfig)
+	src := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name("src")},
+		StringData: map[string]string{"v.yaml": "token: t-1\n"}}
+	must(t, k8s.Create(ctxT(t), src))
+	key := createWorkspace(t, ns, class, cd.Name, func(ws *workspacesv1.WorkspaceDeployment) {
+		ws.Spec.ValuesFrom = []workspacesv1.ValuesFromSource{{Kind: workspacesv1.ValuesSourceSecret, Name: src.Name}}
+	})
+	ss := waitServiceSet(t, waitPhase(t, key, workspacesv1.PhaseDeploying, ""))
+	eventually(t, "values Secret made", func() error {
+		return k8s.Get(ctxT(t), types.NamespacedName{Namespace: ss.Namespace, Name: ss.Name + "-values"}, &corev1.Secret{})
+	})
+	ws := getWS(t, key)
+	ws.Spec.ValuesFrom = nil
+	must(t, k8s.Update(ctxT(t), ws))
+	eventually(t, "values Secret removed and valuesFrom dropped", func() error {
+		err := k8s.Get(ctxT(t), types.NamespacedName{Namespace: ss.Namespace, Name: ss.Name + "-values"}, &corev1.Secret{})
+		if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("values Secret still there (%v)", err)
+		}
+		cur := &k0rdentv1.ServiceSet{}
+		must(t, k8s.Get(ctxT(t), client.ObjectKeyFromObject(ss), cur))
+		if len(cur.Spec.Services[0].ValuesFrom) != 0 || cur.Annotations[AnnotationValuesHash] != "" {
+			return fmt.Errorf("valuesFrom %+v hash %q", cur.Spec.Services[0].ValuesFrom, cur.Annotations[AnnotationValuesHash])
+		}
+		return nil
+	})
+}
+
+// TestRequiredValueAndMissingSource: a workspace without a required value fails naming the path;
+// one whose valuesFrom Secret is missing waits for it and goes on once it exists.
+func TestRequiredValueAndMissingSource(t *testing.T) {
+	ns := newNamespace(t)
+	class := createClass(t, secretClassSpec(name("required")), ns)
+	cd := createCluster(t, ns, child.Kubeconfig)
+
+	missing := createWorkspace(t, ns, class, cd.Name)
+	ws := waitPhase(t, missing, workspacesv1.PhaseFailed, workspacesv1.ReasonMissingRequiredValue)
+	if err := contains(condition(ws, workspacesv1.ResourcesInjectedCondition).Message, "notebook.password"); err != nil {
+		t.Error(err)
+	}
+
+	srcName := name("later")
+	later := createWorkspace(t, ns, class, cd.Name, func(ws *workspacesv1.WorkspaceDeployment) {
+		ws.Spec.ValuesFrom = []workspacesv1.ValuesFromSource{{Kind: workspacesv1.ValuesSourceSecret, Name: srcName}}
+	})
+	ws = waitPhase(t, later, workspacesv1.PhasePending, workspacesv1.ReasonValuesFromNotFound)
+	if err := contains(ws.Status.Message, "Secret "+srcName); err != nil {
+		t.Error(err)
+	}
+	must(t, k8s.Create(ctxT(t), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: srcName},
+		StringData: map[string]string{"a.yaml": "notebook:\n  password: late-pw\n"}}))
+	ws = waitPhase(t, later, workspacesv1.PhaseDeploying, "")
+	if ss := waitServiceSet(t, ws); strings.Contains(ss.Spec.Services[0].Values, "late-pw") {
+		t.Error("the password is inline")
+	}
+	// A Secret that does not hold values fails the workspace without echoing its content.
+	bad := &corev1.Secret{}
+	must(t, k8s.Get(ctxT(t), types.NamespacedName{Namespace: ns, Name: srcName}, bad))
+	bad.Data = map[string][]byte{"a.yaml": []byte("- secret-list-item-55")}
+	must(t, k8s.Update(ctxT(t), bad))
+	ws = waitPhase(t, later, workspacesv1.PhaseFailed, workspacesv1.ReasonInvalidValues)
+	if strings.Contains(ws.Status.Message, "secret-list-item-55") || !strings.Contains(ws.Status.Message, srcName) {
+		t.Errorf("message %q: must name the Secret and not echo it", ws.Status.Message)
+	}
+	if err := k8s.Delete(ctxT(t), bad); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+}
