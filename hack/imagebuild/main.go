@@ -341,5 +341,8 @@ func writeLayoutTar(o Options, idx v1.ImageIndex, created time.Time) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
+	if err := os.Chmod(f.Name(), 0o644); err != nil {
+		return err
+	}
 	return os.Rename(f.Name(), o.Out)
 }
