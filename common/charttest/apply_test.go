@@ -26,9 +26,11 @@ func TestMain(m *testing.M) {
 	testenv.Main(m, func(mg *testenv.Management) error {
 		mgmt = mg
 		ctx := context.Background()
-		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: releaseNamespace}}
-		if err := mg.Client.Create(ctx, ns); err != nil {
-			return err
+		// The release namespace, and the watched namespaces of the non-default values (Roles go there).
+		for _, name := range []string{releaseNamespace, "team-a", "team-b"} {
+			if err := mg.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+				return err
+			}
 		}
 		// The optional integrations' CRDs, so that their objects can be dry-run too.
 		for _, crd := range []struct{ group, kind, plural string }{
