@@ -134,7 +134,7 @@ func TestRBACIsNotWidened(t *testing.T) {
 // resources only in the watched namespaces, cluster-scoped reads as before, no ClusterRole with
 // Secrets for any controller.
 func TestWatchNamespaceRBACIsNamespaced(t *testing.T) {
-	r := render(t, "--set", "fullnameOverride=scoped", "--set", "global.watchNamespace=team-a,team-b")
+	r := render(t, "--set", "fullnameOverride=scoped", "--set", `global.watchNamespace=team-a\,team-b`)
 	var rbacObjs rendered
 	for _, u := range r {
 		switch u.GetKind() {
