@@ -23,7 +23,7 @@ done
 echo "[verify] actionlint .github/workflows"
 actionlint="$(hack/tools.sh bindir)/actionlint"
 if [ -x "$actionlint" ]; then
-  "$actionlint" -color=never .github/workflows/*.yaml || fail=1
+  "$actionlint" -no-color .github/workflows/*.yaml || fail=1
 else
   echo "[verify] actionlint is missing: run 'hack/tools.sh actionlint' (or make tools)"; fail=1
 fi
