@@ -132,8 +132,18 @@ func TestHelmUpgradeAndUninstall(t *testing.T) {
 			t.Fatalf("installing over unowned CRDs should be refused until they are adopted: %v %s", err, out)
 		}
 		adoptCRDs(t, "up", ns)
-		if out, err := helmLive(t, append([]string{"install", "up", chartDir(t), "--namespace", ns, "--create-namespace"}, set...)...); err != nil {
+		out, err = helmLive(t, append([]string{"install", "up", chartDir(t), "--namespace", ns, "--create-namespace"}, set...)...)
+		if err != nil {
 			t.Fatalf("install after adopting the CRDs: %v %s", err, out)
+		}
+		// NOTES.txt tells the user what to do next.
+		for _, want := range []string{"helm test up -n upgrade", "kubectl get clustertemplates,credentials,servicetemplates", "Before uninstalling", "docs/UPGRADE.md"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("the install notes lack %q:\n%s", want, out)
+			}
+		}
+		if strings.Contains(out, "WARNING") {
+			t.Errorf("the notes warn about crds.keep=false by default:\n%s", out)
 		}
 		colonySurvived(t, "legacy")
 		if out, err := helmLive(t, "uninstall", "up", "--namespace", ns); err != nil {
@@ -147,6 +157,18 @@ func TestHelmUpgradeAndUninstall(t *testing.T) {
 			}
 		}
 		colonySurvived(t, "legacy")
+	})
+
+	t.Run("notes warn when uninstalling deletes the Colonies", func(t *testing.T) {
+		// The CRDs still carry the adoption by release "up" (kept on uninstall): dry-run that release.
+		out, err := helmLive(t, append([]string{"install", "up", chartDir(t), "--namespace", ns, "--dry-run=server",
+			"--set", "crds.keep=false", "--set", "crds.iUnderstandThatUninstallDeletesAllColonies=true"}, set...)...)
+		if err != nil {
+			t.Fatalf("dry-run install: %v %s", err, out)
+		}
+		if !strings.Contains(out, "WARNING: crds.keep=false") || !strings.Contains(out, "every child cluster is destroyed") {
+			t.Errorf("the notes do not warn about crds.keep=false:\n%s", out)
+		}
 	})
 
 	t.Run("from the previous chart version", func(t *testing.T) {
