@@ -106,7 +106,7 @@ bundle: ## Render dist/install.yaml (namespace, CRDs, RBAC, Deployments, webhook
 	@[ -x "$(TOOLS_BIN)/helm" ] || { echo "[bundle] helm is missing: run 'make tools'"; exit 1; }
 	@mkdir -p dist
 	@{ printf -- '---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: %s\n  labels:\n    app.kubernetes.io/part-of: exalsius-operator\n' "$(BUNDLE_NAMESPACE)"; \
-	  "$(TOOLS_BIN)/helm" template exalsius-operator $(CHART_DIR) --namespace $(BUNDLE_NAMESPACE) --kube-version $(BUNDLE_KUBE_VERSION) \
+	  "$(TOOLS_BIN)/helm" template exalsius-operator $(CHART_DIR) --skip-tests --namespace $(BUNDLE_NAMESPACE) --kube-version $(BUNDLE_KUBE_VERSION) \
 	    $(foreach c,$(COMPONENTS),--set $(c).image.repository=$(IMAGE_REGISTRY)/$(c) --set $(c).image.tag=$(IMAGE_TAG)); } > dist/install.yaml
 	@echo "[bundle] wrote dist/install.yaml ($$(grep -c '^kind:' dist/install.yaml) objects)"
 
