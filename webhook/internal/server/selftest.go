@@ -49,31 +49,41 @@ func (s SelfTest) deploymentsReady(ctx context.Context) error {
 	}
 	var pending []string
 	err := wait.PollUntilContextTimeout(ctx, poll, s.Timeout, true, func(ctx context.Context) (bool, error) {
-		var cur []string
-		for _, name := range s.Deployments {
-			d := &appsv1.Deployment{}
-			if err := s.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: name}, d); err != nil {
-				if ctx.Err() != nil {
-					return false, nil // the wait is over; keep the last complete answer
-				}
-				if apierrors.IsNotFound(err) {
-					cur = append(cur, name+": not found")
-				} else {
-					cur = append(cur, name+": "+err.Error())
-				}
-				continue
-			}
-			if why := notReady(d); why != "" {
-				cur = append(cur, name+": "+why)
-			}
+		cur, err := s.Pending(ctx)
+		if err != nil {
+			return false, nil // the wait ran out mid-pass: keep the last complete answer
 		}
 		pending = cur
 		return len(pending) == 0, nil
 	})
-	if err != nil && ctx.Err() == nil && len(pending) > 0 {
+	if err != nil && len(pending) > 0 {
 		return fmt.Errorf("components not ready in %s: %s", s.Namespace, strings.Join(pending, "; "))
 	}
 	return err
+}
+
+// Pending makes one pass over the Deployments and says which are not ready, and why; an error only
+// when ctx ended during the pass.
+func (s SelfTest) Pending(ctx context.Context) ([]string, error) {
+	var out []string
+	for _, name := range s.Deployments {
+		d := &appsv1.Deployment{}
+		if err := s.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: name}, d); err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			if apierrors.IsNotFound(err) {
+				out = append(out, name+": not found")
+			} else {
+				out = append(out, name+": "+err.Error())
+			}
+			continue
+		}
+		if why := notReady(d); why != "" {
+			out = append(out, name+": "+why)
+		}
+	}
+	return out, nil
 }
 
 // notReady says why a Deployment is not rolled out and available, "" when it is.
