@@ -337,3 +337,18 @@ func TestOneVersion(t *testing.T) {
 		}
 	}
 }
+
+// TestWebhookCertificateSafetyIsWired: the chart passes the CA injection grace, and the webhook's
+// readiness probe is the one that fails while CA injection fails (/readyz).
+func TestWebhookCertificateSafetyIsWired(t *testing.T) {
+	c := podSpecOf(t, render(t, "--set", "webhook.webhook.caInjectionGrace=2m").get("Deployment", "exalsius-operator-webhook")).Spec.Containers[0]
+	if !slices.Contains(c.Args, "--ca-injection-grace=2m") {
+		t.Errorf("caInjectionGrace not passed: %v", c.Args)
+	}
+	if c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet == nil || c.ReadinessProbe.HTTPGet.Path != "/readyz" {
+		t.Errorf("the webhook's readiness probe is not /readyz: %+v", c.ReadinessProbe)
+	}
+	if _, err := helmTemplate(t, "--set", "webhook.webhook.caInjectionGrace=soon"); err == nil {
+		t.Errorf("a malformed caInjectionGrace was accepted")
+	}
+}
