@@ -36,6 +36,9 @@ func (v *DeploymentValidator) ValidateCreate(ctx context.Context, wsd *workspace
 	if err != nil {
 		return warnings, err
 	}
+	if err := v.classDeleting(ctx, wsd); err != nil {
+		errs = append(errs, err)
+	}
 	terrs, err := v.tenancy(ctx, wsd)
 	if err != nil {
 		return warnings, err
@@ -85,6 +88,20 @@ func (v *DeploymentValidator) check(ctx context.Context, wsd *workspacesv1.Works
 	}
 	errs, w := validation.WorkspaceDeployment(wsd, class, v.Options)
 	return errs, append(warnings, w...), nil
+}
+
+// classDeleting refuses a new deployment of a class that is being deleted: the class would otherwise
+// stay (its finalizer waits for every user) for a workspace created after its deletion was asked for.
+func (v *DeploymentValidator) classDeleting(ctx context.Context, wsd *workspacesv1.WorkspaceDeployment) *field.Error {
+	if wsd.Spec.WorkspaceClassRef == "" {
+		return nil
+	}
+	wc := &workspacesv1.WorkspaceClass{}
+	if err := v.Reader.Get(ctx, client.ObjectKey{Name: wsd.Spec.WorkspaceClassRef}, wc); err != nil || wc.DeletionTimestamp == nil {
+		return nil
+	}
+	return field.Forbidden(field.NewPath("spec", "workspaceClassRef"),
+		fmt.Sprintf("WorkspaceClass %s is being deleted; use another class", wc.Name))
 }
 
 // ClassMissingWarning is the warning returned when a deployment names a class that does not exist.

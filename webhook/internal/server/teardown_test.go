@@ -205,3 +205,24 @@ func TestQuantitySpellingIsKept(t *testing.T) {
 	}
 
 }
+
+// TestNoNewDeploymentOfADeletingClass: a class whose deletion waits on its finalizer takes no new
+// WorkspaceDeployments (they would keep it alive after its deletion was asked for).
+func TestNoNewDeploymentOfADeletingClass(t *testing.T) {
+	fixtures(t)
+	ctx := context.Background()
+	wc := simpleClass("deleting-1-0-0")
+	wc.Finalizers = []string{"example.com/hold"}
+	must(t, mgmt.Client.Create(ctx, wc))
+	must(t, mgmt.Client.Delete(ctx, wc))
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		// A dry run (the webhook is called, nothing is stored): the webhook's class cache may not
+		// have seen the deletion yet, so wait for the denial.
+		err := mgmt.Client.Create(ctx, deployment("corpus", "late-user", wc.Name, nil), client.DryRunAll)
+		return err != nil && strings.Contains(err.Error(), "is being deleted"), nil
+	})
+	if err != nil {
+		t.Fatalf("want the deployment of a deleting class denied: %v", err)
+	}
+	removeFinalizers(t, wc)
+}
