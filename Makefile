@@ -80,29 +80,44 @@ fuzz: ## Run each fuzz test for a short while.
 
 ##@ Release
 
+# The version lives in one place, the chart's Chart.yaml (version and appVersion, which must agree);
+# the images are tagged with it and the chart's default image tag is its appVersion.
+CHART_VERSION := $(shell sed -n 's/^version: *//p' $(CHART_DIR)/Chart.yaml)
 IMAGE_REGISTRY ?= ghcr.io/exalsius/exalsius-operator
-IMAGE_TAG ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-CONTAINER_TOOL ?= docker
-PLATFORMS ?= linux/amd64,linux/arm64
+IMAGE_TAG ?= $(CHART_VERSION)
+PLATFORMS ?= linux/$(shell go env GOARCH)
 BUNDLE_NAMESPACE ?= exalsius-system
 BUNDLE_KUBE_VERSION ?= v1.37.2
+export IMAGE_REGISTRY IMAGE_TAG PLATFORMS
 
 .PHONY: images
-images: ## Build every component image (docker with BuildKit, or CONTAINER_TOOL=podman): IMAGE_REGISTRY/<component>:IMAGE_TAG.
-	@command -v $(CONTAINER_TOOL) >/dev/null || { echo "[images] $(CONTAINER_TOOL) not found: install docker (or set CONTAINER_TOOL=podman)"; exit 1; }
-	@for c in $(COMPONENTS); do echo "[images] $(IMAGE_REGISTRY)/$$c:$(IMAGE_TAG)"; \
-	  DOCKER_BUILDKIT=1 $(CONTAINER_TOOL) build -f $$c/Dockerfile -t $(IMAGE_REGISTRY)/$$c:$(IMAGE_TAG) . || exit 1; done
+images: ## Build the four component images without a container engine: dist/images/<component>.tar (OCI layouts, PLATFORMS).
+	hack/images.sh
 
 .PHONY: images-push
-images-push: ## Build and push multi-platform images (PLATFORMS) with docker buildx.
-	@for c in $(COMPONENTS); do echo "[images] push $(IMAGE_REGISTRY)/$$c:$(IMAGE_TAG)"; \
-	  $(CONTAINER_TOOL) buildx build --platform $(PLATFORMS) --push -f $$c/Dockerfile -t $(IMAGE_REGISTRY)/$$c:$(IMAGE_TAG) . || exit 1; done
+images-push: ## Build and push multi-platform images (PLATFORMS=linux/amd64,linux/arm64) to IMAGE_REGISTRY/<component>:IMAGE_TAG.
+	hack/images.sh --push
+
+.PHONY: test-images
+test-images: images ## Build the images, then inspect each one's config and run its binary with --help.
+	cd hack/imagebuild && GOWORK=off EXALSIUS_IMAGES_DIR="$(CURDIR)/dist/images" EXALSIUS_IMAGES_VERSION="$(CHART_VERSION)" go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: bundle
 bundle: ## Render dist/install.yaml (namespace, CRDs, RBAC, Deployments, webhook) from the chart with images tagged IMAGE_TAG.
 	@[ -x "$(TOOLS_BIN)/helm" ] || { echo "[bundle] helm is missing: run 'make tools'"; exit 1; }
 	@mkdir -p dist
 	@{ printf -- '---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: %s\n  labels:\n    app.kubernetes.io/part-of: exalsius-operator\n' "$(BUNDLE_NAMESPACE)"; \
-	  "$(TOOLS_BIN)/helm" template exalsius-operator $(CHART_DIR) --namespace $(BUNDLE_NAMESPACE) --kube-version $(BUNDLE_KUBE_VERSION) \
+	  "$(TOOLS_BIN)/helm" template exalsius-operator $(CHART_DIR) --skip-tests --namespace $(BUNDLE_NAMESPACE) --kube-version $(BUNDLE_KUBE_VERSION) \
 	    $(foreach c,$(COMPONENTS),--set $(c).image.repository=$(IMAGE_REGISTRY)/$(c) --set $(c).image.tag=$(IMAGE_TAG)); } > dist/install.yaml
 	@echo "[bundle] wrote dist/install.yaml ($$(grep -c '^kind:' dist/install.yaml) objects)"
+
+.PHONY: chart-package
+chart-package: ## Package the chart into dist/exalsius-operator-<version>.tgz.
+	@[ -x "$(TOOLS_BIN)/helm" ] || { echo "[chart] helm is missing: run 'make tools'"; exit 1; }
+	@mkdir -p dist
+	"$(TOOLS_BIN)/helm" package $(CHART_DIR) --destination dist
+
+.PHONY: release
+release: ## Prepare release VERSION=x.y.z: set the chart version, date the CHANGELOG entry, build the bundle, chart package and images.
+	@[ -n "$(VERSION)" ] || { echo "[release] usage: make release VERSION=x.y.z"; exit 1; }
+	hack/release.sh "$(VERSION)"

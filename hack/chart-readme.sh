@@ -66,8 +66,27 @@ Every pod runs under the production contract of the project: startup, liveness a
 user 65532, seccomp RuntimeDefault, a read-only root filesystem, no privilege escalation, all
 capabilities dropped, graceful termination, rolling updates with zero unavailable pods and topology
 spreading. Metrics are served over HTTPS and need a token allowed to `get` the `/metrics` URL (bind a
-scraper to the `<fullname>-metrics-reader` ClusterRole). Upgrading or scaling one component changes
-only that component's objects. See docs/PRODUCTION_RUNTIME.md.
+scraper to the `<fullname>-metrics-reader` ClusterRole; a ServiceMonitor does this with the
+`<fullname>-metrics-scraper` ServiceAccount's token and verifies the certificate of
+`metrics.certSecretName`). Upgrading or scaling one component changes only that component's objects.
+See docs/PRODUCTION_RUNTIME.md; upgrades (from an earlier version of this chart or from the upstream
+chart layout with CRDs in `crds/`) and the uninstall order are in docs/UPGRADE.md. `helm test` checks
+that every component is available and that the webhook answers admission.
+
+## RBAC
+
+Each component's rules are generated from its `+kubebuilder:rbac` markers. With
+`global.watchNamespace` set, the controllers' rules on namespaced resources (Secrets included) are
+Roles in the watched namespaces only, and only cluster-scoped reads (Namespaces, WorkspaceClasses)
+stay in ClusterRoles. A chart test (common/charttest, TestRBACIsNotWidened) fails when any rule grows
+beyond the reviewed list. Why each component touches Secrets:
+
+| Component | Rule | Reason |
+|-----------|------|--------|
+| colony-controller | Secrets get, list, watch, create, update | Reads each child cluster's kubeconfig Secret (written by k0rdent next to its ClusterDeployment) and writes the Colony's aggregated kubeconfig Secret. Kubernetes cannot limit `create` by name, and the Secret names follow the Colonies, so this is cluster-wide (namespaced with `global.watchNamespace`); the controller never deletes Secrets (owner references do). Residual: it may create or overwrite any Secret in a namespace it serves. Likewise it creates, patches and deletes ClusterDeployments, whose names follow the Colonies. |
+| workspace-controller | Secrets get, list, watch | Watches and reads the metadata only (never the data) of the kubeconfig Secret of the ClusterDeployment a workspace targets, to know when its cluster is reachable. RBAC cannot grant metadata alone, hence get, list, watch. |
+| inventory-collector | Secrets get, list, watch | Reads the kubeconfig Secrets of the Colonies' child clusters to watch their nodes. |
+| webhook | Secrets get, update (its own, by name) | Keeps its CA and serving certificate in `<fullname>-webhook-tls` (certMode self); no other Secret. |
 
 ## Values
 

@@ -12,6 +12,22 @@ for m in common colony-controller workspace-controller inventory-collector webho
   (cd "$m" && go vet ./...) || fail=1
 done
 
+echo "[verify] every module builds alone (GOWORK=off) and its go.mod is tidy"
+for m in common colony-controller workspace-controller inventory-collector webhook e2e hack/imagebuild; do
+  if ! (cd "$m" && GOWORK=off GOFLAGS=-mod=mod go mod tidy -diff >/dev/null); then
+    echo "[verify] $m/go.mod is not tidy: run 'cd $m && GOWORK=off go mod tidy'"; fail=1
+  fi
+done
+(cd hack/imagebuild && GOWORK=off go vet ./...) || fail=1
+
+echo "[verify] actionlint .github/workflows"
+actionlint="$(hack/tools.sh bindir)/actionlint"
+if [ -x "$actionlint" ]; then
+  "$actionlint" -no-color .github/workflows/*.yaml || fail=1
+else
+  echo "[verify] actionlint is missing: run 'hack/tools.sh actionlint' (or make tools)"; fail=1
+fi
+
 echo "[verify] generated files"
 generated=(common/api common/config '*/config/rbac' '*/config/webhook' charts docs/api.md)
 before=$(git status --porcelain --untracked-files=all -- "${generated[@]}" | sort; git diff -- "${generated[@]}" | sha256sum)

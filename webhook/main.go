@@ -4,9 +4,15 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
+	"strings"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/exalsius/exalsius-operator/common/bootstrap"
 	"github.com/exalsius/exalsius-operator/common/scheme"
@@ -24,7 +30,18 @@ func main() {
 	opts.AddFlags(flag.CommandLine)
 	cfg := server.NewConfig()
 	cfg.AddFlags(flag.CommandLine)
+	selfTest := flag.Bool("self-test", false, "Check the installation instead of serving (the chart's `helm test`): the --self-test-deployments are available in --service-namespace and the webhook denies an invalid WorkspaceClass in a dry run.")
+	deployments := flag.String("self-test-deployments", "", "Comma-separated Deployments in --service-namespace that --self-test waits for.")
+	selfTestTimeout := flag.Duration("self-test-timeout", 3*time.Minute, "How long --self-test waits for the Deployments.")
 	flag.Parse()
+	if *selfTest {
+		if err := runSelfTest(cfg.ServiceNamespace, *deployments, *selfTestTimeout); err != nil {
+			fmt.Fprintln(os.Stderr, "webhook self-test:", err)
+			os.Exit(1)
+		}
+		fmt.Println("webhook self-test: every component is available and the webhook admits and denies")
+		return
+	}
 	if err := run(opts, cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "webhook:", err)
 		os.Exit(1)
@@ -44,4 +61,22 @@ func run(opts *bootstrap.Options, cfg *server.Config) error {
 		return err
 	}
 	return mgr.Start(bootstrap.SetupSignalHandler())
+}
+
+func runSelfTest(namespace, deployments string, timeout time.Duration) error {
+	rc, err := ctrl.GetConfig()
+	if err != nil {
+		return err
+	}
+	c, err := client.New(rc, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		return err
+	}
+	var names []string
+	for _, n := range strings.Split(deployments, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			names = append(names, n)
+		}
+	}
+	return server.SelfTest{Client: c, Namespace: namespace, Deployments: names, Timeout: timeout}.Run(context.Background())
 }

@@ -26,9 +26,11 @@ func TestMain(m *testing.M) {
 	testenv.Main(m, func(mg *testenv.Management) error {
 		mgmt = mg
 		ctx := context.Background()
-		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: releaseNamespace}}
-		if err := mg.Client.Create(ctx, ns); err != nil {
-			return err
+		// The release namespace, and the watched namespaces of the non-default values (Roles go there).
+		for _, name := range []string{releaseNamespace, "team-a", "team-b"} {
+			if err := mg.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+				return err
+			}
 		}
 		// The optional integrations' CRDs, so that their objects can be dry-run too.
 		for _, crd := range []struct{ group, kind, plural string }{
@@ -176,6 +178,13 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 		{"inventory-collector", res("create", "authentication.k8s.io", "tokenreviews", "", ""), true},
 		{"workspace-controller", res("create", "authorization.k8s.io", "subjectaccessreviews", "", ""), true},
 		{"colony-controller", res("get", "", "nodes", "", ""), false},
+		// The workspace-controller owns the WorkspaceClass finalizer: it may patch classes (metadata;
+		// the CRD keeps the spec immutable) and update their finalizers, and nothing else may.
+		{"workspace-controller", res("patch", "workspaces.exalsius.ai", "workspaceclasses", "", ""), true},
+		{"workspace-controller", res("update", "workspaces.exalsius.ai", "workspaceclasses", "finalizers", ""), true},
+		{"workspace-controller", res("delete", "workspaces.exalsius.ai", "workspaceclasses", "", ""), false},
+		{"webhook", res("patch", "workspaces.exalsius.ai", "workspaceclasses", "", ""), false},
+		{"colony-controller", res("patch", "workspaces.exalsius.ai", "workspaceclasses", "", ""), false},
 	}
 	for _, c := range cases {
 		if got := can(c.component, c.attrs); got != c.allowed {

@@ -157,8 +157,8 @@ func TestDefaultRender(t *testing.T) {
 			t.Errorf("%s is outside the release namespace", key(u))
 		}
 	}
-	checkRBAC(t, r)
-	checkWebhook(t, r, "Fail", 5)
+	checkRBAC(t, r, "exalsius-operator")
+	checkWebhook(t, r, "exalsius-operator-webhook", "Fail", 5)
 
 	secret := r.get("Secret", "exalsius-operator-webhook-tls")
 	if secret == nil || secret.GetAnnotations()["helm.sh/resource-policy"] != "keep" {
@@ -181,7 +181,7 @@ func TestDefaultRender(t *testing.T) {
 
 // checkRBAC asserts least privilege: no wildcards anywhere, Secrets only for the components that
 // read kubeconfigs, and the webhook limited to its own Secret.
-func checkRBAC(t *testing.T, r rendered) {
+func checkRBAC(t *testing.T, r rendered, fullname string) {
 	t.Helper()
 	var roles []*unstructured.Unstructured
 	roles = append(roles, r.ofKind("ClusterRole")...)
@@ -207,10 +207,10 @@ func checkRBAC(t *testing.T, r rendered) {
 			}
 			comp := u.GetLabels()["app.kubernetes.io/component"]
 			// The component's own ClusterRole, <fullname>-<component>, carries the generated rules.
-			own := comp != "" && u.GetKind() == "ClusterRole" && strings.HasSuffix(u.GetName(), "-"+comp)
+			own := comp != "" && (u.GetKind() == "ClusterRole" || u.GetKind() == "Role") && u.GetName() == fullname+"-"+comp
 			switch {
 			case own && comp == "webhook":
-				if !reflect.DeepEqual(rule.ResourceNames, []string{"exalsius-operator-webhook-tls"}) || slices.Contains(rule.Verbs, "list") || slices.Contains(rule.Verbs, "watch") {
+				if !reflect.DeepEqual(rule.ResourceNames, []string{fullname + "-webhook-tls"}) || slices.Contains(rule.Verbs, "list") || slices.Contains(rule.Verbs, "watch") {
 					t.Errorf("the webhook may touch only its own Secret: %+v", rule)
 				}
 			case own:
@@ -240,10 +240,10 @@ func checkRBAC(t *testing.T, r rendered) {
 	}
 }
 
-func checkWebhook(t *testing.T, r rendered, failurePolicy string, timeout int32) {
+func checkWebhook(t *testing.T, r rendered, configName, failurePolicy string, timeout int32) {
 	t.Helper()
-	vwc := r.get("ValidatingWebhookConfiguration", "exalsius-operator-webhook")
-	mwc := r.get("MutatingWebhookConfiguration", "exalsius-operator-webhook")
+	vwc := r.get("ValidatingWebhookConfiguration", configName)
+	mwc := r.get("MutatingWebhookConfiguration", configName)
 	if vwc == nil || mwc == nil {
 		t.Fatalf("webhook configurations missing")
 	}
@@ -254,7 +254,7 @@ func checkWebhook(t *testing.T, r rendered, failurePolicy string, timeout int32)
 	var hooks []admissionregistrationv1.ValidatingWebhook
 	hooks = append(hooks, into[admissionregistrationv1.ValidatingWebhookConfiguration](t, vwc).Webhooks...)
 	for _, m := range into[admissionregistrationv1.MutatingWebhookConfiguration](t, mwc).Webhooks {
-		hooks = append(hooks, admissionregistrationv1.ValidatingWebhook{Name: m.Name, ClientConfig: m.ClientConfig, FailurePolicy: m.FailurePolicy, TimeoutSeconds: m.TimeoutSeconds})
+		hooks = append(hooks, admissionregistrationv1.ValidatingWebhook{Name: m.Name, ClientConfig: m.ClientConfig, FailurePolicy: m.FailurePolicy, TimeoutSeconds: m.TimeoutSeconds, Rules: m.Rules})
 	}
 	if len(hooks) < 4 {
 		t.Errorf("want at least 4 webhooks, got %d", len(hooks))
@@ -264,7 +264,11 @@ func checkWebhook(t *testing.T, r rendered, failurePolicy string, timeout int32)
 		if s == nil || s.Name != svc.GetName() || s.Namespace != releaseNamespace || s.Port == nil || *s.Port != 443 || s.Path == nil || *s.Path == "" {
 			t.Errorf("%s: client config does not point at the webhook Service: %+v", h.Name, s)
 		}
-		if h.FailurePolicy == nil || string(*h.FailurePolicy) != failurePolicy || h.TimeoutSeconds == nil || *h.TimeoutSeconds != timeout {
+		want := failurePolicy
+		if len(h.Rules) == 1 && len(h.Rules[0].Operations) == 1 && h.Rules[0].Operations[0] == admissionregistrationv1.Delete {
+			want = "Ignore" // the WorkspaceClass deletion check fails open (a finalizer backs it)
+		}
+		if h.FailurePolicy == nil || string(*h.FailurePolicy) != want || h.TimeoutSeconds == nil || *h.TimeoutSeconds != timeout {
 			t.Errorf("%s: failurePolicy/timeout not from values", h.Name)
 		}
 	}
@@ -284,8 +288,8 @@ func webhookService(r rendered) string {
 func TestNonDefaultRender(t *testing.T) {
 	r := renderValuesFile(t, "nondefault-values.yaml")
 	ws := workloads(r)
-	if len(r.ofKind("Deployment")) != 3 || len(r.ofKind("StatefulSet")) != 1 {
-		t.Fatalf("want 3 Deployments and the sharded inventory-collector StatefulSet, got %d and %d",
+	if len(r.ofKind("Deployment")) != 6 || len(r.ofKind("StatefulSet")) != 0 {
+		t.Fatalf("want 3 Deployments and one per inventory-collector shard (3), got %d and %d StatefulSets",
 			len(r.ofKind("Deployment")), len(r.ofKind("StatefulSet")))
 	}
 	for _, w := range ws {
@@ -345,10 +349,13 @@ func TestNonDefaultRender(t *testing.T) {
 		t.Errorf("service account annotations not applied")
 	}
 
-	inv := into[appsv1.StatefulSet](t, r.get("StatefulSet", "eo-inventory-collector"))
-	if *inv.Spec.Replicas != 3 || !slices.Contains(inv.Spec.Template.Spec.Containers[0].Args, "--shard-count=3") ||
-		!slices.Contains(inv.Spec.Template.Spec.Containers[0].Args, "--metrics-bind-address=0") {
-		t.Errorf("sharded inventory-collector: %+v", inv.Spec.Template.Spec.Containers[0].Args)
+	for i := range 3 {
+		inv := into[appsv1.Deployment](t, r.get("Deployment", fmt.Sprintf("eo-inventory-collector-shard-%d", i)))
+		if *inv.Spec.Replicas != 1 || !slices.Contains(inv.Spec.Template.Spec.Containers[0].Args, "--shard-count=3") ||
+			!slices.Contains(inv.Spec.Template.Spec.Containers[0].Args, fmt.Sprintf("--shard-index=%d", i)) ||
+			!slices.Contains(inv.Spec.Template.Spec.Containers[0].Args, "--metrics-bind-address=0") {
+			t.Errorf("sharded inventory-collector: %+v", inv.Spec.Template.Spec.Containers[0].Args)
+		}
 	}
 	if r.get("Service", "eo-inventory-collector-metrics") != nil || r.get("ClusterRole", "eo-inventory-collector-metrics-auth") != nil {
 		t.Errorf("metrics objects rendered for a component with metrics off")
@@ -362,18 +369,18 @@ func TestNonDefaultRender(t *testing.T) {
 	}
 
 	webhook := podSpecOf(t, r.get("Deployment", "eo-webhook")).Spec
-	if !slices.Contains(webhook.Containers[0].Args, "--cert-mode=cert-manager") || r.get("Secret", "exalsius-operator-webhook-tls") != nil ||
+	if !slices.Contains(webhook.Containers[0].Args, "--cert-mode=cert-manager") || r.get("Secret", "eo-webhook-tls") != nil ||
 		r.get("Certificate", "eo-webhook") == nil || r.get("Issuer", "eo-webhook-selfsigned") == nil {
 		t.Errorf("cert-manager mode not rendered")
 	}
 	if tsc := webhook.TopologySpreadConstraints; len(tsc) != 1 || tsc[0].TopologyKey != "topology.kubernetes.io/zone" {
 		t.Errorf("topology spread values not applied: %+v", tsc)
 	}
-	checkWebhook(t, r, "Ignore", 10)
-	if a := r.get("ValidatingWebhookConfiguration", "exalsius-operator-webhook").GetAnnotations()["cert-manager.io/inject-ca-from"]; a != releaseNamespace+"/eo-webhook" {
+	checkWebhook(t, r, "eo-webhook", "Ignore", 10)
+	if a := r.get("ValidatingWebhookConfiguration", "eo-webhook").GetAnnotations()["cert-manager.io/inject-ca-from"]; a != releaseNamespace+"/eo-webhook" {
 		t.Errorf("cainjector annotation: %q", a)
 	}
-	checkRBAC(t, r)
+	checkRBAC(t, r, "eo")
 	for _, u := range r.ofKind("CustomResourceDefinition") {
 		if _, kept := u.GetAnnotations()["helm.sh/resource-policy"]; kept {
 			t.Errorf("crds.keep=false ignored on %s", u.GetName())
@@ -384,10 +391,10 @@ func TestNonDefaultRender(t *testing.T) {
 // TestComponentsAreIsolated checks that disabling, scaling or upgrading one component changes only
 // that component's objects.
 func TestComponentsAreIsolated(t *testing.T) {
-	base := render(t).byKey()
+	base := withoutTestHooks(render(t)).byKey()
 	for _, c := range components {
 		t.Run(c, func(t *testing.T) {
-			disabled := render(t, "--set", c+".enabled=false").byKey()
+			disabled := withoutTestHooks(render(t, "--set", c+".enabled=false")).byKey()
 			for k, u := range base {
 				owned := u.GetLabels()["app.kubernetes.io/component"] == c
 				other, present := disabled[k]
@@ -404,7 +411,7 @@ func TestComponentsAreIsolated(t *testing.T) {
 				t.Errorf("disabling %s removed nothing", c)
 			}
 			for _, change := range [][]string{{"--set", c + ".replicaCount=5"}, {"--set", c + ".image.tag=v2.0.0"}} {
-				changed := render(t, change...).byKey()
+				changed := withoutTestHooks(render(t, change...)).byKey()
 				for k, u := range base {
 					other := changed[k]
 					if other == nil {
@@ -468,4 +475,16 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 			t.Errorf("--set %s was accepted", set)
 		}
 	}
+}
+
+// withoutTestHooks drops the `helm test` objects: they check every component, so they follow every
+// component's settings, and they are not installed.
+func withoutTestHooks(r rendered) rendered {
+	var out rendered
+	for _, u := range r {
+		if u.GetAnnotations()["helm.sh/hook"] != "test" {
+			out = append(out, u)
+		}
+	}
+	return out
 }

@@ -168,3 +168,15 @@ func into[T any](t testing.TB, u *unstructured.Unstructured) *T {
 	}
 	return &out
 }
+
+// helmRaw runs helm with the arguments and returns stdout, or the error with stderr.
+func helmRaw(t testing.TB, args ...string) ([]byte, error) {
+	t.Helper()
+	cmd := exec.Command(helmBinary(t), args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("helm %s: %v: %s", strings.Join(args, " "), err, stderr.String())
+	}
+	return stdout.Bytes(), nil
+}

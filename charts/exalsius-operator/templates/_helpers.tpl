@@ -69,9 +69,9 @@ app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 {{- end -}}
 
-{{/* Name of the webhook's TLS Secret (fixed: its RBAC names it). */}}
+{{/* Name of the webhook's TLS Secret: <fullname>-webhook-tls (its RBAC rule names it). */}}
 {{- define "eo.webhookSecretName" -}}
-exalsius-operator-webhook-tls
+{{- printf "%s-webhook-tls" (include "eo.fullname" .) -}}
 {{- end -}}
 
 {{/* Name of the webhook Service and configurations. */}}
@@ -79,9 +79,25 @@ exalsius-operator-webhook-tls
 {{- include "eo.name" (dict "root" . "component" "webhook") -}}
 {{- end -}}
 
-{{/* Name of the webhook configurations (fixed: the webhook's RBAC names them). */}}
+{{/* Name of the webhook configurations: <fullname>-webhook, like the Service (the webhook's RBAC
+rule names them). */}}
 {{- define "eo.webhookConfigName" -}}
-exalsius-operator-webhook
+{{- include "eo.webhookName" . -}}
+{{- end -}}
+
+{{/* The watched namespaces as a JSON list (empty: every namespace). */}}
+{{- define "eo.watchNamespaces" -}}
+{{- $out := list -}}
+{{- range splitList "," (default "" .Values.global.watchNamespace) -}}
+{{- if trim . -}}{{- $out = append $out (trim .) -}}{{- end -}}
+{{- end -}}
+{{- toJson $out -}}
+{{- end -}}
+
+{{/* Resources of the components' rules that are cluster-scoped: they stay in a ClusterRole when the
+controllers are limited to watched namespaces. */}}
+{{- define "eo.clusterScopedResources" -}}
+namespaces nodes workspaceclasses workspaceclasses/status workspaceclasses/finalizers validatingwebhookconfigurations mutatingwebhookconfigurations tokenreviews subjectaccessreviews customresourcedefinitions
 {{- end -}}
 
 {{/* Labels of a component's pods: no chart or app version, so a chart upgrade that leaves a

@@ -3,10 +3,11 @@
 // pure functions of internal/validation; this package adds the lookups they need and turns their
 // field errors into API errors.
 //
-// The kubebuilder markers below generate config/webhook/manifests.yaml (`hack/generate.sh`). Both
-// configurations are named exalsius-operator-webhook; failurePolicy is Fail with a 5 second timeout,
-// sideEffects None, and the namespaceSelector leaves kube-system, kube-public and kube-node-lease, and
-// any namespace labelled webhooks.exalsius.ai/ignore, alone (the chart labels the operator's own).
+// The kubebuilder markers (markers.go) generate config/webhook/manifests.yaml (`hack/generate.sh`).
+// Both configurations are named exalsius-operator-webhook (the chart renames them after its release);
+// failurePolicy is Fail with a 5 second timeout, sideEffects None, and the namespaceSelector leaves
+// kube-system, kube-public and kube-node-lease alone (the chart adds its release namespace, by name:
+// no label a tenant could set on a namespace turns admission off).
 //
 // +kubebuilder:webhookconfiguration:mutating=false,name=exalsius-operator-webhook
 // +kubebuilder:webhookconfiguration:mutating=true,name=exalsius-operator-webhook
@@ -31,9 +32,6 @@ import (
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/webhook/internal/validation"
 )
-
-// IgnoreNamespaceLabel on a namespace keeps the webhook from being called for objects in it.
-const IgnoreNamespaceLabel = "webhooks.exalsius.ai/ignore"
 
 // Paths the handlers are served at; they match the markers.
 const (
@@ -68,8 +66,7 @@ func Register(srv Registrar, scheme *runtime.Scheme, opts Options) {
 		&ClassValidator{Reader: opts.LiveReader}).WithRecoverPanic(true))
 	srv.Register(ValidateWorkspaceDeploymentPath, admission.WithValidator[*workspacesv1.WorkspaceDeployment](scheme,
 		&DeploymentValidator{Reader: opts.Reader, Options: opts.Deployment}).WithRecoverPanic(true))
-	srv.Register(DefaultWorkspaceDeploymentPath, admission.WithDefaulter[*workspacesv1.WorkspaceDeployment](scheme,
-		&DeploymentDefaulter{}).WithRecoverPanic(true))
+	srv.Register(DefaultWorkspaceDeploymentPath, (&admission.Webhook{Handler: &DeploymentDefaulter{}}).WithRecoverPanic(true))
 	srv.Register(ValidateColonyPath, admission.WithValidator[*infrav1.Colony](scheme,
 		&ColonyValidator{}).WithRecoverPanic(true))
 }

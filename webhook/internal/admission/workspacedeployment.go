@@ -2,7 +2,12 @@ package admission
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
+
+	"gomodules.xyz/jsonpatch/v2"
+	admissionv1 "k8s.io/api/admission/v1"
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -30,6 +35,9 @@ func (v *DeploymentValidator) ValidateCreate(ctx context.Context, wsd *workspace
 	errs, warnings, err := v.check(ctx, wsd)
 	if err != nil {
 		return warnings, err
+	}
+	if err := v.classDeleting(ctx, wsd); err != nil {
+		errs = append(errs, err)
 	}
 	terrs, err := v.tenancy(ctx, wsd)
 	if err != nil {
@@ -82,6 +90,20 @@ func (v *DeploymentValidator) check(ctx context.Context, wsd *workspacesv1.Works
 	return errs, append(warnings, w...), nil
 }
 
+// classDeleting refuses a new deployment of a class that is being deleted: the class would otherwise
+// stay (its finalizer waits for every user) for a workspace created after its deletion was asked for.
+func (v *DeploymentValidator) classDeleting(ctx context.Context, wsd *workspacesv1.WorkspaceDeployment) *field.Error {
+	if wsd.Spec.WorkspaceClassRef == "" {
+		return nil
+	}
+	wc := &workspacesv1.WorkspaceClass{}
+	if err := v.Reader.Get(ctx, client.ObjectKey{Name: wsd.Spec.WorkspaceClassRef}, wc); err != nil || wc.DeletionTimestamp == nil {
+		return nil
+	}
+	return field.Forbidden(field.NewPath("spec", "workspaceClassRef"),
+		fmt.Sprintf("WorkspaceClass %s is being deleted; use another class", wc.Name))
+}
+
 // ClassMissingWarning is the warning returned when a deployment names a class that does not exist.
 func ClassMissingWarning(class string) string {
 	return fmt.Sprintf("WorkspaceClass %s does not exist yet: the workspace waits for it, and its values and "+
@@ -112,36 +134,48 @@ func (v *DeploymentValidator) tenancy(ctx context.Context, wsd *workspacesv1.Wor
 // so that the stored object says where the workspace runs. On update it only restores the value when
 // a client drops it (server-side apply of a manifest without it), so that the immutability rule never
 // trips on a field the client never set.
+//
+// It answers with a JSON patch of that one field and nothing else: decoding the object into Go types
+// and encoding it again would respell every quantity (`1000m` becomes `1`), which GitOps tools see
+// as drift.
 type DeploymentDefaulter struct{}
 
-// Default sets the defaults.
-func (d *DeploymentDefaulter) Default(ctx context.Context, wsd *workspacesv1.WorkspaceDeployment) error {
-	if wsd.Spec.ClusterDeploymentRef.Namespace != "" || wsd.Namespace == "" {
-		return nil
+// Handle implements admission.Handler.
+func (d *DeploymentDefaulter) Handle(_ context.Context, req admission.Request) admission.Response {
+	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
+		return admission.Allowed("")
 	}
-	req, err := admission.RequestFromContext(ctx)
-	if err != nil {
-		return nil
+	var obj map[string]any
+	if err := json.Unmarshal(req.Object.Raw, &obj); err != nil {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the WorkspaceDeployment: %w", err))
 	}
-	switch req.Operation {
-	case "CREATE":
-		wsd.Spec.ClusterDeploymentRef.Namespace = wsd.Namespace
-	case "UPDATE":
-		if oldNamespace(req) == wsd.Namespace {
-			wsd.Spec.ClusterDeploymentRef.Namespace = wsd.Namespace
+	ns := req.Namespace
+	if ns == "" || refNamespace(obj) != "" {
+		return admission.Allowed("")
+	}
+	if req.Operation == admissionv1.Update {
+		var old map[string]any
+		if len(req.OldObject.Raw) == 0 || json.Unmarshal(req.OldObject.Raw, &old) != nil || refNamespace(old) != ns {
+			return admission.Allowed("")
 		}
 	}
-	return nil
+	spec, _ := obj["spec"].(map[string]any)
+	var op jsonpatch.JsonPatchOperation
+	switch ref, isMap := spec["clusterDeploymentRef"].(map[string]any); {
+	case spec == nil:
+		op = jsonpatch.NewOperation("add", "/spec", map[string]any{"clusterDeploymentRef": map[string]any{"namespace": ns}})
+	case !isMap || ref == nil:
+		op = jsonpatch.NewOperation("add", "/spec/clusterDeploymentRef", map[string]any{"namespace": ns})
+	default:
+		op = jsonpatch.NewOperation("add", "/spec/clusterDeploymentRef/namespace", ns)
+	}
+	return admission.Patched("", op)
 }
 
-// oldNamespace reads spec.clusterDeploymentRef.namespace of the old object of an update.
-func oldNamespace(req admission.Request) string {
-	old := &workspacesv1.WorkspaceDeployment{}
-	if len(req.OldObject.Raw) == 0 {
-		return ""
-	}
-	if err := jsonUnmarshal(req.OldObject.Raw, old); err != nil {
-		return ""
-	}
-	return old.Spec.ClusterDeploymentRef.Namespace
+// refNamespace is spec.clusterDeploymentRef.namespace of a decoded object, "" when absent.
+func refNamespace(obj map[string]any) string {
+	spec, _ := obj["spec"].(map[string]any)
+	ref, _ := spec["clusterDeploymentRef"].(map[string]any)
+	ns, _ := ref["namespace"].(string)
+	return ns
 }

@@ -4,11 +4,17 @@
 //
 // Every replica runs the same loop and needs no leader: the Secret is written with optimistic
 // concurrency, so when two replicas renew at once one write wins and the other adopts it on its next
-// pass. A CA is renewed in two passes so that the API server never meets a certificate it cannot
-// verify: first the new CA joins the bundle (next to the old one, until that expires) and the bundle
-// is injected; only on a later pass, after a successful injection, is a serving certificate issued by
-// the new CA. The serving certificate is served from memory (tls.Config.GetCertificate), so nothing
-// waits for a kubelet to refresh a mounted volume.
+// pass. A CA is renewed in steps so that the API server never meets a certificate it cannot verify:
+// first the new CA joins the bundle (next to the old one, until that expires) and the bundle is
+// injected; the replica that sees the configurations carry a bundle first records the time in the
+// Secret (annotation InjectedAnnotation), and no replica serves a certificate from a CA new in the
+// bundle until InjectionGrace has passed since then. So a second replica that finds the bundle
+// already injected by the first one waits just as the first does, and the API servers have time to
+// pick up the configurations. The serving certificate is served from memory
+// (tls.Config.GetCertificate), so nothing waits for a kubelet to refresh a mounted volume.
+//
+// Ready is a readiness check: it fails until a pass has injected the bundle into both
+// configurations, and whenever the last pass could not.
 //
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;update,resourceNames=exalsius-operator-webhook-tls
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations;mutatingwebhookconfigurations,verbs=get;update,resourceNames=exalsius-operator-webhook
@@ -17,13 +23,17 @@ package certs
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,6 +54,9 @@ const (
 	ServingCert   = "tls.crt"
 	ServingKey    = "tls.key"
 	DefaultSecret = "exalsius-operator-webhook-tls"
+	// InjectedAnnotation on the Secret records which bundle the configurations carry and since when:
+	// "<first 16 hex digits of the bundle's SHA-256>/<RFC 3339 time>".
+	InjectedAnnotation = "webhook.exalsius.ai/ca-bundle-injected"
 )
 
 // Defaults of the rotation.
@@ -51,6 +64,9 @@ const (
 	DefaultCAValidity      = 10 * 365 * 24 * time.Hour
 	DefaultServingValidity = 365 * 24 * time.Hour
 	DefaultCheckInterval   = time.Minute
+	// DefaultInjectionGrace is how long a bundle must have been injected before a certificate from a
+	// CA new in it is served: the API servers' webhook configuration informers need a moment.
+	DefaultInjectionGrace = 30 * time.Second
 )
 
 // Options configure a Rotator.
@@ -72,6 +88,9 @@ type Options struct {
 	CAValidity, ServingValidity time.Duration
 	// CheckInterval is how often the certificates and the injected bundle are checked.
 	CheckInterval time.Duration
+	// InjectionGrace is how long a bundle must have been in the configurations (as recorded in the
+	// Secret) before any replica serves a certificate from a CA that is new in it.
+	InjectionGrace time.Duration
 	// CABundleFile, when set, receives the CA bundle (for webhook configurations registered by hand).
 	CABundleFile string
 	// Now is the clock; time.Now when nil.
@@ -85,7 +104,9 @@ type Rotator struct {
 	opts    Options
 	serving atomic.Pointer[tls.Certificate]
 	bundle  atomic.Pointer[[]byte]
-	mu      sync.Mutex // serialises Sync
+	// injectErr is the last pass's injection result; nil before the first pass stands for "not yet".
+	injectErr atomic.Pointer[error]
+	mu        sync.Mutex // serialises Sync
 }
 
 // New returns a Rotator with the defaults filled in.
@@ -107,6 +128,9 @@ func New(opts Options) (*Rotator, error) {
 	}
 	if opts.CheckInterval <= 0 {
 		opts.CheckInterval = DefaultCheckInterval
+	}
+	if opts.InjectionGrace < 0 {
+		opts.InjectionGrace = 0
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -191,16 +215,26 @@ func (r *Rotator) Sync(ctx context.Context) error {
 		}
 		data = secret.Data // Update decoded the server's answer into a new map
 	}
-	injected, injectErr := r.inject(ctx, data[CABundleKey])
+	_, injectErr := r.inject(ctx, data[CABundleKey])
+	r.injectErr.Store(&injectErr)
+	settled := r.opts.WebhookConfigName == ""
+	if injectErr == nil && r.opts.WebhookConfigName != "" {
+		since, err := r.injectedSince(ctx, secret, now)
+		if err != nil {
+			return err
+		}
+		data = secret.Data
+		settled = !now.Before(since.Add(r.opts.InjectionGrace))
+	}
 
 	serving, _ := parseKeyPair(data[ServingCert], data[ServingKey])
 	if !servingValid(serving, ca, r.opts.DNSNames, r.opts.IPAddresses, now) {
-		// A new serving certificate waits for a later pass when the configurations did not carry the
-		// bundle before this pass (a new CA was just injected, or injection failed), so that the API
-		// server has seen the CA before it meets a certificate from it; unless the current
-		// certificate has expired.
+		// A new serving certificate waits for a later pass until the configurations have carried the
+		// bundle for InjectionGrace (recorded in the Secret, so every replica waits alike), so that
+		// the API servers have seen the CA before they meet a certificate from it; unless the
+		// current certificate has expired or there is none.
 		stillServable := serving != nil && now.Before(serving.cert.NotAfter)
-		if stillServable && (injectErr != nil || injected) {
+		if stillServable && !settled {
 			if err := r.load(data); err != nil {
 				return err
 			}
@@ -220,6 +254,40 @@ func (r *Rotator) Sync(ctx context.Context) error {
 		return err
 	}
 	return injectErr
+}
+
+// injectedSince returns since when the configurations carry the Secret's bundle, recording now in
+// the Secret when they did not carry it before (or nothing was recorded).
+func (r *Rotator) injectedSince(ctx context.Context, secret *corev1.Secret, now time.Time) (time.Time, error) {
+	sum := sha256.Sum256(secret.Data[CABundleKey])
+	id := hex.EncodeToString(sum[:8])
+	if rec, at, ok := strings.Cut(secret.Annotations[InjectedAnnotation], "/"); ok && rec == id {
+		if t, err := time.Parse(time.RFC3339Nano, at); err == nil {
+			return t, nil
+		}
+	}
+	if secret.Annotations == nil {
+		secret.Annotations = map[string]string{}
+	}
+	secret.Annotations[InjectedAnnotation] = id + "/" + now.UTC().Format(time.RFC3339Nano)
+	if err := r.opts.Client.Update(ctx, secret); err != nil {
+		return time.Time{}, fmt.Errorf("recording the injection in Secret %s: %w", r.opts.Secret, err)
+	}
+	if secret.Data == nil {
+		secret.Data = map[string][]byte{}
+	}
+	return now, nil
+}
+
+// Ready is a readiness check (healthz.Checker): it fails before the first pass and while the last
+// pass could not inject the CA bundle into the webhook configurations, so that a replica whose
+// certificate the API server may not trust takes no traffic.
+func (r *Rotator) Ready(*http.Request) error {
+	p := r.injectErr.Load()
+	if p == nil {
+		return errors.New("the CA bundle has not been injected yet")
+	}
+	return *p
 }
 
 // secret reads the Secret, creating it empty when it does not exist yet (the chart normally does).
@@ -266,7 +334,8 @@ func (r *Rotator) load(data map[string][]byte) error {
 }
 
 // inject writes the bundle into every webhook of both configurations and reports whether it had to
-// change any. A configuration that does not exist yet is skipped; the next pass tries again.
+// change any. A configuration that does not exist (yet) is an error: the API server would not trust
+// the webhook; the next pass tries again.
 func (r *Rotator) inject(ctx context.Context, bundle []byte) (bool, error) {
 	if r.opts.WebhookConfigName == "" {
 		return false, nil
@@ -286,8 +355,8 @@ func (r *Rotator) inject(ctx context.Context, bundle []byte) (bool, error) {
 			errs = append(errs, r.opts.Client.Update(ctx, vwc))
 			updated = true
 		}
-	} else if !apierrors.IsNotFound(err) {
-		errs = append(errs, err)
+	} else {
+		errs = append(errs, fmt.Errorf("ValidatingWebhookConfiguration %s: %w", r.opts.WebhookConfigName, err))
 	}
 	mwc := &admissionv1.MutatingWebhookConfiguration{}
 	if err := r.opts.Client.Get(ctx, key, mwc); err == nil {
@@ -301,8 +370,8 @@ func (r *Rotator) inject(ctx context.Context, bundle []byte) (bool, error) {
 			errs = append(errs, r.opts.Client.Update(ctx, mwc))
 			updated = true
 		}
-	} else if !apierrors.IsNotFound(err) {
-		errs = append(errs, err)
+	} else {
+		errs = append(errs, fmt.Errorf("MutatingWebhookConfiguration %s: %w", r.opts.WebhookConfigName, err))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return updated, fmt.Errorf("injecting the CA bundle into %s: %w", r.opts.WebhookConfigName, err)

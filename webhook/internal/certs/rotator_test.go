@@ -16,6 +16,7 @@ import (
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -71,7 +72,7 @@ func installConfigs(t *testing.T, name, addr string) {
 	ctx := context.Background()
 	for _, obj := range []client.Object{vwc, mwc,
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"rotation-test": name}}}} {
-		if err := mgmt.Client.Create(ctx, obj); err != nil {
+		if err := mgmt.Client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
 		}
 	}
@@ -139,6 +140,7 @@ func TestRotation(t *testing.T) {
 	// Half a second between the pass that injects a new CA and the one that serves a certificate
 	// from it: time for the API server to see the new bundle on a busy machine.
 	r.opts.CheckInterval = 500 * time.Millisecond
+	r.opts.InjectionGrace = 500 * time.Millisecond
 	addr := allowServer(t, r)
 	installConfigs(t, name, addr)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -218,9 +220,7 @@ func TestRotation(t *testing.T) {
 // creates the Secret when it is missing.
 func TestReplicasAgree(t *testing.T) {
 	const name = "replicas"
-	if err := mgmt.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
-		t.Fatal(err)
-	}
+	installConfigs(t, name, "127.0.0.1:1")
 	a := newRotator(t, name, time.Hour, 10*time.Minute)
 	b := newRotator(t, name, time.Hour, 10*time.Minute)
 	ctx := context.Background()
@@ -252,5 +252,111 @@ func TestReplicasAgree(t *testing.T) {
 	}
 	if before.ResourceVersion != after.ResourceVersion {
 		t.Fatal("a pass with nothing due rewrote the Secret")
+	}
+}
+
+// clock is a settable time source shared by rotators.
+type clock struct{ now time.Time }
+
+func (c *clock) Now() time.Time { return c.now }
+
+// TestReplicasWaitForTheInjectionOfANewCA: when one replica renews the CA and injects the new bundle,
+// the other replica finds the configurations already carrying it; it must still not serve a
+// certificate from the new CA until the injection has been in place for InjectionGrace, because the
+// API servers may not have picked the configurations up yet.
+func TestReplicasWaitForTheInjectionOfANewCA(t *testing.T) {
+	const name = "newca"
+	installConfigs(t, name, "127.0.0.1:1")
+	clk := &clock{now: time.Now()}
+	rot := func() *Rotator {
+		r := newRotator(t, name, 3*time.Hour, 3*time.Hour)
+		r.opts.Now = clk.Now
+		r.opts.InjectionGrace = time.Minute
+		return r
+	}
+	a, b := rot(), rot()
+	ctx := context.Background()
+	for _, r := range []*Rotator{a, b} {
+		if err := r.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, _ := a.GetCertificate(nil)
+	issuer := func(r *Rotator) string {
+		c, err := r.GetCertificate(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprintf("%x", c.Leaf.AuthorityKeyId)
+	}
+	if first == nil || first.Leaf == nil {
+		t.Fatal("no certificate after the first pass")
+	}
+	oldIssuer := issuer(a)
+
+	// Two thirds of the CA's life: a renews the CA and injects the bundle with both CAs.
+	clk.now = clk.now.Add(2*time.Hour + time.Minute)
+	if err := a.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	vb, _ := injected(t, name)
+	if len(parseCerts(vb)) != 2 {
+		t.Fatalf("the injected bundle should hold the old and the new CA, holds %d", len(parseCerts(vb)))
+	}
+	// b finds the bundle injected already; both keep serving the old CA's certificate.
+	if err := b.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for n, r := range map[string]*Rotator{"a": a, "b": b} {
+		if got := issuer(r); got != oldIssuer {
+			t.Errorf("replica %s serves a certificate from the new CA before the injection grace passed", n)
+		}
+	}
+	// Once the grace has passed, the first replica to sync issues from the new CA and the other
+	// adopts that certificate.
+	clk.now = clk.now.Add(time.Minute + time.Second)
+	for _, r := range []*Rotator{b, a} {
+		if err := r.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if issuer(a) == oldIssuer || issuer(a) != issuer(b) {
+		t.Errorf("after the grace the replicas should serve one certificate from the new CA")
+	}
+	ca, _ := a.GetCertificate(nil)
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(vb)
+	if _, err := ca.Leaf.Verify(x509.VerifyOptions{Roots: pool, CurrentTime: clk.now}); err != nil {
+		t.Errorf("the served certificate is not trusted by the injected bundle: %v", err)
+	}
+}
+
+// TestNotReadyWhileInjectionFails: the readiness check fails before the first pass and while the
+// webhook configurations cannot receive the bundle (here: they do not exist), and passes once they do.
+func TestNotReadyWhileInjectionFails(t *testing.T) {
+	const name = "noinject"
+	if err := mgmt.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+		t.Fatal(err)
+	}
+	r := newRotator(t, name, time.Hour, 10*time.Minute)
+	if err := r.Ready(nil); err == nil {
+		t.Fatal("ready before the first pass")
+	}
+	if err := r.Sync(context.Background()); err == nil {
+		t.Fatal("a pass without webhook configurations reported success")
+	}
+	if _, err := r.GetCertificate(nil); err != nil {
+		t.Fatalf("no certificate to serve after the first pass: %v", err)
+	}
+	if err := r.Ready(nil); err == nil {
+		t.Fatal("ready although the CA bundle could not be injected")
+	}
+	ctx := context.Background()
+	installConfigs(t, name, "127.0.0.1:1")
+	if err := r.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Ready(nil); err != nil {
+		t.Fatalf("not ready after a successful injection: %v", err)
 	}
 }

@@ -235,26 +235,30 @@ func TestColonyAcceptedAndChecked(t *testing.T) {
 	denied(t, mgmt.Client.Update(ctx, c), "spec.colonyClusters[1].clusterDeploymentSpec.template")
 }
 
-// TestSystemNamespacesAreNotBlocked: the namespaceSelector keeps the webhook away from kube-public and
-// from namespaces labelled webhooks.exalsius.ai/ignore, so an object it would deny is admitted there.
+// TestSystemNamespacesAreNotBlocked: the namespaceSelector keeps the webhook away from kube-public,
+// and no namespace label turns admission off (a tenant may label their own namespace): the label the
+// webhook once honoured changes nothing.
 func TestSystemNamespacesAreNotBlocked(t *testing.T) {
 	fixtures(t)
 	ctx := context.Background()
 	must(t, mgmt.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ignored",
 		Labels: map[string]string{"webhooks.exalsius.ai/ignore": "true"}}}))
-	for _, ns := range []string{"kube-public", "ignored"} {
+	d := deployment("kube-public", "too-many-replicas", corpusClass, validValues())
+	d.Spec.Resources = &workspacesv1.ResourceOverrides{Replicas: ptr(int32(testMaxReplicas + 1))}
+	must(t, mgmt.Client.Create(ctx, d))
+	for _, ns := range []string{"corpus", "ignored"} {
 		d := deployment(ns, "too-many-replicas", corpusClass, validValues())
 		d.Spec.Resources = &workspacesv1.ResourceOverrides{Replicas: ptr(int32(testMaxReplicas + 1))}
-		must(t, mgmt.Client.Create(ctx, d))
+		denied(t, mgmt.Client.Create(ctx, d), "spec.resources.replicas")
 	}
-	d := deployment("corpus", "too-many-replicas", corpusClass, validValues())
-	d.Spec.Resources = &workspacesv1.ResourceOverrides{Replicas: ptr(int32(testMaxReplicas + 1))}
-	denied(t, mgmt.Client.Create(ctx, d), "spec.resources.replicas")
 }
 
 func TestReadyAndCABundleFile(t *testing.T) {
 	if err := wh.Checker().Check(nil); err != nil {
 		t.Fatalf("the readiness check fails while the webhook serves: %v", err)
+	}
+	if err := wh.Rotator.Ready(nil); err != nil {
+		t.Fatalf("the CA injection check fails while the configurations carry the bundle: %v", err)
 	}
 	data, err := os.ReadFile(cfgCABundleFile)
 	if err != nil {

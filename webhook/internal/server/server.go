@@ -64,6 +64,7 @@ type Config struct {
 	CAValidity        time.Duration
 	CertValidity      time.Duration
 	CertCheckInterval time.Duration
+	InjectionGrace    time.Duration
 	MaxReplicas       int
 }
 
@@ -84,6 +85,7 @@ func NewConfig() *Config {
 		CAValidity:        certs.DefaultCAValidity,
 		CertValidity:      certs.DefaultServingValidity,
 		CertCheckInterval: certs.DefaultCheckInterval,
+		InjectionGrace:    certs.DefaultInjectionGrace,
 		MaxReplicas:       wsvalidation.DefaultMaxReplicas,
 	}
 }
@@ -104,6 +106,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.CAValidity, "ca-validity", c.CAValidity, "Lifetime of the self-managed CA; renewed after two thirds.")
 	fs.DurationVar(&c.CertValidity, "cert-validity", c.CertValidity, "Lifetime of the self-managed serving certificate; renewed after two thirds.")
 	fs.DurationVar(&c.CertCheckInterval, "cert-check-interval", c.CertCheckInterval, "How often certificates and the injected CA bundle are checked.")
+	fs.DurationVar(&c.InjectionGrace, "ca-injection-grace", c.InjectionGrace, "How long a renewed CA bundle must have been in the webhook configurations before any replica serves a certificate from the new CA.")
 	fs.IntVar(&c.MaxReplicas, "max-replicas", c.MaxReplicas, "Largest spec.resources.replicas a WorkspaceDeployment may ask for.")
 }
 
@@ -123,6 +126,9 @@ func (c *Config) Validate() error {
 		}
 		if c.CertCheckInterval <= 0 {
 			errs = append(errs, fmt.Errorf("--cert-check-interval: %s must be positive", c.CertCheckInterval))
+		}
+		if c.InjectionGrace < 0 {
+			errs = append(errs, fmt.Errorf("--ca-injection-grace: %s must not be negative", c.InjectionGrace))
 		}
 	case CertModeCertManager:
 		if c.CertDir == "" {
@@ -187,8 +193,11 @@ func New(c *Config) (*Webhook, error) {
 	}
 	ips, _ := c.ips()
 	w := &Webhook{}
+	// HTTP/1.1 only, as on the metrics port: HTTP/2 on an endpoint reachable from the network is
+	// exposed to the HTTP/2 Stream Cancellation and Rapid Reset attacks (CVE-2023-44487,
+	// CVE-2023-39325), and the API server calls webhooks over HTTP/1.1 just as well.
 	opts := webhook.Options{Host: c.Host, Port: c.Port, CertDir: c.CertDir,
-		TLSOpts: []func(*tls.Config){func(t *tls.Config) { t.MinVersion = tls.VersionTLS12 }}}
+		TLSOpts: []func(*tls.Config){DisableHTTP2, func(t *tls.Config) { t.MinVersion = tls.VersionTLS12 }}}
 	serverName := c.DNSNames()[0]
 	roots := func() []byte {
 		b, err := os.ReadFile(filepath.Join(c.CertDir, "ca.crt"))
@@ -206,6 +215,7 @@ func New(c *Config) (*Webhook, error) {
 			CAValidity:        c.CAValidity,
 			ServingValidity:   c.CertValidity,
 			CheckInterval:     c.CertCheckInterval,
+			InjectionGrace:    c.InjectionGrace,
 			CABundleFile:      c.CABundleFile,
 			Log:               ctrl.Log.WithName("certs"),
 		})
@@ -250,8 +260,18 @@ func (w *Webhook) Setup(mgr ctrl.Manager, c *Config) error {
 			return fmt.Errorf("starting the informer for %T: %w", obj, err)
 		}
 	}
-	return mgr.AddReadyzCheck("webhook-tls", w.checker.Check)
+	if err := mgr.AddReadyzCheck("webhook-tls", w.checker.Check); err != nil {
+		return err
+	}
+	if w.Rotator != nil {
+		// Not ready while the API server may not trust the served certificate.
+		return mgr.AddReadyzCheck("webhook-ca-injection", w.Rotator.Ready)
+	}
+	return nil
 }
+
+// DisableHTTP2 restricts a TLS server to HTTP/1.1.
+func DisableHTTP2(t *tls.Config) { t.NextProtos = []string{"http/1.1"} }
 
 // Checker is the readiness check, for tests.
 func (w *Webhook) Checker() *certs.TLSChecker { return w.checker }

@@ -1,11 +1,18 @@
 // Package workspaceclass validates WorkspaceClasses: it resolves each class's k0rdent ServiceTemplate,
 // checks its chart version against the class's versionConstraint, parses the class's value paths,
 // checks its prerequisites' templates, and counts the WorkspaceDeployments that use it.
+//
+// It also protects a class in use: every class carries the finalizer Finalizer, which the reconciler
+// removes from a deleting class only once no WorkspaceDeployment names it (in the cache and in a live
+// list). The webhook's deletion check answers earlier with the users' names, but it fails open; the
+// finalizer holds whether or not the webhook runs.
 package workspaceclass
 
 import (
 	"context"
 	"fmt"
+	"sort"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -34,13 +42,24 @@ const (
 	IndexClassRef = "spec.workspaceClassRef"
 )
 
+// Finalizer keeps a WorkspaceClass that WorkspaceDeployments use from going away.
+const Finalizer = "workspaces.exalsius.ai/workspaceclass-protection"
+
+// ReasonDeletionBlocked is the reason of the event on a deleting class still in use.
+const ReasonDeletionBlocked = "DeletionBlocked"
+
 // Reconciler validates WorkspaceClasses.
 type Reconciler struct {
 	Client   client.Client
 	Recorder events.EventRecorder
+	// APIReader lists WorkspaceDeployments live before a deleting class loses its finalizer, so that
+	// one created a moment ago (not yet in the cache) still protects it; SetupWithManager sets the
+	// manager's when nil.
+	APIReader client.Reader
 }
 
-// +kubebuilder:rbac:groups=workspaces.exalsius.ai,resources=workspaceclasses,verbs=get;list;watch
+// +kubebuilder:rbac:groups=workspaces.exalsius.ai,resources=workspaceclasses,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=workspaces.exalsius.ai,resources=workspaceclasses/finalizers,verbs=update
 // +kubebuilder:rbac:groups=workspaces.exalsius.ai,resources=workspaceclasses/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=workspaces.exalsius.ai,resources=workspacedeployments,verbs=get;list;watch
 // +kubebuilder:rbac:groups=k0rdent.mirantis.com,resources=servicetemplates,verbs=get;list;watch
@@ -48,6 +67,9 @@ type Reconciler struct {
 
 // SetupWithManager registers the indexes and the controller.
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager, opts controller.Options) error {
+	if r.APIReader == nil {
+		r.APIReader = mgr.GetAPIReader()
+	}
 	if err := IndexClassRefField(ctx, mgr); err != nil {
 		return err
 	}
@@ -106,6 +128,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.Client.Get(ctx, req.NamespacedName, class); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
+	if class.DeletionTimestamp != nil {
+		return r.reconcileDelete(ctx, class)
+	}
+	if !controllerutil.ContainsFinalizer(class, Finalizer) {
+		base := class.DeepCopy()
+		controllerutil.AddFinalizer(class, Finalizer)
+		if err := r.Client.Patch(ctx, class, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+			return reconcile.Result{}, client.IgnoreNotFound(err)
+		}
+	}
 	before := class.Status.DeepCopy()
 
 	p, err := r.validate(ctx, class)
@@ -143,6 +175,81 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, fmt.Errorf("writing WorkspaceClass %s status: %w", class.Name, err)
 	}
 	return reconcile.Result{}, nil
+}
+
+// reconcileDelete removes the finalizer of a deleting class once no WorkspaceDeployment uses it; a
+// deletion of one of its users brings the class back here.
+func (r *Reconciler) reconcileDelete(ctx context.Context, class *workspacesv1.WorkspaceClass) (reconcile.Result, error) {
+	if !controllerutil.ContainsFinalizer(class, Finalizer) {
+		return reconcile.Result{}, nil
+	}
+	users, err := r.users(ctx, class.Name)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if len(users) > 0 {
+		if class.Status.InUseBy != int32(len(users)) {
+			base := class.DeepCopy()
+			class.Status.InUseBy = int32(len(users))
+			if err := r.Client.Status().Patch(ctx, class, client.MergeFrom(base)); err != nil {
+				return reconcile.Result{}, client.IgnoreNotFound(err)
+			}
+		}
+		r.Recorder.Eventf(class, nil, "Warning", ReasonDeletionBlocked, "Delete",
+			"WorkspaceClass %s is kept until no WorkspaceDeployment uses it: %d do (%s)", class.Name, len(users), strings.Join(firstN(users, 5), ", "))
+		return reconcile.Result{}, nil
+	}
+	base := class.DeepCopy()
+	controllerutil.RemoveFinalizer(class, Finalizer)
+	if err := r.Client.Patch(ctx, class, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	return reconcile.Result{}, nil
+}
+
+// users returns "namespace/name" of the WorkspaceDeployments of a class, sorted: from the cache, and
+// when the cache knows none, from a live list (a deployment created a moment ago counts). A live list
+// the ServiceAccount may not make (RBAC limited to watched namespaces) leaves the cache's answer.
+func (r *Reconciler) users(ctx context.Context, class string) ([]string, error) {
+	var list workspacesv1.WorkspaceDeploymentList
+	if err := r.Client.List(ctx, &list, client.MatchingFields{IndexClassRef: class}); err != nil {
+		return nil, fmt.Errorf("listing the WorkspaceDeployments of class %s: %w", class, err)
+	}
+	var names []string
+	for i := range list.Items {
+		names = append(names, list.Items[i].Namespace+"/"+list.Items[i].Name)
+	}
+	if len(names) == 0 && r.APIReader != nil {
+		opts := []client.ListOption{client.Limit(500)}
+		for {
+			live := &workspacesv1.WorkspaceDeploymentList{}
+			err := r.APIReader.List(ctx, live, opts...)
+			if apierrors.IsForbidden(err) {
+				break
+			}
+			if err != nil {
+				return nil, fmt.Errorf("listing the WorkspaceDeployments of class %s: %w", class, err)
+			}
+			for i := range live.Items {
+				if live.Items[i].Spec.WorkspaceClassRef == class {
+					names = append(names, live.Items[i].Namespace+"/"+live.Items[i].Name)
+				}
+			}
+			if live.Continue == "" {
+				break
+			}
+			opts = []client.ListOption{client.Limit(500), client.Continue(live.Continue)}
+		}
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+func firstN(s []string, n int) []string {
+	if len(s) > n {
+		return append(s[:n:n], fmt.Sprintf("and %d more", len(s)-n))
+	}
+	return s
 }
 
 // validate returns the first problem of the class, nil when it is valid, or an error when it could

@@ -9,10 +9,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
@@ -197,4 +200,73 @@ func TestInvalidClasses(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestFinalizerProtectsAClassInUse runs without the webhook (nothing here serves admission): a class
+// gets the finalizer, is kept while a WorkspaceDeployment uses it, and goes once the last user is
+// gone; an unused class is deleted at once.
+func TestFinalizerProtectsAClassInUse(t *testing.T) {
+	ctx := context.Background()
+	tn := name("protected")
+	createTemplate(t, tn, "1.0.0", true)
+	class := createClass(t, workspacesv1.WorkspaceClassSpec{ServiceTemplate: workspacesv1.ServiceTemplateRef{Name: tn}})
+	unused := createClass(t, workspacesv1.WorkspaceClassSpec{ServiceTemplate: workspacesv1.ServiceTemplateRef{Name: tn}})
+	for _, c := range []string{class, unused} {
+		eventually(t, c+" finalizer", func() error {
+			got := &workspacesv1.WorkspaceClass{}
+			if err := k8s.Get(ctx, client.ObjectKey{Name: c}, got); err != nil {
+				return err
+			}
+			if !controllerutil.ContainsFinalizer(got, Finalizer) {
+				return fmt.Errorf("finalizers %v", got.Finalizers)
+			}
+			return nil
+		})
+	}
+	ns := name("team")
+	must(t, k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+	ws := &workspacesv1.WorkspaceDeployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name("ws")},
+		Spec: workspacesv1.WorkspaceDeploymentSpec{WorkspaceClassRef: class,
+			ClusterDeploymentRef: workspacesv1.ClusterDeploymentRef{Name: "cd"}},
+	}
+	must(t, k8s.Create(ctx, ws))
+
+	must(t, k8s.Delete(ctx, &workspacesv1.WorkspaceClass{ObjectMeta: metav1.ObjectMeta{Name: unused}}))
+	eventually(t, "the unused class gone", func() error {
+		err := k8s.Get(ctx, client.ObjectKey{Name: unused}, &workspacesv1.WorkspaceClass{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("still there: %v", err)
+	})
+
+	must(t, k8s.Delete(ctx, &workspacesv1.WorkspaceClass{ObjectMeta: metav1.ObjectMeta{Name: class}}))
+	// The reconciler saw the deletion and kept the class: its DeletionBlocked event names the user.
+	eventually(t, "the DeletionBlocked event", func() error {
+		var evs eventsv1.EventList
+		if err := k8s.List(ctx, &evs); err != nil {
+			return err
+		}
+		for _, e := range evs.Items {
+			if e.Regarding.Name == class && e.Reason == ReasonDeletionBlocked && strings.Contains(e.Note, ns+"/"+ws.Name) {
+				return nil
+			}
+		}
+		return fmt.Errorf("no event yet")
+	})
+	got := &workspacesv1.WorkspaceClass{}
+	must(t, k8s.Get(ctx, client.ObjectKey{Name: class}, got))
+	if got.DeletionTimestamp == nil || !controllerutil.ContainsFinalizer(got, Finalizer) {
+		t.Fatalf("the class in use lost its finalizer: %+v", got.ObjectMeta)
+	}
+
+	must(t, k8s.Delete(ctx, ws))
+	eventually(t, "the class gone after its last user", func() error {
+		err := k8s.Get(ctx, client.ObjectKey{Name: class}, &workspacesv1.WorkspaceClass{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("still there: %v", err)
+	})
 }

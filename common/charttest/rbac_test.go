@@ -1,0 +1,240 @@
+package charttest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
+)
+
+// allowed is the most each component's own rules may grant: "<group>/<resource>" to verbs. A rule
+// beyond it (a new resource, a new verb) fails TestRBACIsNotWidened; widening a component's RBAC
+// means changing this list in the same commit and giving the reason in the chart README.
+var allowed = map[string]map[string][]string{
+	"colony-controller": {
+		// The aggregated kubeconfig Secret of each Colony (create cannot be limited by name; see the
+		// chart README), and reading the child clusters' kubeconfig Secrets.
+		"/secrets":                              {"create", "get", "list", "update", "watch"},
+		"events.k8s.io/events":                  {"create", "patch"},
+		"infra.exalsius.ai/colonies":            {"get", "list", "patch", "update", "watch"},
+		"infra.exalsius.ai/colonies/finalizers": {"update"},
+		"infra.exalsius.ai/colonies/status":     {"get", "patch", "update"},
+		// The ClusterDeployments of Colonies, created, changed and deleted on teardown.
+		"k0rdent.mirantis.com/clusterdeployments": {"create", "delete", "get", "list", "patch", "update", "watch"},
+	},
+	"workspace-controller": {
+		"/namespaces":          {"get", "list", "watch"},
+		"/secrets":             {"get", "list", "watch"},
+		"events.k8s.io/events": {"create", "list", "patch"},
+		"k0rdent.mirantis.com/clusterdeployments":                {"get", "list", "watch"},
+		"k0rdent.mirantis.com/servicetemplates":                  {"get", "list", "watch"},
+		"k0rdent.mirantis.com/servicesets":                       {"create", "delete", "get", "list", "patch", "update", "watch"},
+		"workspaces.exalsius.ai/workspaceclasses":                {"get", "list", "patch", "watch"},
+		"workspaces.exalsius.ai/workspaceclasses/finalizers":     {"update"},
+		"workspaces.exalsius.ai/workspaceclasses/status":         {"get", "patch", "update"},
+		"workspaces.exalsius.ai/workspacedeployments":            {"get", "list", "patch", "update", "watch"},
+		"workspaces.exalsius.ai/workspacedeployments/status":     {"get", "patch", "update"},
+		"workspaces.exalsius.ai/workspacedeployments/finalizers": {"update"},
+	},
+	"inventory-collector": {
+		"/secrets":                                {"get", "list", "watch"},
+		"events.k8s.io/events":                    {"create", "patch"},
+		"infra.exalsius.ai/colonies":              {"get", "list", "watch"},
+		"infra.exalsius.ai/colonies/status":       {"get", "patch"},
+		"k0rdent.mirantis.com/clusterdeployments": {"get", "list", "watch"},
+	},
+	"webhook": {
+		"/namespaces": {"get", "list", "watch"},
+		"/secrets":    {"get", "update"}, // only its own TLS Secret, by name (checked below)
+		"admissionregistration.k8s.io/mutatingwebhookconfigurations":   {"get", "update"},
+		"admissionregistration.k8s.io/validatingwebhookconfigurations": {"get", "update"},
+		"authentication.k8s.io/tokenreviews":                           {"create"},
+		"authorization.k8s.io/subjectaccessreviews":                    {"create"},
+		"workspaces.exalsius.ai/workspaceclasses":                      {"get", "list", "watch"},
+		"workspaces.exalsius.ai/workspacedeployments":                  {"list"},
+	},
+}
+
+// componentRules returns the rules of the component's own ClusterRole and Roles (not the shared
+// metrics and leader-election ones, which TestRBACIsLeastPrivilege covers).
+func componentRules(t *testing.T, r rendered, fullname, c string) []rbacv1.PolicyRule {
+	t.Helper()
+	var out []rbacv1.PolicyRule
+	for _, kind := range []string{"ClusterRole", "Role"} {
+		for _, u := range r.ofKind(kind) {
+			if u.GetName() == fullname+"-"+c && u.GetLabels()["app.kubernetes.io/component"] == c {
+				out = append(out, into[rbacv1.ClusterRole](t, u).Rules...)
+			}
+		}
+	}
+	return out
+}
+
+func widened(rules []rbacv1.PolicyRule, allow map[string][]string) []string {
+	var out []string
+	for _, rule := range rules {
+		for _, g := range rule.APIGroups {
+			for _, res := range rule.Resources {
+				for _, v := range rule.Verbs {
+					if !slices.Contains(allow[g+"/"+res], v) {
+						out = append(out, fmt.Sprintf("%s %s/%s", v, g, res))
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// TestRBACIsNotWidened fails when a component's rules grant anything beyond the allow list, under the
+// default and the non-default values, and when the README no longer gives the reason for a Secret
+// rule.
+func TestRBACIsNotWidened(t *testing.T) {
+	for name, r := range map[string]struct {
+		objs     rendered
+		fullname string
+	}{"default": {render(t), "exalsius-operator"}, "nondefault": {renderValuesFile(t, "nondefault-values.yaml"), "eo"}} {
+		for _, c := range components {
+			rules := componentRules(t, r.objs, r.fullname, c)
+			if len(rules) == 0 {
+				t.Errorf("%s: %s has no rules", name, c)
+			}
+			if w := widened(rules, allowed[c]); len(w) > 0 {
+				t.Errorf("%s: %s's RBAC was widened beyond the reviewed list: %v", name, c, w)
+			}
+		}
+	}
+	// The check can fail: a rule with one more verb is caught.
+	extra := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "delete"}}}
+	if w := widened(extra, allowed["inventory-collector"]); !slices.Equal(w, []string{"delete /secrets"}) {
+		t.Errorf("the allow list check missed a widened rule: %v", w)
+	}
+	readme, err := os.ReadFile(filepath.Join(chartDir(t), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{"colony-controller", "workspace-controller", "inventory-collector", "webhook"} {
+		if !strings.Contains(string(readme), "| "+c+" | Secrets") {
+			t.Errorf("the chart README gives no reason for the Secret rule of %s", c)
+		}
+	}
+}
+
+// TestWatchNamespaceRBACIsNamespaced installs the RBAC of a release limited to team-a and team-b and
+// asks the API server, as each controller, what it may do: Secrets and the other namespaced
+// resources only in the watched namespaces, cluster-scoped reads as before, no ClusterRole with
+// Secrets for any controller.
+func TestWatchNamespaceRBACIsNamespaced(t *testing.T) {
+	r := render(t, "--set", "fullnameOverride=scoped", "--set", `global.watchNamespace=team-a\,team-b`)
+	var rbacObjs rendered
+	for _, u := range r {
+		switch u.GetKind() {
+		case "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
+			if u.GetAnnotations()["helm.sh/hook"] == "" {
+				rbacObjs = append(rbacObjs, u)
+			}
+		}
+	}
+	for _, u := range rbacObjs {
+		if u.GetKind() != "ClusterRole" {
+			continue
+		}
+		comp := u.GetLabels()["app.kubernetes.io/component"]
+		if comp == "webhook" {
+			continue
+		}
+		for _, rule := range into[rbacv1.ClusterRole](t, u).Rules {
+			for _, res := range rule.Resources {
+				if !slices.Contains(strings.Fields(clusterScoped), res) {
+					t.Errorf("%s grants namespaced %s cluster-wide with a watch namespace set", key(u), res)
+				}
+			}
+		}
+	}
+	for _, c := range []string{"colony-controller", "workspace-controller", "inventory-collector"} {
+		for _, ns := range []string{"team-a", "team-b"} {
+			if r.get("Role", "scoped-"+c) == nil {
+				t.Errorf("%s: no Role in %s", c, ns)
+			}
+		}
+	}
+	apply(t, rbacObjs, true)
+
+	cs := kubernetes.NewForConfigOrDie(mgmt.Config)
+	can := func(component string, attrs authorizationv1.ResourceAttributes) bool {
+		review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User:               fmt.Sprintf("system:serviceaccount:%s:scoped-%s", releaseNamespace, component),
+			Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + releaseNamespace, "system:authenticated"},
+			ResourceAttributes: &attrs,
+		}}
+		res, err := cs.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), review, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("SubjectAccessReview: %v", err)
+		}
+		return res.Status.Allowed
+	}
+	res := func(verb, group, resource, ns string) authorizationv1.ResourceAttributes {
+		return authorizationv1.ResourceAttributes{Verb: verb, Group: group, Resource: resource, Namespace: ns}
+	}
+	cases := []struct {
+		component string
+		attrs     authorizationv1.ResourceAttributes
+		allowed   bool
+	}{
+		{"workspace-controller", res("get", "", "secrets", "team-a"), true},
+		{"workspace-controller", res("list", "", "secrets", "team-b"), true},
+		{"workspace-controller", res("get", "", "secrets", "kcm-system"), false},
+		{"workspace-controller", res("list", "", "secrets", ""), false},
+		{"inventory-collector", res("get", "", "secrets", "team-a"), true},
+		{"inventory-collector", res("get", "", "secrets", "kcm-system"), false},
+		{"colony-controller", res("create", "", "secrets", "team-a"), true},
+		{"colony-controller", res("create", "", "secrets", "kcm-system"), false},
+		{"colony-controller", res("delete", "k0rdent.mirantis.com", "clusterdeployments", "team-a"), true},
+		{"colony-controller", res("delete", "k0rdent.mirantis.com", "clusterdeployments", "kcm-system"), false},
+		{"workspace-controller", res("create", "k0rdent.mirantis.com", "servicesets", "team-b"), true},
+		{"workspace-controller", res("create", "k0rdent.mirantis.com", "servicesets", "other"), false},
+		// Cluster-scoped reads stay cluster-wide.
+		{"workspace-controller", res("list", "workspaces.exalsius.ai", "workspaceclasses", ""), true},
+		{"workspace-controller", res("get", "", "namespaces", ""), true},
+	}
+	for _, c := range cases {
+		if got := can(c.component, c.attrs); got != c.allowed {
+			t.Errorf("%s %s %s/%s in %q: allowed=%v, want %v", c.component, c.attrs.Verb, c.attrs.Group, c.attrs.Resource, c.attrs.Namespace, got, c.allowed)
+		}
+	}
+}
+
+// clusterScoped mirrors the chart's eo.clusterScopedResources.
+const clusterScoped = "namespaces nodes workspaceclasses workspaceclasses/status workspaceclasses/finalizers validatingwebhookconfigurations mutatingwebhookconfigurations tokenreviews subjectaccessreviews customresourcedefinitions"
+
+// chartField reads a top-level scalar of Chart.yaml.
+func chartField(t *testing.T, field string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(chartDir(t), "Chart.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := yaml.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprint(m[field])
+}
+
+func chartAppVersion(t *testing.T) string { return chartField(t, "appVersion") }
+
+// helmTemplateNS renders the chart into another release namespace.
+func helmTemplateNS(t *testing.T, ns string) ([]byte, error) {
+	t.Helper()
+	out, err := helmRaw(t, "template", releaseName, chartDir(t), "--namespace", ns, "--kube-version", kubeVersion)
+	return out, err
+}
