@@ -185,7 +185,7 @@ func (r *serviceSetReconciler) plan(ctx context.Context, ss *k0rdentv1beta1.Serv
 			pp.state, pp.message = k0rdentv1beta1.ServiceStateFailed, err.Error()
 			continue
 		}
-		vals, err := serviceValues(ctx, r.reader, ss.Namespace, svc)
+		vals, err := serviceValues(ctx, r.reader, ss.Namespace, ss.Spec.Cluster, svc)
 		if err != nil {
 			pp.state, pp.message = k0rdentv1beta1.ServiceStateFailed, err.Error()
 			continue
