@@ -21,6 +21,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -45,7 +46,14 @@ type Options struct {
 	ChartsDir string
 	// Log receives the simulator's logs.
 	Log io.Writer
+	// StatusInterval is how often service states reach ServiceSet status (KCM collects them from
+	// Sveltos every 10 s: KCMStatusInterval). Zero writes each change at once. A namespace annotated
+	// with StatusIntervalAnnotation uses its own interval.
+	StatusInterval time.Duration
 }
+
+// KCMStatusInterval is KCM's default interval for collecting service states from Sveltos.
+const KCMStatusInterval = 10 * time.Second
 
 // Simulator is a running k0rdent simulator.
 type Simulator struct {
@@ -90,7 +98,7 @@ func Start(ctx context.Context, o Options) (*Simulator, error) {
 	if err := (&clusterDeploymentReconciler{client: c, world: o.World}).setup(mgr); err != nil {
 		return nil, err
 	}
-	if err := (&serviceSetReconciler{client: c, reader: mgr.GetAPIReader(), world: o.World, chartsDir: o.ChartsDir}).setup(mgr); err != nil {
+	if err := (&serviceSetReconciler{client: c, reader: mgr.GetAPIReader(), world: o.World, chartsDir: o.ChartsDir, statusInterval: o.StatusInterval}).setup(mgr); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
