@@ -110,6 +110,8 @@ func waitChild(ctx context.Context, t *testing.T, ns, name string) *w.ChildClust
 	if child == nil {
 		t.Fatalf("no child cluster for %s/%s", ns, name)
 	}
+	// GPUs appear a moment after the nodes are Ready (the device plugin's window).
+	eventually(ctx, t, "devices of "+ns+"/"+name+" advertised", clusterTimeout, child.DevicesAdvertised)
 	return child
 }
 
