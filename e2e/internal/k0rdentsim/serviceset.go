@@ -413,6 +413,7 @@ func (r *serviceSetReconciler) gate(key string, pp *plan, pc providerConfig) {
 		pp.state, pp.message, pp.work = k0rdentv1beta1.ServiceStateFailed, f.message, nil
 	}
 }
+
 // mergeHelmOptions lays a service's helmOptions over its template's, key by key.
 func mergeHelmOptions(tmpl, svc *apiextensionsJSON) *apiextensionsJSON {
 	if tmpl == nil || len(tmpl.Raw) == 0 {

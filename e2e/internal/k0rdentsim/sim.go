@@ -50,6 +50,8 @@ type Options struct {
 	// Sveltos every 10 s: KCMStatusInterval). Zero writes each change at once. A namespace annotated
 	// with StatusIntervalAnnotation uses its own interval.
 	StatusInterval time.Duration
+	// NoAdmission leaves KCM's ClusterDeployment admission webhook out.
+	NoAdmission bool
 }
 
 // KCMStatusInterval is KCM's default interval for collecting service states from Sveltos.
@@ -57,9 +59,10 @@ const KCMStatusInterval = 10 * time.Second
 
 // Simulator is a running k0rdent simulator.
 type Simulator struct {
-	mgr    ctrl.Manager
-	cancel context.CancelFunc
-	done   chan error
+	mgr       ctrl.Manager
+	cancel    context.CancelFunc
+	done      chan error
+	admission *admission
 }
 
 // Scheme returns the scheme the simulator uses: common/scheme (with the k0rdent mirror).
@@ -108,11 +111,19 @@ func Start(ctx context.Context, o Options) (*Simulator, error) {
 		cancel()
 		return nil, fmt.Errorf("k0rdentsim: caches did not sync: %v", <-s.done)
 	}
+	if !o.NoAdmission {
+		if s.admission, err = startAdmission(ctx, c, mgr.GetAPIReader()); err != nil {
+			cancel()
+			<-s.done
+			return nil, err
+		}
+	}
 	return s, nil
 }
 
 // Stop ends the simulator's controllers. Child clusters keep running until the world stops.
 func (s *Simulator) Stop() error {
+	s.admission.stop()
 	s.cancel()
 	return <-s.done
 }
