@@ -96,6 +96,7 @@ type options struct {
 	crdDirs  []string
 	scheme   *k8sruntime.Scheme
 	apiFlags map[string]string
+	logDir   string
 }
 
 // WithWebhook installs the given webhook configurations on the management server, rewritten to call
@@ -139,9 +140,10 @@ type Management struct {
 	// Kubeconfig is an admin kubeconfig for the server.
 	Kubeconfig []byte
 
-	root     string
-	stopOnce sync.Once
-	stopErr  error
+	root      string
+	closeLogs func() error
+	stopOnce  sync.Once
+	stopErr   error
 }
 
 // StartManagement starts kube-apiserver and etcd and installs the CRDs of common/config/crd/bases and,
@@ -195,6 +197,12 @@ func StartManagement(opts ...Option) (*Management, error) {
 	}
 
 	m := &Management{Scheme: s, Env: env, root: root}
+	if o.logDir != "" {
+		if m.closeLogs, err = serverLogs(env, o.logDir); err != nil {
+			_ = os.RemoveAll(root)
+			return nil, fmt.Errorf("management: %w", err)
+		}
+	}
 	cfg, err := env.Start()
 	if err != nil {
 		_ = m.Stop()
@@ -218,6 +226,9 @@ func (m *Management) Stop() error {
 		m.stopErr = m.Env.Stop()
 		if err := os.RemoveAll(m.root); err != nil {
 			m.stopErr = errors.Join(m.stopErr, err)
+		}
+		if m.closeLogs != nil {
+			m.stopErr = errors.Join(m.stopErr, m.closeLogs())
 		}
 	})
 	return m.stopErr

@@ -117,11 +117,12 @@ func (w *World) StartChildWith(ctx context.Context, name string, cfg ClusterConf
 }
 
 func (w *World) newChild(name string) (c *ChildCluster, err error) {
-	env, err := testenv.StartChild(name)
+	dir := filepath.Join(w.RunDir, "children", name)
+	env, err := testenv.StartChild(name, testenv.WithChildLogDir(dir))
 	if err != nil {
 		return nil, fmt.Errorf("child %s: starting the API server: %w", name, err)
 	}
-	c = &ChildCluster{Name: name, Env: env, Kubeconfig: env.Kubeconfig, dir: filepath.Join(w.RunDir, "children", name)}
+	c = &ChildCluster{Name: name, Env: env, Kubeconfig: env.Kubeconfig, dir: dir}
 	defer func() {
 		if err != nil {
 			_ = c.stop()
