@@ -144,7 +144,7 @@ func TestComponentRestarts(t *testing.T) {
 		}).
 		Assess("inventory-collector restarted catches up with new nodes", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			c := component(t, "inventory-collector")
-			if err := c.Process.Kill(); err != nil {
+			if err := c.Kill(); err != nil {
 				t.Fatal(err)
 			}
 			var col infrav1.Colony
@@ -156,10 +156,7 @@ func TestComponentRestarts(t *testing.T) {
 			if err := mgmt().Patch(ctx, &col, patch); err != nil {
 				t.Fatal(err)
 			}
-			if err := c.Process.Start(); err != nil {
-				t.Fatal(err)
-			}
-			if err := c.WaitReady(ctx, workspaceTimeout); err != nil {
+			if err := c.Start(ctx); err != nil {
 				t.Fatal(err)
 			}
 			eventually(ctx, t, "inventory shows 16 A100 on 2 nodes", clusterTimeout, func(ctx context.Context) (bool, string) {
