@@ -89,7 +89,9 @@ func Start(ctx context.Context, o Options) (s *Stack, err error) {
 		Components: map[string]*Component{}, Missing: map[string]string{}, out: out, quit: make(chan struct{})}
 	defer func() {
 		if err != nil {
-			s.DumpLogs(out, 40)
+			if ctx.Err() == nil {
+				s.DumpLogs(out, 40)
+			}
 			_ = s.Stop()
 		}
 	}()
