@@ -21,6 +21,7 @@ import (
 // component returns a running component, failing the test when it is not running.
 func component(t *testing.T, name string) *stack.Component {
 	t.Helper()
+	localOnly(t, "needs the "+name+" process of the local world")
 	c := world.Components[name]
 	if c == nil {
 		t.Fatalf("component %s is not running: %s", name, world.Missing[name])
@@ -33,7 +34,9 @@ func TestWebhookDenials(t *testing.T) {
 	var ns string
 	f := features.New("webhook denials through kubectl").
 		Setup(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
-			component(t, "webhook")
+			if !onRealCluster() {
+				component(t, "webhook")
+			}
 			ns = newNamespace(ctx, t, "hook")
 			serviceTemplate(ctx, t, notebookTemplate, "jupyter-notebook", "0.3.0", "kcm-system", ns)
 			createClass(ctx, t, notebookClass("e2e-hook-"+ns, notebookTemplate, 1, workspacesv1.GPUVendorNVIDIA))
@@ -94,6 +97,7 @@ func assertDenied(ctx context.Context, t *testing.T, manifest, field string) {
 // TestComponentRestarts kills each controller part-way through its work, restarts it, and checks
 // that the work converges without duplicates.
 func TestComponentRestarts(t *testing.T) {
+	localOnly(t, "kills component processes of the local world")
 	var ns string
 	const colony = "tough"
 	f := features.New("components killed and restarted converge").

@@ -25,8 +25,9 @@ import (
 // becomes a child cluster whose kwok nodes carry the configured GPUs, the real scheduler honours the
 // GPU capacity, and ServiceSets become Helm releases with the contract's status.
 func TestWorld(t *testing.T) {
+	localOnly(t, "the simulator itself: node shapes, Helm releases it makes")
 	var ns string
-	var child *w.ChildCluster
+	var child *childCluster
 	f := features.New("local world and k0rdent simulator").
 		Setup(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			ns = newNamespace(ctx, t, "world")

@@ -45,6 +45,9 @@ func (c *Component) hold(on bool) {
 	c.sup.held = on
 }
 
+// IsHeld reports whether a test or a hand restart currently owns the process (Kill, Restart).
+func (c *Component) IsHeld() bool { return c.isHeld() }
+
 func (c *Component) isHeld() bool {
 	c.sup.mu.Lock()
 	defer c.sup.mu.Unlock()
