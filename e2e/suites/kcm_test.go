@@ -87,7 +87,7 @@ func TestSimulatorLikeKCM(t *testing.T) {
 	f := features.New("the simulator behaves like KCM and Sveltos").
 		Setup(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			ns = newNamespace(ctx, t, "kcm")
-			serviceTemplate(ctx, t, "prereq", "example-prerequisite", "0.1.0", ns)
+			serviceTemplate(ctx, t, "prereq", "example-prerequisite", "1.0.0", ns)
 			child = createClusterDeployment(ctx, t, ns, cd, w.ClusterConfig{})
 			return ctx
 		}).
