@@ -50,7 +50,7 @@ type admission struct {
 
 // startAdmission starts the webhook server and registers it on the management API server.
 func startAdmission(ctx context.Context, c client.Client, reader client.Reader) (*admission, error) {
-	caPEM, cert, err := selfSignedServing()
+	caPEM, cert, err := SelfSignedServing()
 	if err != nil {
 		return nil, err
 	}
@@ -209,8 +209,8 @@ func validateCredential(ctx context.Context, c client.Reader, cd *k0rdentv1beta1
 	return nil
 }
 
-// selfSignedServing returns a CA certificate (PEM) and a serving certificate for 127.0.0.1 it signed.
-func selfSignedServing() ([]byte, tls.Certificate, error) {
+// SelfSignedServing returns a CA certificate (PEM) and a serving certificate for 127.0.0.1 it signed.
+func SelfSignedServing() ([]byte, tls.Certificate, error) {
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, tls.Certificate{}, err
