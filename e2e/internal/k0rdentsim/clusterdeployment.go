@@ -162,10 +162,15 @@ func (r *clusterDeploymentReconciler) reconcileNormal(ctx context.Context, cd *k
 	if err := child.AdvertiseDevices(ctx); err != nil {
 		return ctrl.Result{}, err
 	}
+	res := ctrl.Result{}
+	if ok, _ := child.DevicesAdvertised(ctx); !ok {
+		// A node added to the config is not Ready yet: its GPUs come once it is.
+		res.RequeueAfter = time.Second
+	}
 	if err := r.reconcileServiceSpec(ctx, cd); err != nil {
 		return ctrl.Result{}, err
 	}
-	return ctrl.Result{}, r.aggregateServices(ctx, cd, status)
+	return res, r.aggregateServices(ctx, cd, status)
 }
 
 // aggregateServices copies the states of every ServiceSet of this ClusterDeployment into its status
