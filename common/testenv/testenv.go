@@ -325,6 +325,9 @@ func K0rdentCRDs() (string, error) {
 	return dir, nil
 }
 
+// RealK0rdentCRDs reports whether the management server runs with k0rdent's real CRDs (K0RDENT_CRDS).
+func RealK0rdentCRDs() bool { return os.Getenv(EnvK0rdentCRDs) != "" }
+
 // MirrorOnly skips a test that checks a behaviour of the project's k0rdent mirror CRDs that KCM's
 // real CRDs do not have, when the management server runs with the real ones (K0RDENT_CRDS).
 func MirrorOnly(t testing.TB, behaviour string) {
