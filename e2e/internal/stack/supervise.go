@@ -151,7 +151,8 @@ func (s *Stack) supervise(c *Component) {
 	}
 }
 
-// event records a Warning or Normal Event about a component on the system namespace.
+// event records a Warning or Normal Event about a component, on its ServiceAccount in the system
+// namespace.
 func (s *Stack) event(c *Component, reason, msg string) {
 	typ := corev1.EventTypeWarning
 	if reason == "ComponentRestarted" {
@@ -160,7 +161,7 @@ func (s *Stack) event(c *Component, reason, msg string) {
 	now := metav1.Now()
 	ev := &corev1.Event{
 		ObjectMeta:     metav1.ObjectMeta{Namespace: SystemNamespace, Name: c.Name + "." + rand.String(10)},
-		InvolvedObject: corev1.ObjectReference{APIVersion: "v1", Kind: "Namespace", Name: SystemNamespace},
+		InvolvedObject: corev1.ObjectReference{APIVersion: "v1", Kind: "ServiceAccount", Namespace: SystemNamespace, Name: c.ServiceAccount.Name},
 		Reason:         reason,
 		Message:        msg,
 		Type:           typ,
@@ -172,7 +173,9 @@ func (s *Stack) event(c *Component, reason, msg string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if s.Client != nil {
-		_ = s.Client.Create(ctx, ev)
+		if err := s.Client.Create(ctx, ev); err != nil {
+			s.progress("recording the event %s for %s: %v", reason, c.Name, err)
+		}
 	}
 }
 
