@@ -58,10 +58,17 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e: building the component binaries:", err)
 		return 1
 	}
+	// E2E_STATUS_INTERVAL runs every suite at another status-collection cadence (e.g. KCM's 10s).
+	statusInterval, err := durationEnvAllowZero("E2E_STATUS_INTERVAL")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
 	world, err = stack.Start(context.Background(), stack.Options{
-		RepoRoot: root,
-		BinDir:   binDir,
-		Out:      os.Stdout,
+		RepoRoot:       root,
+		BinDir:         binDir,
+		Out:            os.Stdout,
+		StatusInterval: statusInterval,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: starting the local world:", err)

@@ -102,6 +102,19 @@ func durationEnv(name string, def time.Duration) (time.Duration, error) {
 	return d, nil
 }
 
+// durationEnvAllowZero reads a duration (zero when unset).
+func durationEnvAllowZero(name string) (time.Duration, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("%s=%q is not a duration", name, v)
+	}
+	return d, nil
+}
+
 // localTarget is the local world.
 type localTarget struct{}
 

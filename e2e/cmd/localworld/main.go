@@ -27,14 +27,15 @@ func main() {
 	repoRoot := flag.String("repo-root", "..", "the repository root")
 	quickstart := flag.String("quickstart", "", "folder of manifests to apply (default <repo-root>/examples/quickstart; \"none\" applies nothing)")
 	timeout := flag.Duration("timeout", 5*time.Minute, "how long to wait for the quick start's workspace to reach Running")
+	statusInterval := flag.Duration("status-interval", 0, "how often the k0rdent simulator collects service states into ServiceSet status (KCM: 10s; 0: at once)")
 	flag.Parse()
-	if err := run(*binDir, *repoRoot, *quickstart, *timeout); err != nil {
+	if err := run(*binDir, *repoRoot, *quickstart, *timeout, *statusInterval); err != nil {
 		fmt.Fprintln(os.Stderr, "localworld:", err)
 		os.Exit(1)
 	}
 }
 
-func run(binDir, repoRoot, quickstart string, timeout time.Duration) error {
+func run(binDir, repoRoot, quickstart string, timeout, statusInterval time.Duration) error {
 	root, err := filepath.Abs(repoRoot)
 	if err != nil {
 		return err
@@ -77,7 +78,7 @@ func run(binDir, repoRoot, quickstart string, timeout time.Duration) error {
 		fmt.Println("[localworld] NOTE: cannot link", latest, err)
 	}
 	kubectlBin, kerr := world.FindTool("kubectl")
-	st, err = stack.Start(ctx, stack.Options{RepoRoot: root, BinDir: binDir, RunDir: runDir, Out: os.Stdout,
+	st, err = stack.Start(ctx, stack.Options{RepoRoot: root, BinDir: binDir, RunDir: runDir, Out: os.Stdout, StatusInterval: statusInterval,
 		OnManagementUp: func(kubeconfig string) {
 			fmt.Printf("\n[localworld] the management API server is up; in another terminal:\n\n    export KUBECONFIG=%s\n", kubeconfig)
 			if kerr == nil {
