@@ -58,6 +58,40 @@ func TestKCMAdmission(t *testing.T) {
 			assertForbidden(t, mgmt().Create(ctx, cd), "the ClusterDeployment is invalid", "ServiceTemplate")
 			return ctx
 		}).
+		Assess("updates KCM refuses: a template not among availableUpgrades, adding a dataSource", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			localOnly(t, "whether KCM checks upgrade paths is a KCM setting")
+			cd := &k0rdentv1beta1.ClusterDeployment{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "dry"},
+				Spec:       k0rdentv1beta1.ClusterDeploymentSpec{Template: clusterTemplateName, Credential: credentialName, Config: jsonOf(t, map[string]any{}), DryRun: true},
+			}
+			mustCreate(ctx, t, cd)
+			// Merge patches (no resourceVersion): the simulator writes the object meanwhile.
+			change := func(edit func(*k0rdentv1beta1.ClusterDeployment)) error {
+				var cur k0rdentv1beta1.ClusterDeployment
+				if err := mgmt().Get(ctx, client.ObjectKeyFromObject(cd), &cur); err != nil {
+					t.Fatal(err)
+				}
+				patch := client.MergeFrom(cur.DeepCopy())
+				edit(&cur)
+				return mgmt().Patch(ctx, &cur, patch)
+			}
+			assertForbidden(t, change(func(c *k0rdentv1beta1.ClusterDeployment) { c.Spec.Template = "no-such-template" }), "the ClusterDeployment is invalid", "no-such-template")
+			other := k0rdentsim.ClusterTemplate(ns)
+			other.Name = "another-template"
+			mustCreate(ctx, t, other)
+			eventually(ctx, t, "ClusterTemplate another-template valid", time.Minute, func(ctx context.Context) (bool, string) {
+				if err := mgmt().Get(ctx, client.ObjectKeyFromObject(other), other); err != nil {
+					return false, err.Error()
+				}
+				return other.Status.Valid, other.Status.ValidationError
+			})
+			assertForbidden(t, change(func(c *k0rdentv1beta1.ClusterDeployment) { c.Spec.Template = "another-template" }), "cluster upgrade is forbidden")
+			assertForbidden(t, change(func(c *k0rdentv1beta1.ClusterDeployment) { c.Spec.DataSource = "ds" }), "the ClusterDeployment is invalid", "dataSource")
+			if err := change(func(c *k0rdentv1beta1.ClusterDeployment) { c.Labels = map[string]string{"touched": "yes"} }); err != nil {
+				t.Errorf("an update KCM allows was refused: %v", err)
+			}
+			return ctx
+		}).
 		Feature()
 	testEnv.Test(t, f)
 }
