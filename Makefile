@@ -59,10 +59,11 @@ build: ## Build every component binary into $(BIN_DIR).
 
 .PHONY: test-unit
 test-unit: ## Unit and integration tests of every module but e2e (real API servers through envtest).
-	@for m in common $(COMPONENTS); do echo "[test] $$m"; (cd $$m && go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v /charttest)); done
+	@for m in common $(COMPONENTS); do echo "[test] $$m"; (cd $$m && env -u K0RDENT_CRDS go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v /charttest)); done
 
 # K0RDENT_CRDS=<folder of KCM's own CRD files> runs the controller suites once more with k0rdent's real
 # CRDs instead of the project's mirror (common/testenv installs them); unset, that run is skipped.
+# test-unit and test-e2e always use the mirror, so both schemas are tested.
 K0RDENT_CRDS ?=
 
 .PHONY: test-unit-real-crds
@@ -82,7 +83,7 @@ test-chart: ## Lint the umbrella chart, render it under default and CI values, c
 
 .PHONY: test-e2e
 test-e2e: build ## End-to-end suites on the local world (k0rdent simulator, KWOK GPU nodes).
-	cd e2e && go test $(GO_TEST_FLAGS) ./...
+	cd e2e && env -u K0RDENT_CRDS go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: bench
 bench: tools ## Benchmarks that print speed and memory figures.
