@@ -254,6 +254,8 @@ func (r *serviceSetReconciler) reconcileNormal(ctx context.Context, ss *k0rdentv
 	failed := false
 	for _, p := range plans {
 		if p.work == nil {
+			// A service failing (and waiting for its retry) stops the ones after it, too.
+			failed = failed || p.state == k0rdentv1beta1.ServiceStateFailed
 			continue
 		}
 		if failed && !pc.ContinueOnError {
