@@ -35,7 +35,7 @@ run: tools build ## Start the local world: management cluster, child clusters, k
 	cd e2e && go run ./cmd/localworld --bin-dir "$(EXALSIUS_BIN_DIR)" --repo-root "$(CURDIR)"
 
 .PHONY: test
-test: tools verify build test-unit test-chart test-e2e ## Every module's unit and integration tests, chart checks and the e2e suite.
+test: tools verify build test-unit test-unit-real-crds test-chart test-e2e ## Every module's unit and integration tests, chart checks and the e2e suite (plus the controller suites against K0RDENT_CRDS when set).
 
 ##@ Development
 
@@ -60,7 +60,23 @@ build: ## Build every component binary into $(BIN_DIR).
 
 .PHONY: test-unit
 test-unit: ## Unit and integration tests of every module but e2e (real API servers through envtest).
-	@for m in common $(COMPONENTS); do echo "[test] $$m"; (cd $$m && go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v /charttest)); done
+	@for m in common $(COMPONENTS); do echo "[test] $$m"; (cd $$m && env -u K0RDENT_CRDS go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v /charttest)); done
+
+# K0RDENT_CRDS=<folder of KCM's own CRD files> runs the controller suites once more with k0rdent's real
+# CRDs instead of the project's mirror (common/testenv installs them); unset, that run is skipped.
+# test-unit and test-e2e always use the mirror, so both schemas are tested.
+K0RDENT_CRDS ?=
+
+.PHONY: test-unit-real-crds
+test-unit-real-crds: ## The packages whose tests start API servers, once more against k0rdent's real CRDs (K0RDENT_CRDS=<folder>).
+	@if [ -z "$(K0RDENT_CRDS)" ]; then echo "[test] K0RDENT_CRDS is not set: the run against k0rdent's real CRDs is skipped"; exit 0; fi; \
+	crds="$(abspath $(K0RDENT_CRDS))"; [ -d "$$crds" ] || { echo "[test] K0RDENT_CRDS=$(K0RDENT_CRDS) is not a folder"; exit 1; }; \
+	for m in common $(COMPONENTS); do \
+	  pkgs=$$(cd $$m && grep -rl --include='*_test.go' 'exalsius-operator/common/testenv"' . | xargs -r -n1 dirname | sort -u | grep -v /charttest || true); \
+	  [ -n "$$pkgs" ] || continue; \
+	  echo "[test] $$m against k0rdent's real CRDs in $$crds"; \
+	  (cd $$m && K0RDENT_CRDS="$$crds" go test $(GO_TEST_FLAGS) $$pkgs) || exit 1; \
+	done
 
 .PHONY: test-chart
 test-chart: ## Lint the umbrella chart, render it under default and CI values, check the objects and dry-run them on a real API server.
@@ -68,7 +84,7 @@ test-chart: ## Lint the umbrella chart, render it under default and CI values, c
 
 .PHONY: test-e2e
 test-e2e: build ## End-to-end suites on the local world (k0rdent simulator, KWOK GPU nodes).
-	cd e2e && go test $(GO_TEST_FLAGS) ./...
+	cd e2e && env -u K0RDENT_CRDS go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: bench
 bench: tools ## Benchmarks that print speed and memory figures.

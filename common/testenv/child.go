@@ -29,13 +29,18 @@ type Child struct {
 	// Env is the underlying envtest environment.
 	Env *envtest.Environment
 
-	mu      sync.Mutex
-	root    string
-	running bool
+	mu        sync.Mutex
+	root      string
+	running   bool
+	closeLogs func() error
 }
 
 // StartChild starts a separate kube-apiserver and etcd on their own ports with their own data.
-func StartChild(name string) (*Child, error) {
+func StartChild(name string, opts ...ChildOption) (*Child, error) {
+	var o childOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	assets, err := AssetsDir()
 	if err != nil {
 		return nil, err
@@ -68,14 +73,24 @@ func StartChild(name string) (*Child, error) {
 		Scheme: scheme.New(),
 	}
 	configureEnv(env)
+	var closeLogs func() error
+	if o.logDir != "" {
+		if closeLogs, err = serverLogs(env, o.logDir); err != nil {
+			_ = os.RemoveAll(root)
+			return nil, fmt.Errorf("child %s: %w", name, err)
+		}
+	}
 
 	cfg, err := env.Start()
 	if err != nil {
 		_ = env.Stop()
 		_ = os.RemoveAll(root)
+		if closeLogs != nil {
+			_ = closeLogs()
+		}
 		return nil, fmt.Errorf("starting child API server %s: %w", name, err)
 	}
-	ch := &Child{Name: name, Config: cfg, Env: env, root: root, running: true}
+	ch := &Child{Name: name, Config: cfg, Env: env, root: root, running: true, closeLogs: closeLogs}
 	if err := ch.init(); err != nil {
 		_ = ch.Stop()
 		return nil, err
@@ -139,6 +154,10 @@ func (c *Child) Stop() error {
 			errs = append(errs, err)
 		}
 		c.root = ""
+	}
+	if c.closeLogs != nil {
+		errs = append(errs, c.closeLogs())
+		c.closeLogs = nil
 	}
 	return errors.Join(errs...)
 }

@@ -28,6 +28,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -51,6 +52,11 @@ const (
 	KubeconfigSecretType corev1.SecretType = "cluster.x-k8s.io/secret"
 	// ClusterNameLabel labels a kubeconfig Secret with the name of its cluster.
 	ClusterNameLabel = "cluster.x-k8s.io/cluster-name"
+
+	// EnvK0rdentCRDs names a folder of k0rdent's real CRDs (KCM's own YAML files) that replaces the
+	// project's k0rdent mirror on the management server. A relative path is taken from the
+	// repository root.
+	EnvK0rdentCRDs = "K0RDENT_CRDS"
 
 	envAssets       = "KUBEBUILDER_ASSETS"
 	envStartTimeout = "KUBEBUILDER_CONTROLPLANE_START_TIMEOUT"
@@ -90,6 +96,7 @@ type options struct {
 	crdDirs  []string
 	scheme   *k8sruntime.Scheme
 	apiFlags map[string]string
+	logDir   string
 }
 
 // WithWebhook installs the given webhook configurations on the management server, rewritten to call
@@ -133,9 +140,10 @@ type Management struct {
 	// Kubeconfig is an admin kubeconfig for the server.
 	Kubeconfig []byte
 
-	root     string
-	stopOnce sync.Once
-	stopErr  error
+	root      string
+	closeLogs func() error
+	stopOnce  sync.Once
+	stopErr   error
 }
 
 // StartManagement starts kube-apiserver and etcd and installs the CRDs of common/config/crd/bases and,
@@ -189,6 +197,12 @@ func StartManagement(opts ...Option) (*Management, error) {
 	}
 
 	m := &Management{Scheme: s, Env: env, root: root}
+	if o.logDir != "" {
+		if m.closeLogs, err = serverLogs(env, o.logDir); err != nil {
+			_ = os.RemoveAll(root)
+			return nil, fmt.Errorf("management: %w", err)
+		}
+	}
 	cfg, err := env.Start()
 	if err != nil {
 		_ = m.Stop()
@@ -212,6 +226,9 @@ func (m *Management) Stop() error {
 		m.stopErr = m.Env.Stop()
 		if err := os.RemoveAll(m.root); err != nil {
 			m.stopErr = errors.Join(m.stopErr, err)
+		}
+		if m.closeLogs != nil {
+			m.stopErr = errors.Join(m.stopErr, m.closeLogs())
 		}
 	})
 	return m.stopErr
@@ -288,13 +305,53 @@ func verbose() bool {
 	return false
 }
 
-// crdDirs returns the project's CRD directory (required) and the k0rdent mirror's (when present).
+// K0rdentCRDs returns the folder of k0rdent's real CRDs the management server installs instead of
+// the mirror's (K0RDENT_CRDS, made absolute), or "" when the mirror's are used.
+func K0rdentCRDs() (string, error) {
+	dir := os.Getenv(EnvK0rdentCRDs)
+	if dir == "" {
+		return "", nil
+	}
+	if !filepath.IsAbs(dir) {
+		root, err := commonDir()
+		if err != nil {
+			return "", err
+		}
+		dir = filepath.Join(filepath.Dir(root), dir)
+	}
+	if !isDir(dir) {
+		return "", fmt.Errorf("%s=%s: not a folder of CRD files", EnvK0rdentCRDs, os.Getenv(EnvK0rdentCRDs))
+	}
+	return dir, nil
+}
+
+// RealK0rdentCRDs reports whether the management server runs with k0rdent's real CRDs (K0RDENT_CRDS).
+func RealK0rdentCRDs() bool { return os.Getenv(EnvK0rdentCRDs) != "" }
+
+// MirrorOnly skips a test that checks a behaviour of the project's k0rdent mirror CRDs that KCM's
+// real CRDs do not have, when the management server runs with the real ones (K0RDENT_CRDS).
+func MirrorOnly(t testing.TB, behaviour string) {
+	t.Helper()
+	if os.Getenv(EnvK0rdentCRDs) != "" {
+		t.Skipf("mirror-only behaviour (%s): skipped under k0rdent's real CRDs (%s=%s)", behaviour, EnvK0rdentCRDs, os.Getenv(EnvK0rdentCRDs))
+	}
+}
+
+// crdDirs returns the project's CRD directory (required) and the k0rdent CRDs: the real ones of
+// K0RDENT_CRDS when set, else the mirror's (when present).
 func crdDirs() ([]string, error) {
 	root, err := commonDir()
 	if err != nil {
 		return nil, err
 	}
 	dirs := []string{filepath.Join(root, "config", "crd", "bases")}
+	real, err := K0rdentCRDs()
+	if err != nil {
+		return nil, err
+	}
+	if real != "" {
+		return append(dirs, real), nil
+	}
 	mirror := filepath.Join(root, "config", "crd", "k0rdent")
 	if st, err := os.Stat(mirror); err == nil && st.IsDir() {
 		dirs = append(dirs, mirror)

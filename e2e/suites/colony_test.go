@@ -33,6 +33,7 @@ func colonyEntry(t *testing.T, name string, pools ...w.NodePool) infrav1.ColonyC
 // TestColony adds and removes clusters, uses the aggregated kubeconfig with kubectl and reads the
 // GPU inventory.
 func TestColony(t *testing.T) {
+	localOnly(t, "Colony entries of the simulator's ClusterTemplate with GPU node pools")
 	var ns string
 	f := features.New("Colony").
 		Setup(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {

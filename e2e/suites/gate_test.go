@@ -21,8 +21,9 @@ const notebookTemplate = "e2e-notebook-0-3-0"
 
 // TestGPUGate follows the GPU gate on one child with four kinds of GPU nodes.
 func TestGPUGate(t *testing.T) {
+	localOnly(t, "simulated GPU node shapes (four GPU models on one cluster)")
 	var ns string
-	var child *w.ChildCluster
+	var child *childCluster
 	const cd = "gates"
 	f := features.New("GPU gate").
 		Setup(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
@@ -114,7 +115,7 @@ func waitRunning(ctx context.Context, t *testing.T, ns, name string) *workspaces
 }
 
 // assertPod checks the one running pod of a workspace: GPU request, node selector and node pool.
-func assertPod(ctx context.Context, t *testing.T, child *w.ChildCluster, wsName string, gpuResource corev1.ResourceName, gpus int64, selector map[string]string, pool string) {
+func assertPod(ctx context.Context, t *testing.T, child *childCluster, wsName string, gpuResource corev1.ResourceName, gpus int64, selector map[string]string, pool string) {
 	t.Helper()
 	p := runningPods(ctx, t, child, wsName, 1)[0]
 	var total int64

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
@@ -27,13 +28,24 @@ import (
 	w "github.com/exalsius/exalsius-operator/e2e/internal/world"
 )
 
-// Wait budgets. Waits end as soon as the condition holds; these bound a broken run.
-const (
+// Wait budgets. Waits end as soon as the condition holds; these bound a broken run. E2E_CLUSTER_TIMEOUT
+// and E2E_WORKSPACE_TIMEOUT override them (a real cloud takes far longer than the local world).
+var (
 	clusterTimeout   = 3 * time.Minute
 	workspaceTimeout = 4 * time.Minute
 )
 
-func mgmt() client.Client { return world.Client }
+// The ClusterTemplate and Credential every test namespace holds (target.Fixtures).
+var (
+	clusterTemplateName = k0rdentsim.ClusterTemplateName
+	credentialName      = k0rdentsim.CredentialName
+)
+
+func mgmt() client.Client { return tgt.Client() }
+
+func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
+
+func yamlToJSON(b []byte) ([]byte, error) { return yaml.YAMLToJSON(b) }
 
 // eventually polls cond until it returns true; on timeout the test fails with the last state cond
 // described.
@@ -54,9 +66,11 @@ func eventually(ctx context.Context, t *testing.T, what string, timeout time.Dur
 func newNamespace(ctx context.Context, t *testing.T, prefix string) string {
 	t.Helper()
 	ns := prefix + "-" + rand.String(5)
-	if err := k0rdentsim.EnsureClusterFixtures(ctx, mgmt(), ns); err != nil {
+	tmpl, cred, err := tgt.Fixtures(ctx, ns)
+	if err != nil {
 		t.Fatal(err)
 	}
+	clusterTemplateName, credentialName = tmpl, cred
 	return ns
 }
 
@@ -72,14 +86,18 @@ func jsonOf(t *testing.T, v any) *apiextensionsv1.JSON {
 
 // createClusterDeployment creates a ClusterDeployment of the simulator's template and waits for the
 // child to be up (CAPIClusterSummary True and the kubeconfig Secret present).
-func createClusterDeployment(ctx context.Context, t *testing.T, ns, name string, cfg w.ClusterConfig) *w.ChildCluster {
+func createClusterDeployment(ctx context.Context, t *testing.T, ns, name string, cfg w.ClusterConfig) *childCluster {
 	t.Helper()
+	config, err := tgt.ClusterConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cd := &k0rdentv1beta1.ClusterDeployment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: k0rdentv1beta1.ClusterDeploymentSpec{
-			Template:   k0rdentsim.ClusterTemplateName,
-			Credential: k0rdentsim.CredentialName,
-			Config:     jsonOf(t, cfg),
+			Template:   clusterTemplateName,
+			Credential: credentialName,
+			Config:     config,
 		},
 	}
 	if err := mgmt().Create(ctx, cd); err != nil {
@@ -89,7 +107,7 @@ func createClusterDeployment(ctx context.Context, t *testing.T, ns, name string,
 }
 
 // waitChild waits until a ClusterDeployment's child cluster is up and returns it.
-func waitChild(ctx context.Context, t *testing.T, ns, name string) *w.ChildCluster {
+func waitChild(ctx context.Context, t *testing.T, ns, name string) *childCluster {
 	t.Helper()
 	eventually(ctx, t, "ClusterDeployment "+ns+"/"+name+" up", clusterTimeout, func(ctx context.Context) (bool, string) {
 		var cd k0rdentv1beta1.ClusterDeployment
@@ -106,9 +124,13 @@ func waitChild(ctx context.Context, t *testing.T, ns, name string) *w.ChildClust
 		}
 		return len(s.Data["value"]) > 0, "kubeconfig Secret without value"
 	})
-	child := world.World.Child(k0rdentsim.ChildName(ns, name))
-	if child == nil {
-		t.Fatalf("no child cluster for %s/%s", ns, name)
+	child, err := tgt.Child(ctx, ns, name)
+	if err != nil || child == nil {
+		t.Fatalf("no child cluster for %s/%s: %v", ns, name, err)
+	}
+	if child.local != nil {
+		// GPUs appear a moment after the nodes are Ready (the device plugin's window).
+		eventually(ctx, t, "devices of "+ns+"/"+name+" advertised", clusterTimeout, child.local.DevicesAdvertised)
 	}
 	return child
 }
@@ -234,7 +256,7 @@ func deleteAndWait(ctx context.Context, t *testing.T, obj client.Object, timeout
 }
 
 // workspacePods returns the pods of a workspace's release on the child (namespace ws-<name>).
-func workspacePods(ctx context.Context, child *w.ChildCluster, wsName string) ([]corev1.Pod, error) {
+func workspacePods(ctx context.Context, child *childCluster, wsName string) ([]corev1.Pod, error) {
 	var pods corev1.PodList
 	if err := child.Client().List(ctx, &pods, client.InNamespace("ws-"+wsName)); err != nil {
 		return nil, err
@@ -243,7 +265,7 @@ func workspacePods(ctx context.Context, child *w.ChildCluster, wsName string) ([
 }
 
 // runningPods waits for n Running pods of a workspace and returns them.
-func runningPods(ctx context.Context, t *testing.T, child *w.ChildCluster, wsName string, n int) []corev1.Pod {
+func runningPods(ctx context.Context, t *testing.T, child *childCluster, wsName string, n int) []corev1.Pod {
 	t.Helper()
 	var running []corev1.Pod
 	eventually(ctx, t, fmt.Sprintf("%d running pod(s) of %s", n, wsName), time.Minute, func(ctx context.Context) (bool, string) {
@@ -266,7 +288,7 @@ func runningPods(ctx context.Context, t *testing.T, child *w.ChildCluster, wsNam
 
 // kubectl runs kubectl on the management cluster and returns its combined output.
 func kubectl(ctx context.Context, args ...string) (string, error) {
-	return kubectlRaw(ctx, append([]string{"--kubeconfig", world.World.AdminKubeconfig}, args...)...)
+	return kubectlRaw(ctx, append([]string{"--kubeconfig", tgt.Kubeconfig()}, args...)...)
 }
 
 // kubectlRaw runs kubectl with exactly these arguments.

@@ -20,6 +20,7 @@ import (
 // ServiceAccount as the user of the component's kubeconfig, without system:masters, and denies it
 // what the chart does not grant.
 func TestComponentIdentities(t *testing.T) {
+	localOnly(t, "component processes started by the local world")
 	f := features.New("components run as their chart ServiceAccounts").
 		Assess("each component kubeconfig is its ServiceAccount and nothing more", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			for _, name := range stack.Components {

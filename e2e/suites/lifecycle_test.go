@@ -28,8 +28,9 @@ const (
 // TestWorkspaceLifecycle covers values injection, a rolled-out spec edit, deletion, a broken chart
 // and prerequisites on one child cluster.
 func TestWorkspaceLifecycle(t *testing.T) {
+	localOnly(t, "simulated GPU nodes and the simulator's Helm releases")
 	var ns string
-	var child *w.ChildCluster
+	var child *childCluster
 	const cd = "life"
 	f := features.New("workspace lifecycle").
 		Setup(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
@@ -183,7 +184,7 @@ func TestWorkspaceLifecycle(t *testing.T) {
 type releaseT = helmrelease.Release
 
 // release returns a workspace's Helm release on the child.
-func release(t *testing.T, child *w.ChildCluster, ws *workspacesv1.WorkspaceDeployment) *releaseT {
+func release(t *testing.T, child *childCluster, ws *workspacesv1.WorkspaceDeployment) *releaseT {
 	t.Helper()
 	if ws.Status.ReleaseName == "" {
 		t.Fatalf("workspace %s has no status.releaseName", ws.Name)

@@ -19,8 +19,9 @@ import (
 // TestQuickstart applies examples/quickstart exactly as `make run` does and follows it to a Running
 // notebook on the A100 nodes.
 func TestQuickstart(t *testing.T) {
+	localOnly(t, "examples/quickstart targets the simulator's ClusterTemplate")
 	const ns, cd, wsName = "demo", "demo-gpu", "my-notebook"
-	var child *w.ChildCluster
+	var child *childCluster
 	f := features.New("quick start").
 		Setup(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			if err := world.ApplyDir(ctx, filepath.Join(world.RepoRoot, "examples", "quickstart")); err != nil {

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -21,6 +23,7 @@ import (
 // component returns a running component, failing the test when it is not running.
 func component(t *testing.T, name string) *stack.Component {
 	t.Helper()
+	localOnly(t, "needs the "+name+" process of the local world")
 	c := world.Components[name]
 	if c == nil {
 		t.Fatalf("component %s is not running: %s", name, world.Missing[name])
@@ -33,7 +36,9 @@ func TestWebhookDenials(t *testing.T) {
 	var ns string
 	f := features.New("webhook denials through kubectl").
 		Setup(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
-			component(t, "webhook")
+			if !onRealCluster() {
+				component(t, "webhook")
+			}
 			ns = newNamespace(ctx, t, "hook")
 			serviceTemplate(ctx, t, notebookTemplate, "jupyter-notebook", "0.3.0", "kcm-system", ns)
 			createClass(ctx, t, notebookClass("e2e-hook-"+ns, notebookTemplate, 1, workspacesv1.GPUVendorNVIDIA))
@@ -94,6 +99,7 @@ func assertDenied(ctx context.Context, t *testing.T, manifest, field string) {
 // TestComponentRestarts kills each controller part-way through its work, restarts it, and checks
 // that the work converges without duplicates.
 func TestComponentRestarts(t *testing.T) {
+	localOnly(t, "kills component processes of the local world")
 	var ns string
 	const colony = "tough"
 	f := features.New("components killed and restarted converge").
@@ -144,7 +150,7 @@ func TestComponentRestarts(t *testing.T) {
 		}).
 		Assess("inventory-collector restarted catches up with new nodes", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			c := component(t, "inventory-collector")
-			if err := c.Process.Kill(); err != nil {
+			if err := c.Kill(); err != nil {
 				t.Fatal(err)
 			}
 			var col infrav1.Colony
@@ -156,10 +162,7 @@ func TestComponentRestarts(t *testing.T) {
 			if err := mgmt().Patch(ctx, &col, patch); err != nil {
 				t.Fatal(err)
 			}
-			if err := c.Process.Start(); err != nil {
-				t.Fatal(err)
-			}
-			if err := c.WaitReady(ctx, workspaceTimeout); err != nil {
+			if err := c.Start(ctx); err != nil {
 				t.Fatal(err)
 			}
 			eventually(ctx, t, "inventory shows 16 A100 on 2 nodes", clusterTimeout, func(ctx context.Context) (bool, string) {
@@ -208,4 +211,97 @@ func workspaceServiceSets(ctx context.Context, ns, name string) (int, error) {
 		return 0, err
 	}
 	return len(sets.Items), nil
+}
+
+// killMidWrite holds the first write of a component matching the rule, kills the component while
+// that write is in flight, refuses the write (it never lands), and starts the component again.
+func killMidWrite(ctx context.Context, t *testing.T, name, group, version, resource, objName string, op admissionregistrationv1.OperationType, trigger func()) {
+	t.Helper()
+	c := component(t, name)
+	user := "system:serviceaccount:" + c.ServiceAccount.Namespace + ":" + c.ServiceAccount.Name
+	h, err := world.HoldWrite(ctx, user, group, version, resource, op)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Name = objName
+	defer func() { _ = h.Remove(context.Background()) }()
+	trigger()
+	select {
+	case <-h.Held():
+	case <-time.After(workspaceTimeout):
+		t.Fatalf("%s never wrote %s/%s %s", name, group, resource, op)
+	}
+	if err := c.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Remove(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestKilledMidWrite kills components while a write is in flight (held at admission, then dropped),
+// not after it: the restarted component must notice the write never landed and converge without
+// duplicates.
+func TestKilledMidWrite(t *testing.T) {
+	localOnly(t, "kills component processes of the local world while a write is held at admission")
+	var ns string
+	f := features.New("components killed part-way through a write").
+		Setup(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			ns = newNamespace(ctx, t, "midwrite")
+			serviceTemplate(ctx, t, notebookTemplate, "jupyter-notebook", "0.3.0", "kcm-system", ns)
+			createClass(ctx, t, notebookClass("e2e-midwrite-"+ns, notebookTemplate, 0, ""))
+			return ctx
+		}).
+		Assess("colony-controller killed while creating its ClusterDeployment", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			killMidWrite(ctx, t, "colony-controller", "k0rdent.mirantis.com", "v1beta1", "clusterdeployments", "", admissionregistrationv1.Create, func() {
+				mustCreate(ctx, t, &infrav1.Colony{
+					ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mid"},
+					Spec:       infrav1.ColonySpec{ColonyClusters: []infrav1.ColonyCluster{cpuColonyEntry(t, "c")}},
+				})
+			})
+			waitColony(ctx, t, ns, "mid", 1, 1)
+			var cds k0rdentv1beta1.ClusterDeploymentList
+			if err := mgmt().List(ctx, &cds, client.InNamespace(ns)); err != nil {
+				t.Fatal(err)
+			}
+			if len(cds.Items) != 1 {
+				t.Errorf("%d ClusterDeployments, want 1", len(cds.Items))
+			}
+			return ctx
+		}).
+		Assess("workspace-controller killed while creating the ServiceSet", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			killMidWrite(ctx, t, "workspace-controller", "k0rdent.mirantis.com", "v1beta1", "servicesets", "", admissionregistrationv1.Create, func() {
+				mustCreate(ctx, t, workspace(ns, "mid", "e2e-midwrite-"+ns, "mid-c", nil))
+			})
+			waitRunning(ctx, t, ns, "mid")
+			if n, err := workspaceServiceSets(ctx, ns, "mid"); err != nil || n != 1 {
+				t.Errorf("%d ServiceSets for the workspace (err %v), want 1", n, err)
+			}
+			return ctx
+		}).
+		Assess("workspace-controller killed while writing the workspace status", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			killMidWrite(ctx, t, "workspace-controller", "workspaces.exalsius.ai", "v1", "workspacedeployments/status", "mid-status", admissionregistrationv1.Update, func() {
+				mustCreate(ctx, t, workspace(ns, "mid-status", "e2e-midwrite-"+ns, "mid-c", nil))
+			})
+			waitRunning(ctx, t, ns, "mid-status")
+			if n, err := workspaceServiceSets(ctx, ns, "mid-status"); err != nil || n != 1 {
+				t.Errorf("%d ServiceSets for the workspace (err %v), want 1", n, err)
+			}
+			return ctx
+		}).
+		Teardown(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			var list workspacesv1.WorkspaceDeploymentList
+			if err := mgmt().List(ctx, &list, client.InNamespace(ns)); err == nil {
+				for i := range list.Items {
+					deleteAndWait(ctx, t, &list.Items[i], workspaceTimeout)
+				}
+			}
+			deleteAndWait(ctx, t, &infrav1.Colony{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mid"}}, clusterTimeout)
+			return ctx
+		}).
+		Feature()
+	testEnv.Test(t, f)
 }

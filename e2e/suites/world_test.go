@@ -26,8 +26,9 @@ import (
 // GPU capacity, and ServiceSets become Helm releases with the status of the k0rdent contract
 // (docs/design/k0rdent-contract.md).
 func TestWorld(t *testing.T) {
+	localOnly(t, "the simulator itself: node shapes, Helm releases it makes")
 	var ns string
-	var child *w.ChildCluster
+	var child *childCluster
 	f := features.New("local world and k0rdent simulator").
 		Setup(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			ns = newNamespace(ctx, t, "world")

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -26,14 +27,15 @@ func main() {
 	repoRoot := flag.String("repo-root", "..", "the repository root")
 	quickstart := flag.String("quickstart", "", "folder of manifests to apply (default <repo-root>/examples/quickstart; \"none\" applies nothing)")
 	timeout := flag.Duration("timeout", 5*time.Minute, "how long to wait for the quick start's workspace to reach Running")
+	statusInterval := flag.Duration("status-interval", 0, "how often the k0rdent simulator collects service states into ServiceSet status (KCM: 10s; 0: at once)")
 	flag.Parse()
-	if err := run(*binDir, *repoRoot, *quickstart, *timeout); err != nil {
+	if err := run(*binDir, *repoRoot, *quickstart, *timeout, *statusInterval); err != nil {
 		fmt.Fprintln(os.Stderr, "localworld:", err)
 		os.Exit(1)
 	}
 }
 
-func run(binDir, repoRoot, quickstart string, timeout time.Duration) error {
+func run(binDir, repoRoot, quickstart string, timeout, statusInterval time.Duration) error {
 	root, err := filepath.Abs(repoRoot)
 	if err != nil {
 		return err
@@ -44,11 +46,51 @@ func run(binDir, repoRoot, quickstart string, timeout time.Duration) error {
 	}
 	defer unlock()
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
+	// The first Ctrl-C (or SIGTERM) stops everything cleanly; a second one forces the exit.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	var st *stack.Stack
+	go func() {
+		<-sigs
+		fmt.Println("\n[localworld] interrupted: stopping every process (Ctrl-C again to force) ...")
+		cancel()
+		<-sigs
+		fmt.Println("\n[localworld] forced exit: killing the components; API servers may linger (see the run folder)")
+		if st != nil {
+			for _, c := range st.Components {
+				_ = c.Process.Kill()
+			}
+		}
+		unlock()
+		os.Exit(130)
+	}()
 
-	st, err := stack.Start(ctx, stack.Options{RepoRoot: root, BinDir: binDir, Out: os.Stdout})
+	runDir, err := world.NewRunDir(filepath.Join(root, ".run"))
 	if err != nil {
+		return err
+	}
+	latest := filepath.Join(root, ".run", "latest")
+	_ = os.Remove(latest)
+	if err := os.Symlink(filepath.Base(runDir), latest); err != nil {
+		fmt.Println("[localworld] NOTE: cannot link", latest, err)
+	}
+	kubectlBin, kerr := world.FindTool("kubectl")
+	st, err = stack.Start(ctx, stack.Options{RepoRoot: root, BinDir: binDir, RunDir: runDir, Out: os.Stdout, StatusInterval: statusInterval,
+		OnManagementUp: func(kubeconfig string) {
+			fmt.Printf("\n[localworld] the management API server is up; in another terminal:\n\n    export KUBECONFIG=%s\n", kubeconfig)
+			if kerr == nil {
+				fmt.Printf("    export PATH=%s:$PATH   # the built kubectl\n", filepath.Dir(kubectlBin))
+			}
+			fmt.Println()
+		}})
+	if err != nil {
+		if ctx.Err() != nil {
+			fmt.Println("[localworld] stopped before the world was up; logs stay in", runDir)
+			return nil
+		}
 		return err
 	}
 	defer func() {
@@ -68,27 +110,46 @@ func run(binDir, repoRoot, quickstart string, timeout time.Duration) error {
 		}
 		fmt.Println("[localworld] applying", quickstart)
 		if err := st.ApplyDir(ctx, quickstart); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
 			return err
 		}
 		if err := watchQuickstart(ctx, st, timeout); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
 			fmt.Println("[localworld] the quick start did not reach Running:", err)
 			fmt.Println("[localworld] recent logs:")
 			st.DumpLogs(os.Stdout, 15)
 		}
 	}
+	if ctx.Err() != nil {
+		return nil
+	}
 	kubectl(st, "get", "exalsius", "-A")
+	kc := "kubectl"
+	if kerr == nil {
+		kc = kubectlBin
+	}
 	fmt.Printf(`
 [localworld] the local world is running. In another terminal:
 
-    export KUBECONFIG=%s
+    export KUBECONFIG=%[1]s
+    alias kubectl=%[2]s
     kubectl get exalsius -A
     kubectl -n demo get clusterdeployments,servicesets
     kubectl -n demo get secret demo-kubeconfig -o jsonpath='{.data.kubeconfig}' | base64 -d > /tmp/demo.kubeconfig
     kubectl --kubeconfig /tmp/demo.kubeconfig get nodes,pods -A   # the Colony's merged kubeconfig, one context per cluster
+    kubectl -n exalsius-system get events   # crashes and restarts of the components
 
-Logs of every process: %s
+Restart a component by hand (the world starts it again, with backoff):
+
+    kill $(cat %[3]s/components/<component>.pid)   # webhook, colony-controller, workspace-controller, inventory-collector
+
+Logs of every process (API servers and etcd included): %[3]s (also %[4]s)
 Press Ctrl-C to stop and clean up.
-`, st.World.AdminKubeconfig, st.RunDir)
+`, st.World.AdminKubeconfig, kc, st.RunDir, latest)
 	<-ctx.Done()
 	return nil
 }
@@ -129,7 +190,8 @@ func kubectl(st *stack.Stack, args ...string) {
 	_ = cmd.Run()
 }
 
-// lock takes the run lock, or explains which local world already holds it.
+// lock takes the run lock, or explains which local world already holds it. A lock whose pid is gone
+// or belongs to another program (the pid was reused) is stale and taken over.
 func lock(path string) (func(), error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, err
@@ -139,18 +201,38 @@ func lock(path string) (func(), error) {
 		if err == nil {
 			fmt.Fprintf(f, "%d\n", os.Getpid())
 			_ = f.Close()
-			return func() { _ = os.Remove(path) }, nil
+			var once sync.Once
+			return func() { once.Do(func() { _ = os.Remove(path) }) }, nil
 		}
 		if !errors.Is(err, os.ErrExist) {
 			return nil, err
 		}
 		b, _ := os.ReadFile(path)
 		pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-		if pid > 0 && syscall.Kill(pid, 0) == nil {
-			return nil, fmt.Errorf("a local world is already running (pid %d, lock %s): use it (its KUBECONFIG is printed in its terminal), or stop it with Ctrl-C there or `kill %d`", pid, path, pid)
+		if pid > 0 && isLocalWorld(pid) {
+			return nil, fmt.Errorf("a local world is already running (pid %d, lock %s): use it (its KUBECONFIG is printed in its terminal, and .run/latest links its run folder), or stop it with Ctrl-C there or `kill %d`", pid, path, pid)
 		}
-		// The holder is gone: a stale lock from a crash.
+		// The holder is gone (or the pid now belongs to another program): a stale lock from a crash.
+		fmt.Printf("[localworld] removing the stale lock %s (pid %d is not a running local world)\n", path, pid)
 		_ = os.Remove(path)
 	}
 	return nil, fmt.Errorf("cannot take the lock %s", path)
+}
+
+// isLocalWorld reports whether pid is a running localworld process (checked through its command
+// line, so that a reused pid is not mistaken for one).
+func isLocalWorld(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return false
+	}
+	for _, arg := range strings.Split(string(cmdline), "\x00") {
+		if filepath.Base(arg) == "localworld" {
+			return true
+		}
+	}
+	return false
 }

@@ -140,7 +140,12 @@ func (r *clusterDeploymentReconciler) reconcileNormal(ctx context.Context, cd *k
 			return ctrl.Result{}, err
 		}
 	}
-	child, err := r.world.StartChild(ctx, ChildName(cd.Namespace, cd.Name), cfg)
+	// Cluster API writes the kubeconfig Secret as soon as the control plane answers, well before the
+	// cluster is ready; GPUs appear once the device plugin runs on a Ready node.
+	child, err := r.world.StartChildWith(ctx, ChildName(cd.Namespace, cd.Name), cfg, world.ChildOptions{
+		OnAPIServerUp: func(c *world.ChildCluster) error { return r.writeKubeconfig(ctx, cd, c.Kubeconfig) },
+		DeferDevices:  true,
+	})
 	if err != nil {
 		setCond(status, gen, k0rdentv1beta1.CAPIClusterSummaryCondition, false, k0rdentv1beta1.FailedReason, err.Error())
 		setCond(status, gen, k0rdentv1beta1.ReadyCondition, false, k0rdentv1beta1.FailedReason, err.Error())
@@ -151,7 +156,21 @@ func (r *clusterDeploymentReconciler) reconcileNormal(ctx context.Context, cd *k
 	}
 	setCond(status, gen, k0rdentv1beta1.CAPIClusterSummaryCondition, true, k0rdentv1beta1.SucceededReason, "")
 	status.KubernetesVersion = "v1.37.2"
-	return ctrl.Result{}, r.aggregateServices(ctx, cd, status)
+	if err := r.patchStatus(ctx, cd, status); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := child.AdvertiseDevices(ctx); err != nil {
+		return ctrl.Result{}, err
+	}
+	res := ctrl.Result{}
+	if ok, _ := child.DevicesAdvertised(ctx); !ok {
+		// A node added to the config is not Ready yet: its GPUs come once it is.
+		res.RequeueAfter = time.Second
+	}
+	if err := r.reconcileServiceSpec(ctx, cd); err != nil {
+		return ctrl.Result{}, err
+	}
+	return res, r.aggregateServices(ctx, cd, status)
 }
 
 // aggregateServices copies the states of every ServiceSet of this ClusterDeployment into its status
@@ -189,24 +208,19 @@ func (r *clusterDeploymentReconciler) aggregateServices(ctx context.Context, cd 
 }
 
 // writeKubeconfig publishes the child's kubeconfig as Cluster API does: Secret `<cd>-kubeconfig`,
-// key value, type cluster.x-k8s.io/secret, label cluster.x-k8s.io/cluster-name.
+// key value, type cluster.x-k8s.io/secret, label cluster.x-k8s.io/cluster-name. An existing Secret
+// is kept as it is: a kubeconfig rotated by hand stays.
 func (r *clusterDeploymentReconciler) writeKubeconfig(ctx context.Context, cd *k0rdentv1beta1.ClusterDeployment, kubeconfig []byte) error {
-	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: cd.Namespace, Name: k0rdentv1beta1.KubeconfigSecretName(cd.Name)}}
-	_, err := controllerutil.CreateOrPatch(ctx, r.client, s, func() error {
-		if s.CreationTimestamp.IsZero() {
-			s.Type = "cluster.x-k8s.io/secret"
-		}
-		if s.Labels == nil {
-			s.Labels = map[string]string{}
-		}
-		s.Labels["cluster.x-k8s.io/cluster-name"] = cd.Name
-		if s.Data == nil {
-			s.Data = map[string][]byte{}
-		}
-		s.Data[k0rdentv1beta1.KubeconfigSecretKey] = kubeconfig
-		return nil
-	})
-	return err
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: cd.Namespace, Name: k0rdentv1beta1.KubeconfigSecretName(cd.Name),
+			Labels: map[string]string{"cluster.x-k8s.io/cluster-name": cd.Name}},
+		Type: "cluster.x-k8s.io/secret",
+		Data: map[string][]byte{k0rdentv1beta1.KubeconfigSecretKey: kubeconfig},
+	}
+	if err := r.client.Create(ctx, s); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return nil
 }
 
 // reconcileDelete deletes the ServiceSets owned by the ClusterDeployment (ownerReferences naming it)
@@ -262,4 +276,54 @@ func ownedBy(o metav1.Object, name string) bool {
 		}
 	}
 	return false
+}
+
+// reconcileServiceSpec deploys a ClusterDeployment's spec.serviceSpec as KCM does: through a
+// ServiceSet named after the ClusterDeployment, controlled by it and labelled for the default
+// StateManagementProvider. Disabled services are left out; a release namespace defaults to
+// `default`.
+func (r *clusterDeploymentReconciler) reconcileServiceSpec(ctx context.Context, cd *k0rdentv1beta1.ClusterDeployment) error {
+	var services []k0rdentv1beta1.ServiceWithValues
+	for _, s := range cd.Spec.ServiceSpec.Services {
+		if s.Disable {
+			continue
+		}
+		ns := s.Namespace
+		if ns == "" {
+			ns = "default"
+		}
+		svc := k0rdentv1beta1.ServiceWithValues{Name: s.Name, Namespace: ns, Template: s.Template, Values: s.Values,
+			ValuesFrom: s.ValuesFrom, HelmAction: s.HelmAction, HelmOptions: s.HelmOptions}
+		if s.Version != "" {
+			v := s.Version
+			svc.Version = &v
+		}
+		services = append(services, svc)
+	}
+	ss := &k0rdentv1beta1.ServiceSet{ObjectMeta: metav1.ObjectMeta{Namespace: cd.Namespace, Name: cd.Name}}
+	err := r.client.Get(ctx, client.ObjectKeyFromObject(ss), ss)
+	if apierrors.IsNotFound(err) && len(services) == 0 {
+		return nil
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	_, err = controllerutil.CreateOrPatch(ctx, r.client, ss, func() error {
+		if ss.Labels == nil {
+			ss.Labels = map[string]string{}
+		}
+		ss.Labels[k0rdentv1beta1.StateManagementProviderAdapterLabel] = k0rdentv1beta1.StateManagementProviderAdapterValue
+		ss.Spec.Cluster = cd.Name
+		provider := cd.Spec.ServiceSpec.Provider
+		if provider.Name == "" {
+			provider.Name = k0rdentv1beta1.DefaultStateManagementProvider
+		}
+		if ss.Spec.Provider.Name != "" {
+			provider.Name = ss.Spec.Provider.Name // immutable once set
+		}
+		ss.Spec.Provider = provider
+		ss.Spec.Services = services
+		return controllerutil.SetControllerReference(cd, ss, r.client.Scheme())
+	})
+	return err
 }

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
@@ -81,11 +82,28 @@ func Ensure(ctx context.Context, c client.Client, objs ...client.Object) error {
 	return nil
 }
 
-// EnsureClusterFixtures creates the ClusterTemplate and Credential in each namespace.
+// EnsureClusterFixtures creates the ClusterTemplate and Credential in each namespace and waits until
+// the template is valid and the credential ready: KCM's admission refuses ClusterDeployments before.
 func EnsureClusterFixtures(ctx context.Context, c client.Client, namespaces ...string) error {
 	for _, ns := range namespaces {
 		if err := Ensure(ctx, c, ClusterTemplate(ns), Credential(ns)); err != nil {
 			return err
+		}
+	}
+	for _, ns := range namespaces {
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			var t k0rdentv1beta1.ClusterTemplate
+			var cred k0rdentv1beta1.Credential
+			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: ClusterTemplateName}, &t); err != nil {
+				return false, nil
+			}
+			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: CredentialName}, &cred); err != nil {
+				return false, nil
+			}
+			return t.Status.Valid && len(t.Status.Providers) > 0 && cred.Status.Ready, nil
+		})
+		if err != nil {
+			return fmt.Errorf("the cluster fixtures of namespace %s did not become valid and ready: %w", ns, err)
 		}
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,8 +19,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	"github.com/exalsius/exalsius-operator/e2e/internal/world"
@@ -35,26 +38,96 @@ type serviceSetReconciler struct {
 	world     *world.World
 	chartsDir string
 
+	// statusInterval is how often service states are collected into the status (KCM polls Sveltos's
+	// ClusterSummaries every 10 s); zero writes every change at once. A namespace annotated with
+	// StatusIntervalAnnotation overrides it for its ServiceSets.
+	statusInterval time.Duration
+
 	mu sync.Mutex
-	// failed remembers the last failed attempt of each release, so that a failed release is not
-	// retried until its inputs change (Sveltos stops after consecutive failures).
+	// failed remembers the failed attempts of each release (per ServiceSet), so that a failed release
+	// is retried with backoff as Sveltos does, and not at all after maxConsecutiveFailures.
 	failed map[string]failure
+	// collected is when the status of each ServiceSet was last written (status interval).
+	collected map[types.NamespacedName]time.Time
 }
 
-// failure is a failed Helm attempt: the fingerprint of its inputs and its error.
+// failure is a failed Helm attempt: the fingerprint of its inputs, its error, how many attempts in a
+// row failed and when the next one may run.
 type failure struct {
 	fingerprint, message string
+	count                int
+	next                 time.Time
+}
+
+// StatusIntervalAnnotation on a namespace sets the status-collection interval (a Go duration, e.g.
+// "10s" for KCM's cadence) of the ServiceSets in it.
+const StatusIntervalAnnotation = "k0rdent-sim.exalsius.ai/status-interval"
+
+// Retry backoff of a failed release: Sveltos requeues a failed ClusterSummary with a growing delay.
+const (
+	retryBase = 5 * time.Second
+	retryMax  = 2 * time.Minute
+)
+
+// providerConfig is the part of a ServiceSet's spec.provider.config the simulator honours.
+type providerConfig struct {
+	ContinueOnError        bool   `json:"continueOnError"`
+	MaxConsecutiveFailures *int64 `json:"maxConsecutiveFailures"`
+}
+
+func parseProviderConfig(ss *k0rdentv1beta1.ServiceSet) (providerConfig, error) {
+	var pc providerConfig
+	if ss.Spec.Provider.Config == nil || len(ss.Spec.Provider.Config.Raw) == 0 {
+		return pc, nil
+	}
+	if err := json.Unmarshal(ss.Spec.Provider.Config.Raw, &pc); err != nil {
+		return pc, fmt.Errorf("spec.provider.config: %w", err)
+	}
+	return pc, nil
 }
 
 func (r *serviceSetReconciler) setup(mgr ctrl.Manager) error {
 	r.failed = map[string]failure{}
+	r.collected = map[types.NamespacedName]time.Time{}
 	adapter := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		return o.GetLabels()[k0rdentv1beta1.StateManagementProviderAdapterLabel] == k0rdentv1beta1.StateManagementProviderAdapterValue
 	})
+	// A ServiceTemplate that becomes valid (or invalid) requeues the ServiceSets using it.
+	byTemplate := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		var sets k0rdentv1beta1.ServiceSetList
+		if err := r.client.List(ctx, &sets, client.InNamespace(o.GetNamespace())); err != nil {
+			return nil
+		}
+		var reqs []reconcile.Request
+		for _, ss := range sets.Items {
+			for _, svc := range ss.Spec.Services {
+				if svc.Template == o.GetName() {
+					reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&ss)})
+					break
+				}
+			}
+		}
+		return reqs
+	})
 	return ctrl.NewControllerManagedBy(mgr).Named("sim-serviceset").
 		For(&k0rdentv1beta1.ServiceSet{}, builder.WithPredicates(adapter)).
+		Watches(&k0rdentv1beta1.ServiceTemplate{}, byTemplate).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Complete(r)
+}
+
+// interval returns the status-collection interval of a namespace.
+func (r *serviceSetReconciler) interval(ctx context.Context, namespace string) time.Duration {
+	var ns corev1.Namespace
+	if err := r.client.Get(ctx, types.NamespacedName{Name: namespace}, &ns); err == nil {
+		if v, ok := ns.Annotations[StatusIntervalAnnotation]; ok {
+			if d, err := time.ParseDuration(v); err == nil && d >= 0 {
+				return d
+			}
+			log.FromContext(ctx).Info("ignoring a bad status interval annotation", "namespace", namespace, "value", v)
+		}
+	}
+	return r.statusInterval
 }
 
 // Reconcile implements reconcile.Reconciler.
@@ -65,6 +138,12 @@ func (r *serviceSetReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	}
 	if !ss.DeletionTimestamp.IsZero() {
 		return r.reconcileDelete(ctx, &ss)
+	}
+	// KCM acts only on ServiceSets of a StateManagementProvider it runs the adapter of; the
+	// simulator knows only KCM's default one. Others are left alone, without a status.
+	if ss.Spec.Provider.Name != k0rdentv1beta1.DefaultStateManagementProvider {
+		log.FromContext(ctx).Info("skipping a ServiceSet of an unknown StateManagementProvider", "provider", ss.Spec.Provider.Name)
+		return ctrl.Result{}, nil
 	}
 	if _, paused := ss.Annotations[k0rdentv1beta1.ServiceSetPausedAnnotation]; paused {
 		return ctrl.Result{}, nil
@@ -83,7 +162,9 @@ type plan struct {
 	state       k0rdentv1beta1.ServiceDeploymentState
 	message     string
 	fingerprint string
-	work        func() error
+	// uninstall is set when work removes the release (the state meanwhile is Deleting).
+	uninstall bool
+	work      func() error
 }
 
 func (r *serviceSetReconciler) reconcileNormal(ctx context.Context, ss *k0rdentv1beta1.ServiceSet) (ctrl.Result, error) {
@@ -103,47 +184,150 @@ func (r *serviceSetReconciler) reconcileNormal(ctx context.Context, ss *k0rdentv
 		r.seed(ss, status, fmt.Sprintf("ClusterDeployment %s/%s has no running cluster yet", ss.Namespace, ss.Spec.Cluster))
 		return ctrl.Result{RequeueAfter: 2 * time.Second}, r.patchStatus(ctx, ss, status)
 	}
+	interval := r.interval(ctx, ss.Namespace)
+	key := client.ObjectKeyFromObject(ss)
+	// KCM seeds new services at once when it creates the Profile; everything after that it learns
+	// from Sveltos on its collection interval.
+	seeded := len(status.Services) > 0
+	write := func(status *k0rdentv1beta1.ServiceSetStatus) (time.Duration, error) {
+		if interval > 0 && seeded {
+			r.mu.Lock()
+			last := r.collected[key]
+			r.mu.Unlock()
+			if wait := time.Until(last.Add(interval)); wait > 0 {
+				return wait, nil
+			}
+		}
+		if err := r.patchStatus(ctx, ss, status); err != nil {
+			return 0, err
+		}
+		r.mu.Lock()
+		r.collected[key] = time.Now()
+		r.mu.Unlock()
+		seeded = true
+		return interval, nil
+	}
+	pc, pcErr := parseProviderConfig(ss)
 	h := helmClient{kubeconfig: child.KubeconfigPath, log: log.FromContext(ctx)}
-	plans, buildErr := r.plan(ctx, ss, h, child.Name)
-	if buildErr != nil {
+	plans, buildErr := r.plan(ctx, ss, h, child.Name, pc)
+	switch {
+	case pcErr != nil:
+		setSSCond(status, ss.Generation, k0rdentv1beta1.ServiceSetProfileCondition, false, k0rdentv1beta1.ServiceSetProfileBuildFailedReason, pcErr.Error())
+		plans = nil
+	case buildErr != nil:
 		setSSCond(status, ss.Generation, k0rdentv1beta1.ServiceSetProfileCondition, false, k0rdentv1beta1.ServiceSetHelmChartsBuildFailedReason, buildErr.Error())
-	} else {
+	default:
 		setSSCond(status, ss.Generation, k0rdentv1beta1.ServiceSetProfileCondition, true, k0rdentv1beta1.ServiceSetProfileReadyReason, "")
 	}
-	// Show Provisioning before the (possibly long) Helm operations.
+	// Show Provisioning (Deleting for an uninstall) before the (possibly long) Helm operations.
 	busy := false
 	for _, p := range plans {
-		if p.work != nil {
+		switch {
+		case p.work != nil && p.uninstall:
+			busy = true
+			setState(status, p.svc, k0rdentv1beta1.ServiceStateDeleting, "")
+		case p.work != nil:
 			busy = true
 			setState(status, p.svc, k0rdentv1beta1.ServiceStateProvisioning, "")
-		} else {
+		default:
 			setState(status, p.svc, p.state, p.message)
 		}
 	}
 	r.pruneStates(ctx, ss, status, h)
 	finish(ss, status)
-	if err := r.patchStatus(ctx, ss, status); err != nil || !busy {
-		return ctrl.Result{}, err
+	requeue := r.retryAfter(child.Name, ss, plans)
+	if buildErr != nil || pcErr != nil {
+		// KCM requeues a ServiceSet whose Profile could not be built (a template not valid yet).
+		requeue = minPositive(requeue, 10*time.Second)
 	}
+	if !busy {
+		wait, err := write(status)
+		if interval > 0 {
+			requeue = minPositive(requeue, wait)
+		}
+		return ctrl.Result{RequeueAfter: requeue}, err
+	}
+	if interval == 0 || !seeded {
+		if _, err := write(status); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	failed := false
 	for _, p := range plans {
 		if p.work == nil {
+			// A service failing (and waiting for its retry) stops the ones after it, too.
+			failed = failed || p.state == k0rdentv1beta1.ServiceStateFailed
 			continue
 		}
-		key := child.Name + "/" + p.svc.Namespace + "/" + p.svc.Name
+		if failed && !pc.ContinueOnError {
+			// Sveltos stops at the first failing chart unless continueOnError is set: the charts
+			// after it are not deployed.
+			setState(status, p.svc, k0rdentv1beta1.ServiceStatePending, "")
+			continue
+		}
+		fkey := failureKey(child.Name, ss, p.svc)
 		if err := p.work(); err != nil {
-			r.setFailed(key, failure{fingerprint: p.fingerprint, message: err.Error()})
+			failed = true
+			r.recordFailure(fkey, p.fingerprint, err.Error())
 			setState(status, p.svc, k0rdentv1beta1.ServiceStateFailed, err.Error())
 			continue
 		}
-		r.setFailed(key, failure{})
-		setState(status, p.svc, k0rdentv1beta1.ServiceStateDeployed, "")
+		r.forget(fkey)
+		if p.uninstall {
+			setState(status, p.svc, k0rdentv1beta1.ServiceStateDeleted, "")
+		} else {
+			setState(status, p.svc, k0rdentv1beta1.ServiceStateDeployed, "")
+		}
 	}
 	finish(ss, status)
-	return ctrl.Result{}, r.patchStatus(ctx, ss, status)
+	requeue = minPositive(requeue, r.retryAfter(child.Name, ss, plans))
+	wait, err := write(status)
+	if interval > 0 {
+		requeue = minPositive(requeue, wait)
+	}
+	if failed {
+		requeue = minPositive(requeue, retryBase)
+	}
+	return ctrl.Result{RequeueAfter: requeue}, err
+}
+
+// minPositive returns the smaller of two durations, ignoring zeros.
+func minPositive(a, b time.Duration) time.Duration {
+	switch {
+	case a <= 0:
+		return b
+	case b <= 0:
+		return a
+	case a < b:
+		return a
+	}
+	return b
+}
+
+// failureKey identifies a release of a ServiceSet: failure records belong to the ServiceSet (by
+// UID), so a recreated ServiceSet starts with a clean slate, as a new Sveltos ClusterSummary does.
+func failureKey(child string, ss *k0rdentv1beta1.ServiceSet, svc k0rdentv1beta1.ServiceWithValues) string {
+	return string(ss.UID) + "/" + child + "/" + svc.Namespace + "/" + svc.Name
+}
+
+// retryAfter returns when the earliest waiting retry of a failed service is due (zero: none waits).
+func (r *serviceSetReconciler) retryAfter(child string, ss *k0rdentv1beta1.ServiceSet, plans []plan) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var d time.Duration
+	for _, p := range plans {
+		if p.state != k0rdentv1beta1.ServiceStateFailed || p.fingerprint == "" {
+			continue
+		}
+		if f, ok := r.failed[failureKey(child, ss, p.svc)]; ok && f.fingerprint == p.fingerprint && time.Now().Before(f.next) {
+			d = minPositive(d, time.Until(f.next)+100*time.Millisecond)
+		}
+	}
+	return d
 }
 
 // plan decides, per service, whether Helm must act and what state to report meanwhile.
-func (r *serviceSetReconciler) plan(ctx context.Context, ss *k0rdentv1beta1.ServiceSet, h helmClient, childName string) ([]plan, error) {
+func (r *serviceSetReconciler) plan(ctx context.Context, ss *k0rdentv1beta1.ServiceSet, h helmClient, childName string, pc providerConfig) ([]plan, error) {
 	var buildErr error
 	plans := make([]plan, 0, len(ss.Spec.Services))
 	for _, svc := range ss.Spec.Services {
@@ -177,7 +361,10 @@ func (r *serviceSetReconciler) plan(ctx context.Context, ss *k0rdentv1beta1.Serv
 			}
 			pp.state = k0rdentv1beta1.ServiceStateDeleted
 			if rel != nil {
+				pp.uninstall = true
+				pp.fingerprint = "uninstall"
 				pp.work = func() error { return h.uninstall(svc.Namespace, svc.Name, opts.Timeout) }
+				r.gate(failureKey(childName, ss, svc), pp, pc)
 			}
 			continue
 		}
@@ -186,7 +373,7 @@ func (r *serviceSetReconciler) plan(ctx context.Context, ss *k0rdentv1beta1.Serv
 			pp.state, pp.message = k0rdentv1beta1.ServiceStateFailed, err.Error()
 			continue
 		}
-		vals, err := serviceValues(ctx, r.reader, ss.Namespace, svc)
+		vals, err := serviceValues(ctx, r.reader, ss.Namespace, ss.Spec.Cluster, svc)
 		if err != nil {
 			pp.state, pp.message = k0rdentv1beta1.ServiceStateFailed, err.Error()
 			continue
@@ -202,16 +389,32 @@ func (r *serviceSetReconciler) plan(ctx context.Context, ss *k0rdentv1beta1.Serv
 		}
 		fp, _ := json.Marshal([]interface{}{chrt.Metadata.Name, chrt.Metadata.Version, vals, opts})
 		pp.fingerprint = string(fp)
-		if msg, failed := r.failedBefore(childName+"/"+svc.Namespace+"/"+svc.Name, pp.fingerprint); failed {
-			pp.state, pp.message = k0rdentv1beta1.ServiceStateFailed, msg
-			continue
-		}
 		pp.work = func() error {
 			_, err := h.apply(svc.Namespace, svc.Name, chrt, vals, opts)
 			return err
 		}
+		r.gate(failureKey(childName, ss, svc), pp, pc)
 	}
 	return plans, buildErr
+}
+
+// gate holds back the work of a release that failed before with the same inputs: until its backoff
+// has passed, or for good once maxConsecutiveFailures attempts in a row failed (Sveltos's
+// FailedNonRetriable). Changed inputs retry at once.
+func (r *serviceSetReconciler) gate(key string, pp *plan, pc providerConfig) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f, ok := r.failed[key]
+	if !ok || f.fingerprint != pp.fingerprint {
+		return
+	}
+	if pc.MaxConsecutiveFailures != nil && int64(f.count) >= *pc.MaxConsecutiveFailures {
+		pp.state, pp.message, pp.work = k0rdentv1beta1.ServiceStateFailed, fmt.Sprintf("%s (not retried after %d consecutive failures)", f.message, f.count), nil
+		return
+	}
+	if time.Now().Before(f.next) {
+		pp.state, pp.message, pp.work = k0rdentv1beta1.ServiceStateFailed, f.message, nil
+	}
 }
 
 // mergeHelmOptions lays a service's helmOptions over its template's, key by key.
@@ -233,23 +436,40 @@ func mergeHelmOptions(tmpl, svc *apiextensionsJSON) *apiextensionsJSON {
 	return &apiextensionsJSON{Raw: raw}
 }
 
-// failedBefore reports whether the same inputs failed before, with that failure's message.
-func (r *serviceSetReconciler) failedBefore(key, fp string) (string, bool) {
+// recordFailure counts a failed attempt and schedules the next one with backoff; an attempt with
+// other inputs starts counting anew.
+func (r *serviceSetReconciler) recordFailure(key, fingerprint, message string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	f, ok := r.failed[key]
-	return f.message, ok && fp != "" && f.fingerprint == fp
+	f := r.failed[key]
+	if f.fingerprint != fingerprint {
+		f = failure{fingerprint: fingerprint}
+	}
+	f.count++
+	f.message = message
+	backoff := retryBase << min(f.count-1, 10)
+	f.next = time.Now().Add(min(backoff, retryMax))
+	r.failed[key] = f
 }
 
-// setFailed records a failure; a zero failure clears the record.
-func (r *serviceSetReconciler) setFailed(key string, f failure) {
+// forget drops the failure record of a release.
+func (r *serviceSetReconciler) forget(key string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if f.fingerprint == "" {
-		delete(r.failed, key)
-		return
+	delete(r.failed, key)
+}
+
+// forgetServiceSet drops every record of a ServiceSet (on delete), as Sveltos forgets a deleted
+// ClusterSummary.
+func (r *serviceSetReconciler) forgetServiceSet(ss *k0rdentv1beta1.ServiceSet) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k := range r.failed {
+		if strings.HasPrefix(k, string(ss.UID)+"/") {
+			delete(r.failed, k)
+		}
 	}
-	r.failed[key] = f
+	delete(r.collected, client.ObjectKeyFromObject(ss))
 }
 
 // seed gives every service without a state the Provisioning state KCM seeds new services with.
@@ -355,6 +575,7 @@ func (r *serviceSetReconciler) patchStatus(ctx context.Context, ss *k0rdentv1bet
 // reads the ClusterDeployment first: when that is gone, the finalizer stays (see docs/LOCAL_WORLD.md).
 func (r *serviceSetReconciler) reconcileDelete(ctx context.Context, ss *k0rdentv1beta1.ServiceSet) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(ss, k0rdentv1beta1.ServiceSetFinalizer) {
+		r.forgetServiceSet(ss)
 		return ctrl.Result{}, nil
 	}
 	status := ss.Status.DeepCopy()
@@ -394,6 +615,7 @@ func (r *serviceSetReconciler) reconcileDelete(ctx context.Context, ss *k0rdentv
 			}
 		}
 	}
+	r.forgetServiceSet(ss)
 	controllerutil.RemoveFinalizer(ss, k0rdentv1beta1.ServiceSetFinalizer)
 	return ctrl.Result{}, client.IgnoreNotFound(r.client.Update(ctx, ss))
 }

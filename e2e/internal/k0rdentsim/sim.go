@@ -21,6 +21,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -45,13 +46,23 @@ type Options struct {
 	ChartsDir string
 	// Log receives the simulator's logs.
 	Log io.Writer
+	// StatusInterval is how often service states reach ServiceSet status (KCM collects them from
+	// Sveltos every 10 s: KCMStatusInterval). Zero writes each change at once. A namespace annotated
+	// with StatusIntervalAnnotation uses its own interval.
+	StatusInterval time.Duration
+	// NoAdmission leaves KCM's ClusterDeployment admission webhook out.
+	NoAdmission bool
 }
+
+// KCMStatusInterval is KCM's default interval for collecting service states from Sveltos.
+const KCMStatusInterval = 10 * time.Second
 
 // Simulator is a running k0rdent simulator.
 type Simulator struct {
-	mgr    ctrl.Manager
-	cancel context.CancelFunc
-	done   chan error
+	mgr       ctrl.Manager
+	cancel    context.CancelFunc
+	done      chan error
+	admission *admission
 }
 
 // Scheme returns the scheme the simulator uses: common/scheme (with the k0rdent mirror).
@@ -90,7 +101,7 @@ func Start(ctx context.Context, o Options) (*Simulator, error) {
 	if err := (&clusterDeploymentReconciler{client: c, world: o.World}).setup(mgr); err != nil {
 		return nil, err
 	}
-	if err := (&serviceSetReconciler{client: c, reader: mgr.GetAPIReader(), world: o.World, chartsDir: o.ChartsDir}).setup(mgr); err != nil {
+	if err := (&serviceSetReconciler{client: c, reader: mgr.GetAPIReader(), world: o.World, chartsDir: o.ChartsDir, statusInterval: o.StatusInterval}).setup(mgr); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -100,11 +111,19 @@ func Start(ctx context.Context, o Options) (*Simulator, error) {
 		cancel()
 		return nil, fmt.Errorf("k0rdentsim: caches did not sync: %v", <-s.done)
 	}
+	if !o.NoAdmission {
+		if s.admission, err = startAdmission(ctx, c, mgr.GetAPIReader()); err != nil {
+			cancel()
+			<-s.done
+			return nil, err
+		}
+	}
 	return s, nil
 }
 
 // Stop ends the simulator's controllers. Child clusters keep running until the world stops.
 func (s *Simulator) Stop() error {
+	s.admission.stop()
 	s.cancel()
 	return <-s.done
 }

@@ -74,11 +74,12 @@ func (r *templateReconciler) clusterTemplate(ctx context.Context, req ctrl.Reque
 	if err := r.client.Get(ctx, req.NamespacedName, &t); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if t.Status.Valid && t.Status.ObservedGeneration == t.Generation {
+	if t.Status.Valid && t.Status.ObservedGeneration == t.Generation && equality.Semantic.DeepEqual(t.Status.Providers, t.Spec.Providers) {
 		return ctrl.Result{}, nil
 	}
 	patch := client.MergeFrom(t.DeepCopy())
 	t.Status.Valid, t.Status.ValidationError, t.Status.ObservedGeneration = true, "", t.Generation
+	t.Status.Providers = t.Spec.Providers
 	t.Status.Description = "simulated cluster (k0rdent simulator, test tooling)"
 	t.Status.KubernetesVersion = "v1.37.2"
 	return ctrl.Result{}, r.client.Status().Patch(ctx, &t, patch)

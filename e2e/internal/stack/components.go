@@ -35,6 +35,7 @@ type Component struct {
 	// postStart runs after each start once the component is ready (the webhook waits for its CA
 	// bundle to be injected).
 	postStart func(context.Context) error
+	sup       supervision
 }
 
 func namespace(name string) *corev1.Namespace {
@@ -132,6 +133,7 @@ func (s *Stack) startComponent(ctx context.Context, name, binDir string) (*Compo
 	if err := c.Process.Start(); err != nil {
 		return nil, err
 	}
+	c.writePid()
 	if err := c.WaitReady(ctx, 90*time.Second); err != nil {
 		_ = c.Process.Stop(world.StopGrace)
 		return nil, fmt.Errorf("%w; log:\n%s", err, c.Process.Tail(30))
@@ -181,6 +183,8 @@ func (c *Component) WaitReady(ctx context.Context, timeout time.Duration) error 
 // Restart stops (SIGTERM, or SIGKILL when kill is set) and starts the component again, then waits
 // for readiness.
 func (c *Component) Restart(ctx context.Context, kill bool) error {
+	c.hold(true)
+	defer c.hold(false)
 	var err error
 	if kill {
 		err = c.Process.Kill()
@@ -193,6 +197,7 @@ func (c *Component) Restart(ctx context.Context, kill bool) error {
 	if err := c.Process.Start(); err != nil {
 		return err
 	}
+	c.writePid()
 	return c.WaitReady(ctx, 90*time.Second)
 }
 

@@ -40,6 +40,10 @@ type Options struct {
 	Out io.Writer
 	// Components to start; nil means all four.
 	Components []string
+	// OnManagementUp runs as soon as the management API server answers (see world.Options).
+	OnManagementUp func(kubeconfig string)
+	// StatusInterval is the simulator's status-collection interval (k0rdentsim.Options).
+	StatusInterval time.Duration
 }
 
 // Stack is the running local world.
@@ -55,6 +59,7 @@ type Stack struct {
 	Missing map[string]string
 
 	rbac    *chartRBAC
+	quit    chan struct{}
 	out     io.Writer
 	simLog  *os.File
 	stopMu  sync.Mutex
@@ -81,16 +86,18 @@ func Start(ctx context.Context, o Options) (s *Stack, err error) {
 		}
 	}
 	s = &Stack{RunDir: runDir, RepoRoot: root, ChartsDir: filepath.Join(root, "examples", "charts"),
-		Components: map[string]*Component{}, Missing: map[string]string{}, out: out}
+		Components: map[string]*Component{}, Missing: map[string]string{}, out: out, quit: make(chan struct{})}
 	defer func() {
 		if err != nil {
-			s.DumpLogs(out, 40)
+			if ctx.Err() == nil {
+				s.DumpLogs(out, 40)
+			}
 			_ = s.Stop()
 		}
 	}()
 	start := time.Now()
 	s.progress("run folder: %s", runDir)
-	if s.World, err = world.Start(ctx, world.Options{RunDir: runDir, Out: out}); err != nil {
+	if s.World, err = world.Start(ctx, world.Options{RunDir: runDir, Out: out, OnManagementUp: o.OnManagementUp}); err != nil {
 		return s, err
 	}
 	s.Client, err = client.New(s.World.Management.Config, client.Options{Scheme: k0rdentsim.Scheme()})
@@ -101,7 +108,7 @@ func Start(ctx context.Context, o Options) (s *Stack, err error) {
 		return s, err
 	}
 	s.World.RegisterLog("k0rdent-simulator", s.simLog.Name())
-	s.Sim, err = k0rdentsim.Start(ctx, k0rdentsim.Options{Config: s.World.Management.Config, World: s.World, ChartsDir: s.ChartsDir, Log: s.simLog})
+	s.Sim, err = k0rdentsim.Start(ctx, k0rdentsim.Options{Config: s.World.Management.Config, World: s.World, ChartsDir: s.ChartsDir, Log: s.simLog, StatusInterval: o.StatusInterval})
 	if err != nil {
 		return s, err
 	}
@@ -125,6 +132,9 @@ func Start(ctx context.Context, o Options) (s *Stack, err error) {
 		}
 		s.Components[name] = c
 		s.progress("%s running (pid %d, metrics %s, health %s)", name, c.Process.Pid(), c.MetricsAddr, c.HealthAddr)
+	}
+	for _, c := range s.Components {
+		go s.supervise(c)
 	}
 	s.progress("local world up in %s", time.Since(start).Round(time.Millisecond))
 	return s, nil
@@ -158,6 +168,7 @@ func (s *Stack) Stop() error {
 		return nil
 	}
 	s.stopped = true
+	close(s.quit)
 	var errs []error
 	for i := len(Components) - 1; i >= 0; i-- {
 		if c := s.Components[Components[i]]; c != nil {

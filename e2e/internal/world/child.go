@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -31,25 +33,62 @@ type ChildCluster struct {
 
 	dir   string
 	procs []*Process
+	// want are the nodes the config asks for, with their device capacity.
+	wantMu sync.Mutex
+	want   []corev1.Node
+	// stopProvisioner ends the storage provisioner.
+	stopProvisioner context.CancelFunc
+}
+
+// ChildOptions tune StartChildWith.
+type ChildOptions struct {
+	// OnAPIServerUp runs once a new child's API server answers, before its nodes exist or are Ready
+	// (Cluster API writes the kubeconfig Secret in that window).
+	OnAPIServerUp func(*ChildCluster) error
+	// DeferDevices leaves GPUs off the nodes until AdvertiseDevices, as a device plugin advertises
+	// them some time after the node is Ready. Without it StartChild advertises them before returning.
+	DeferDevices bool
 }
 
 // Client returns an admin client of the child.
 func (c *ChildCluster) Client() client.Client { return c.Env.Client }
 
 // StartChild starts a child cluster with the nodes of cfg, or returns the running one of that name
-// (its nodes brought in line with cfg). It returns once every node is Ready.
+// (its nodes brought in line with cfg). It returns once every node is Ready and advertises its GPUs.
 func (w *World) StartChild(ctx context.Context, name string, cfg ClusterConfig) (*ChildCluster, error) {
+	return w.StartChildWith(ctx, name, cfg, ChildOptions{})
+}
+
+// StartChildWith is StartChild with options (see ChildOptions).
+func (w *World) StartChildWith(ctx context.Context, name string, cfg ClusterConfig, o ChildOptions) (*ChildCluster, error) {
 	nodes, err := cfg.BuildNodes()
 	if err != nil {
 		return nil, err
 	}
 	if c := w.Child(name); c != nil {
-		return c, c.SyncNodes(ctx, nodes)
+		c.setWant(nodes)
+		if err := c.SyncNodes(ctx, nodes); err != nil {
+			return c, err
+		}
+		if o.DeferDevices {
+			return c, nil
+		}
+		if err := c.WaitNodesReady(ctx, time.Minute); err != nil {
+			return c, err
+		}
+		return c, c.AdvertiseDevices(ctx)
 	}
 	start := time.Now()
 	c, err := w.newChild(name)
 	if err != nil {
 		return nil, err
+	}
+	c.setWant(nodes)
+	if o.OnAPIServerUp != nil {
+		if err := o.OnAPIServerUp(c); err != nil {
+			_ = c.stop()
+			return nil, err
+		}
 	}
 	if err := c.SyncNodes(ctx, nodes); err != nil {
 		_ = c.stop()
@@ -58,6 +97,12 @@ func (w *World) StartChild(ctx context.Context, name string, cfg ClusterConfig) 
 	if err := c.WaitNodesReady(ctx, time.Minute); err != nil {
 		_ = c.stop()
 		return nil, err
+	}
+	if !o.DeferDevices {
+		if err := c.AdvertiseDevices(ctx); err != nil {
+			_ = c.stop()
+			return nil, err
+		}
 	}
 	w.mu.Lock()
 	if existing := w.children[name]; existing != nil {
@@ -72,11 +117,12 @@ func (w *World) StartChild(ctx context.Context, name string, cfg ClusterConfig) 
 }
 
 func (w *World) newChild(name string) (c *ChildCluster, err error) {
-	env, err := testenv.StartChild(name)
+	dir := filepath.Join(w.RunDir, "children", name)
+	env, err := testenv.StartChild(name, testenv.WithChildLogDir(dir))
 	if err != nil {
 		return nil, fmt.Errorf("child %s: starting the API server: %w", name, err)
 	}
-	c = &ChildCluster{Name: name, Env: env, Kubeconfig: env.Kubeconfig, dir: filepath.Join(w.RunDir, "children", name)}
+	c = &ChildCluster{Name: name, Env: env, Kubeconfig: env.Kubeconfig, dir: dir}
 	defer func() {
 		if err != nil {
 			_ = c.stop()
@@ -89,6 +135,12 @@ func (w *World) newChild(name string) (c *ChildCluster, err error) {
 	if err := os.WriteFile(c.KubeconfigPath, env.Kubeconfig, 0o600); err != nil {
 		return nil, err
 	}
+	if err := c.ensureStorageClass(context.Background()); err != nil {
+		return nil, err
+	}
+	pctx, cancel := context.WithCancel(context.Background())
+	c.stopProvisioner = cancel
+	go c.runProvisioner(pctx)
 	kcm, err := startControllerManager("child/"+name+"/kube-controller-manager", c.KubeconfigPath, c.dir)
 	if kcm != nil {
 		c.procs = append(c.procs, kcm)
@@ -154,6 +206,10 @@ func (c *ChildCluster) SyncNodes(ctx context.Context, nodes []corev1.Node) error
 		n := nodes[i].DeepCopy()
 		want[n.Name] = true
 		cur := have[n.Name]
+		// A device plugin advertises GPUs only on a node that runs (is Ready).
+		if cur == nil || !nodeReady(cur) {
+			withoutDevices(n)
+		}
 		if cur == nil {
 			status := n.Status
 			if err := cl.Create(ctx, n); err != nil {
@@ -191,6 +247,50 @@ func (c *ChildCluster) SyncNodes(ctx context.Context, nodes []corev1.Node) error
 		}
 	}
 	return nil
+}
+
+// withoutDevices removes extended resources (GPUs) from a node's capacity.
+func withoutDevices(n *corev1.Node) {
+	for _, l := range []corev1.ResourceList{n.Status.Capacity, n.Status.Allocatable} {
+		for name := range l {
+			if strings.Contains(string(name), "/") {
+				delete(l, name)
+			}
+		}
+	}
+}
+
+func (c *ChildCluster) setWant(nodes []corev1.Node) {
+	c.wantMu.Lock()
+	defer c.wantMu.Unlock()
+	c.want = nodes
+}
+
+// AdvertiseDevices gives every Ready node the GPU capacity of its config, as the device plugin does
+// once the node runs.
+func (c *ChildCluster) AdvertiseDevices(ctx context.Context) error {
+	c.wantMu.Lock()
+	nodes := c.want
+	c.wantMu.Unlock()
+	return c.SyncNodes(ctx, nodes)
+}
+
+// DevicesAdvertised reports whether every node carries the capacity of its config (GPUs included),
+// with a description of the first one that does not.
+func (c *ChildCluster) DevicesAdvertised(ctx context.Context) (bool, string) {
+	c.wantMu.Lock()
+	nodes := c.want
+	c.wantMu.Unlock()
+	for _, want := range nodes {
+		var n corev1.Node
+		if err := c.Env.Client.Get(ctx, client.ObjectKeyFromObject(&want), &n); err != nil {
+			return false, err.Error()
+		}
+		if !equality.Semantic.DeepEqual(n.Status.Allocatable, want.Status.Allocatable) {
+			return false, fmt.Sprintf("node %s allocatable %v, want %v", n.Name, n.Status.Allocatable, want.Status.Allocatable)
+		}
+	}
+	return true, ""
 }
 
 // WaitNodesReady waits until every kwok node of the child reports Ready.
@@ -241,6 +341,9 @@ func (c *ChildCluster) Processes() []*Process { return c.procs }
 func (c *ChildCluster) Restart() error { return c.Env.Restart() }
 
 func (c *ChildCluster) stop() error {
+	if c.stopProvisioner != nil {
+		c.stopProvisioner()
+	}
 	var errs []error
 	for i := len(c.procs) - 1; i >= 0; i-- {
 		errs = append(errs, c.procs[i].Stop(StopGrace))

@@ -31,6 +31,9 @@ type Options struct {
 	Management []testenv.Option
 	// Out receives progress lines; nil discards them.
 	Out io.Writer
+	// OnManagementUp runs as soon as the management API server answers, with the path of its admin
+	// kubeconfig (`make run` prints the KUBECONFIG line there).
+	OnManagementUp func(kubeconfig string)
 }
 
 // World is a running management cluster plus its child clusters.
@@ -79,7 +82,8 @@ func Start(ctx context.Context, opts Options) (_ *World, err error) {
 		}
 	}()
 	start := time.Now()
-	w.Management, err = testenv.StartManagement(opts.Management...)
+	mopts := append([]testenv.Option{testenv.WithLogDir(filepath.Join(w.RunDir, "management"))}, opts.Management...)
+	w.Management, err = testenv.StartManagement(mopts...)
 	if err != nil {
 		return nil, fmt.Errorf("starting the management API server: %w", err)
 	}
@@ -88,6 +92,9 @@ func Start(ctx context.Context, opts Options) (_ *World, err error) {
 		return nil, err
 	}
 	w.progress("management API server up at %s (%s)", w.Management.Config.Host, time.Since(start).Round(time.Millisecond))
+	if opts.OnManagementUp != nil {
+		opts.OnManagementUp(w.AdminKubeconfig)
+	}
 	w.controllerManager, err = startControllerManager("management/kube-controller-manager", w.AdminKubeconfig, filepath.Join(w.RunDir, "management"))
 	if err != nil {
 		return nil, err

@@ -5,10 +5,10 @@ import (
 )
 
 // ClusterTemplateSpec is the Helm chart that makes a cluster. It is immutable.
+// +kubebuilder:validation:XValidation:rule="!has(self.helm.chartSource)",message=".spec.helm.chartSource is not supported for ClusterTemplates"
 type ClusterTemplateSpec struct {
 	// Helm is the cluster's Helm chart; chartSource is not allowed here.
 	// +required
-	// +kubebuilder:validation:XValidation:rule="!has(self.chartSource)",message="chartSource is not allowed in a ClusterTemplate"
 	Helm HelmSpec `json:"helm"`
 
 	// ProviderContracts maps each Cluster API provider to the contract version the template needs.
@@ -55,7 +55,7 @@ type ClusterTemplate struct {
 
 	// Spec is the template; immutable.
 	// +optional
-	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec is immutable"
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="Spec is immutable"
 	Spec ClusterTemplateSpec `json:"spec,omitempty"`
 
 	// Status is the observed state, written by KCM.

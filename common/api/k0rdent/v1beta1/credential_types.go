@@ -14,7 +14,7 @@ type CredentialSpec struct {
 	// Region names the regional cluster the Credential's clusters live on; empty for the management
 	// cluster. Immutable (added after KCM v1.3).
 	// +optional
-	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="region is immutable"
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="Region is immutable"
 	Region string `json:"region,omitempty"`
 
 	// Description of the Credential.

@@ -36,7 +36,6 @@ type ValuesFrom struct {
 
 	// Name of the ConfigMap or Secret.
 	// +required
-	// +kubebuilder:validation:MinLength=1
 	Name string `json:"name"`
 }
 
@@ -45,6 +44,7 @@ type ServiceDependsOn struct {
 	// Name of the service depended on.
 	// +required
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name"`
 
 	// Namespace of the service depended on.
@@ -111,20 +111,14 @@ type Service struct {
 type ServiceWithValues struct {
 	// Name is the service's name, which is also its Helm release name.
 	// +required
-	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name"`
 
 	// Namespace on the child cluster the release is installed in.
 	// +required
-	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=253
 	Namespace string `json:"namespace"`
 
 	// Template is the name of a ServiceTemplate in the ServiceSet's namespace.
 	// +required
-	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=253
 	Template string `json:"template"`
 
 	// Version is the version of the service (added after KCM v1.3).
@@ -157,7 +151,7 @@ type StateManagementProviderConfig struct {
 	// Name of the StateManagementProvider, ksm-projectsveltos for KCM's Sveltos adapter. Immutable once
 	// set.
 	// +optional
-	// +kubebuilder:validation:XValidation:rule="oldSelf == '' || self == oldSelf",message="name is immutable once set"
+	// +kubebuilder:validation:XValidation:rule="oldSelf == '' || self == oldSelf",message="Provider name is immutable once set"
 	Name string `json:"name,omitempty"`
 
 	// Config holds provider settings, for Sveltos: priority, syncMode, driftIgnore, stopMatchingBehavior,

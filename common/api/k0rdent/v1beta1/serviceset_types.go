@@ -10,7 +10,6 @@ type ServiceSetSpec struct {
 	// Cluster is the name of the ClusterDeployment, in the ServiceSet's namespace, the services are
 	// deployed to.
 	// +required
-	// +kubebuilder:validation:MinLength=1
 	Cluster string `json:"cluster"`
 
 	// MultiClusterService names the MultiClusterService that made this ServiceSet; empty for

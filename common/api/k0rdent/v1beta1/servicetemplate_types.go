@@ -7,7 +7,10 @@ import (
 
 // ServiceTemplateSpec is a deployable service: exactly one of helm, kustomize or resources. It is
 // immutable.
-// +kubebuilder:validation:XValidation:rule="(has(self.helm) ? 1 : 0) + (has(self.kustomize) ? 1 : 0) + (has(self.resources) ? 1 : 0) == 1",message="exactly one of helm, kustomize or resources must be set"
+// +kubebuilder:validation:XValidation:rule="has(self.helm) ? (!has(self.kustomize) && !has(self.resources)): true",message="Helm, Kustomize and Resources are mutually exclusive."
+// +kubebuilder:validation:XValidation:rule="has(self.kustomize) ? (!has(self.helm) && !has(self.resources)): true",message="Helm, Kustomize and Resources are mutually exclusive."
+// +kubebuilder:validation:XValidation:rule="has(self.resources) ? (!has(self.kustomize) && !has(self.helm)): true",message="Helm, Kustomize and Resources are mutually exclusive."
+// +kubebuilder:validation:XValidation:rule="has(self.helm) || has(self.kustomize) || has(self.resources)",message="One of Helm, Kustomize, or Resources must be specified."
 type ServiceTemplateSpec struct {
 	// Helm is the service's Helm chart.
 	// +optional
@@ -65,7 +68,7 @@ type ServiceTemplate struct {
 
 	// Spec is the template; immutable.
 	// +optional
-	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec is immutable"
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="Spec is immutable"
 	Spec ServiceTemplateSpec `json:"spec,omitempty"`
 
 	// Status is the observed state, written by KCM.

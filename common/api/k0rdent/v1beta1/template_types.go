@@ -108,7 +108,10 @@ type LocalSourceRef struct {
 }
 
 // RemoteSourceSpec is an inline Flux source: exactly one of git, bucket or oci.
-// +kubebuilder:validation:XValidation:rule="(has(self.git) ? 1 : 0) + (has(self.bucket) ? 1 : 0) + (has(self.oci) ? 1 : 0) == 1",message="exactly one of git, bucket or oci must be set"
+// +kubebuilder:validation:XValidation:rule="has(self.git) ? (!has(self.bucket) && !has(self.oci)) : true",message="Git, Bucket and OCI are mutually exclusive."
+// +kubebuilder:validation:XValidation:rule="has(self.bucket) ? (!has(self.git) && !has(self.oci)) : true",message="Git, Bucket and OCI are mutually exclusive."
+// +kubebuilder:validation:XValidation:rule="has(self.oci) ? (!has(self.git) && !has(self.bucket)) : true",message="Git, Bucket and OCI are mutually exclusive."
+// +kubebuilder:validation:XValidation:rule="has(self.git) || has(self.bucket) || has(self.oci)",message="One of Git, Bucket or OCI must be specified."
 type RemoteSourceSpec struct {
 	// Git is a Flux GitRepository spec, kept as written.
 	// +optional
@@ -131,7 +134,9 @@ type RemoteSourceSpec struct {
 
 // SourceSpec is the source of a Kustomize, raw-resource or chartSource template: exactly one of
 // localSourceRef or remoteSourceSpec.
-// +kubebuilder:validation:XValidation:rule="has(self.localSourceRef) != has(self.remoteSourceSpec)",message="exactly one of localSourceRef or remoteSourceSpec must be set"
+// +kubebuilder:validation:XValidation:rule="has(self.localSourceRef) ? !has(self.remoteSourceSpec): true",message="LocalSource and RemoteSource are mutually exclusive."
+// +kubebuilder:validation:XValidation:rule="has(self.remoteSourceSpec) ? !has(self.localSourceRef): true",message="LocalSource and RemoteSource are mutually exclusive."
+// +kubebuilder:validation:XValidation:rule="has(self.localSourceRef) || has(self.remoteSourceSpec)",message="One of LocalSource or RemoteSource must be specified."
 type SourceSpec struct {
 	// LocalSourceRef names an existing object holding the source.
 	// +optional
@@ -153,8 +158,10 @@ type SourceSpec struct {
 }
 
 // HelmSpec is a template's Helm chart: exactly one of chartSpec, chartRef or chartSource.
-// +kubebuilder:validation:XValidation:rule="(has(self.chartSpec) ? 1 : 0) + (has(self.chartRef) ? 1 : 0) + (has(self.chartSource) ? 1 : 0) == 1",message="exactly one of chartSpec, chartRef or chartSource must be set"
-// +kubebuilder:validation:XValidation:rule="!has(self.chartSource) || !has(self.chartSource.localSourceRef) || !(self.chartSource.localSourceRef.kind in ['ConfigMap', 'Secret'])",message="chartSource may not be a ConfigMap or Secret"
+// +kubebuilder:validation:XValidation:rule="(has(self.chartSpec) ? (!has(self.chartSource) && !has(self.chartRef)): true)",message="chartSpec, chartSource and chartRef are mutually exclusive"
+// +kubebuilder:validation:XValidation:rule="(has(self.chartSource) ? (!has(self.chartSpec) && !has(self.chartRef)): true)",message="chartSpec, chartSource and chartRef are mutually exclusive"
+// +kubebuilder:validation:XValidation:rule="(has(self.chartRef) ? (!has(self.chartSpec) && !has(self.chartSource)): true)",message="chartSpec, chartSource and chartRef are mutually exclusive"
+// +kubebuilder:validation:XValidation:rule="has(self.chartSpec) || has(self.chartRef) || has(self.chartSource)",message="one of chartSpec, chartRef or chartSource must be set"
 type HelmSpec struct {
 	// ChartSpec makes KCM create a Flux HelmChart from this spec.
 	// +optional
@@ -166,6 +173,7 @@ type HelmSpec struct {
 
 	// ChartSource is a source holding the chart (added after KCM v1.3).
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="has(self.localSourceRef) ? (self.localSourceRef.kind != 'Secret' && self.localSourceRef.kind != 'ConfigMap'): true",message="Secret and ConfigMap are not supported as Helm chart sources"
 	ChartSource *SourceSpec `json:"chartSource,omitempty"`
 }
 

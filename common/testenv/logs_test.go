@@ -1,0 +1,54 @@
+package testenv
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A child started with a log folder writes its kube-apiserver and etcd output there.
+func TestChildServerLogsInFolder(t *testing.T) {
+	dir := t.TempDir()
+	ch, err := StartChild("logged", WithChildLogDir(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"kube-apiserver.log", "etcd.log"} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil || len(b) == 0 {
+			t.Errorf("%s: %d bytes, %v", name, len(b), err)
+		}
+	}
+}
+
+func TestK0rdentCRDsFolder(t *testing.T) {
+	t.Setenv(EnvK0rdentCRDs, "")
+	if dir, err := K0rdentCRDs(); dir != "" || err != nil {
+		t.Errorf("unset: %q %v, want the mirror", dir, err)
+	}
+	if RealK0rdentCRDs() {
+		t.Error("RealK0rdentCRDs true while unset")
+	}
+	abs := t.TempDir()
+	t.Setenv(EnvK0rdentCRDs, abs)
+	if dir, err := K0rdentCRDs(); dir != abs || err != nil {
+		t.Errorf("absolute: %q %v", dir, err)
+	}
+	// A relative folder is taken from the repository root.
+	t.Setenv(EnvK0rdentCRDs, "common/config/crd/k0rdent")
+	dir, err := K0rdentCRDs()
+	if err != nil || !strings.HasSuffix(dir, filepath.Join("common", "config", "crd", "k0rdent")) || !filepath.IsAbs(dir) {
+		t.Errorf("relative: %q %v", dir, err)
+	}
+	t.Setenv(EnvK0rdentCRDs, filepath.Join(abs, "missing"))
+	if _, err := K0rdentCRDs(); err == nil || !strings.Contains(err.Error(), EnvK0rdentCRDs) {
+		t.Errorf("a missing folder: %v, want an error naming %s", err, EnvK0rdentCRDs)
+	}
+	if _, err := crdDirs(); err == nil {
+		t.Error("crdDirs accepted a missing K0RDENT_CRDS folder")
+	}
+}
