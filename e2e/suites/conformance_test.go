@@ -24,8 +24,9 @@ import (
 // resolved resources on the gated nodes; the password travels in a Secret, never in the ServiceSet;
 // a template-looking value arrives verbatim; and rotating the password rolls the release out.
 func TestValuesContract(t *testing.T) {
+	localOnly(t, "simulated GPU nodes and the simulator's Helm releases")
 	var ns string
-	var child *w.ChildCluster
+	var child *childCluster
 	const cd = "contract"
 	const password, rotated = "hunter2-contract", "correct-horse-battery"
 	const verbatim = "{{ .Release.Name }} stays {{- as written -}}"

@@ -20,6 +20,7 @@ import (
 // after `make run`, and follows each to a Running workspace whose pods ask for the GPUs on the right
 // nodes. It removes what it added, leaving the quick start in place.
 func TestGPUExamples(t *testing.T) {
+	localOnly(t, "the examples target the simulator's ClusterTemplate and GPU node shapes")
 	const ns = "demo"
 	apply := func(ctx context.Context, t *testing.T, dir string) {
 		t.Helper()
@@ -29,7 +30,7 @@ func TestGPUExamples(t *testing.T) {
 	}
 	// checkPods asserts n running pods of a workspace, each requesting gpus of resource on a node of
 	// pool whose labels hold the selector.
-	checkPods := func(ctx context.Context, t *testing.T, child *w.ChildCluster, ws string, n int, resource corev1.ResourceName, gpus int64, selector map[string]string, pool string) {
+	checkPods := func(ctx context.Context, t *testing.T, child *childCluster, ws string, n int, resource corev1.ResourceName, gpus int64, selector map[string]string, pool string) {
 		t.Helper()
 		for _, p := range runningPods(ctx, t, child, ws, n) {
 			var req int64
@@ -54,7 +55,7 @@ func TestGPUExamples(t *testing.T) {
 			}
 		}
 	}
-	var gpuChild, amdChild *w.ChildCluster
+	var gpuChild, amdChild *childCluster
 	f := features.New("GPU examples").
 		Setup(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			apply(ctx, t, "quickstart")
