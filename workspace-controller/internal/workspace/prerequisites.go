@@ -154,10 +154,6 @@ func (r *Reconciler) createPrerequisite(ctx context.Context, s *scope, p workspa
 		}
 		values = string(y)
 	}
-	timeout := defaultPrerequisiteTimeout
-	if d := s.class.Spec.PrerequisiteDeployTimeout; d != nil && d.Duration > 0 {
-		timeout = d.Duration
-	}
 	ss := &k0rdentv1.ServiceSet{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      name,
@@ -177,8 +173,8 @@ func (r *Reconciler) createPrerequisite(ctx context.Context, s *scope, p workspa
 				Name:        names.HelmRelease(p.ServiceTemplate),
 				Namespace:   p.Namespace,
 				Template:    p.ServiceTemplate,
-				Values:      values,
-				HelmOptions: helmOptions(timeout),
+				// No helmOptions: k0rdent's defaults (atomic installs) apply.
+				Values: values,
 			}},
 		},
 	}
