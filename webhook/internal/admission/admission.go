@@ -68,8 +68,9 @@ func Register(srv Registrar, scheme *runtime.Scheme, opts Options) {
 		&ClassValidator{Reader: opts.LiveReader}).WithRecoverPanic(true))
 	srv.Register(ValidateWorkspaceDeploymentPath, admission.WithValidator[*workspacesv1.WorkspaceDeployment](scheme,
 		&DeploymentValidator{Reader: opts.Reader, Options: opts.Deployment}).WithRecoverPanic(true))
-	srv.Register(DefaultWorkspaceDeploymentPath, admission.WithDefaulter[*workspacesv1.WorkspaceDeployment](scheme,
-		&DeploymentDefaulter{}).WithRecoverPanic(true))
+	defaulter := admission.WithDefaulter[*workspacesv1.WorkspaceDeployment](scheme, &DeploymentDefaulter{})
+	defaulter.Handler = preflight{kind: deploymentKind, check: validation.WorkspaceDeploymentPreflight, next: defaulter.Handler}
+	srv.Register(DefaultWorkspaceDeploymentPath, defaulter.WithRecoverPanic(true))
 	srv.Register(ValidateColonyPath, admission.WithValidator[*infrav1.Colony](scheme,
 		&ColonyValidator{}).WithRecoverPanic(true))
 }
