@@ -242,7 +242,6 @@ func (r *Reconciler) quotaRefusal(ctx context.Context, s *scope) string {
 		latest.Regarding.Kind, latest.Regarding.Name, strings.TrimSpace(latest.Note))
 }
 
-
 // deleteReleaseNamespace deletes ws-<name> on the child when it belongs to this workspace. A namespace
 // of another workspace is left alone; so is one without owner labels that an older workspace of
 // the same name (from another namespace) uses on the cluster. It reports what it left and why.

@@ -170,9 +170,9 @@ func (r *Reconciler) createPrerequisite(ctx context.Context, s *scope, p workspa
 			Cluster:  s.cdKey.Name,
 			Provider: k0rdentv1.StateManagementProviderConfig{Name: k0rdentv1.DefaultStateManagementProvider},
 			Services: []k0rdentv1.ServiceWithValues{{
-				Name:        names.HelmRelease(p.ServiceTemplate),
-				Namespace:   p.Namespace,
-				Template:    p.ServiceTemplate,
+				Name:      names.HelmRelease(p.ServiceTemplate),
+				Namespace: p.Namespace,
+				Template:  p.ServiceTemplate,
 				// No helmOptions: k0rdent's defaults (atomic installs) apply.
 				Values: values,
 			}},
