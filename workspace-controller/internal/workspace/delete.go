@@ -35,10 +35,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (reconcile.R
 		return reconcile.Result{}, nil
 	}
 	s.cdKey = ClusterKey(ws)
-	if ws.Status.Phase != workspacesv1.PhaseDeleting {
-		s.setCondition(workspacesv1.ReadyCondition, metav1.ConditionFalse, workspacesv1.ReasonDeleting, "the workspace is being deleted")
-	}
-	s.ws.Status.Phase = workspacesv1.PhaseDeleting
+	s.obs.deleting = true
 
 	cd := &k0rdentv1.ClusterDeployment{}
 	err := r.Client.Get(ctx, s.cdKey, cd)
@@ -70,11 +67,13 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (reconcile.R
 		// k0rdent uninstalls the release from the child; an unreachable child holds it.
 		var childErr error
 		if !cdGone && !secretGone {
-			_, childErr = r.Children.Client(ctx, s.cdKey)
+			cctx, cancel := r.childContext(ctx)
+			_, childErr = r.Children.Client(cctx, s.cdKey)
+			cancel()
 		}
 		if !givingUp(childErr) {
 			if childErr != nil {
-				s.ws.Status.Message += fmt.Sprintf("; the child cannot be reached (%v); giving up %s after the deletion request",
+				s.obs.note += fmt.Sprintf("; the child cannot be reached (%v); giving up %s after the deletion request",
 					childErr, r.Options.UnreachableDeleteTimeout)
 				return reconcile.Result{RequeueAfter: r.requeueWithin(r.Options.UnreachableDeleteTimeout - waited)}, nil
 			}
@@ -92,9 +91,9 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (reconcile.R
 		case err != nil && givingUp(err):
 			left = append(left, fmt.Sprintf("namespace %s on the child of ClusterDeployment %s was not deleted: %v", s.releaseNamespace(), s.cdKey, err))
 		case err != nil:
-			s.ws.Status.Message = fmt.Sprintf("cannot delete namespace %s on the child of ClusterDeployment %s yet: %v", s.releaseNamespace(), s.cdKey, err)
+			s.obs.note = fmt.Sprintf("cannot delete namespace %s on the child of ClusterDeployment %s yet: %v", s.releaseNamespace(), s.cdKey, err)
 			if r.Options.UnreachableDeleteTimeout > 0 {
-				s.ws.Status.Message += fmt.Sprintf("; giving up %s after the deletion request", r.Options.UnreachableDeleteTimeout)
+				s.obs.note += fmt.Sprintf("; giving up %s after the deletion request", r.Options.UnreachableDeleteTimeout)
 			}
 			return reconcile.Result{RequeueAfter: r.requeueWithin(r.Options.UnreachableDeleteTimeout - waited)}, nil
 		case note != "":
@@ -155,7 +154,7 @@ func (r *Reconciler) deleteServiceSet(ctx context.Context, s *scope, cdGone bool
 		if err := r.Client.Delete(ctx, ss); err != nil && !apierrors.IsNotFound(err) {
 			return false, fmt.Errorf("deleting ServiceSet %s/%s: %w", ss.Namespace, ss.Name, err)
 		}
-		s.ws.Status.Message = fmt.Sprintf("uninstalling: waiting for ServiceSet %s/%s to be deleted", ss.Namespace, ss.Name)
+		s.obs.note = fmt.Sprintf("uninstalling: waiting for ServiceSet %s/%s to be deleted", ss.Namespace, ss.Name)
 		if !cdGone {
 			return false, nil
 		}
@@ -167,7 +166,7 @@ func (r *Reconciler) deleteServiceSet(ctx context.Context, s *scope, cdGone bool
 			return false, fmt.Errorf("removing finalizers of ServiceSet %s/%s (its ClusterDeployment is gone): %w", ss.Namespace, ss.Name, err)
 		}
 	}
-	s.ws.Status.Message = fmt.Sprintf("uninstalling: waiting for ServiceSet %s/%s to be deleted", ss.Namespace, ss.Name)
+	s.obs.note = fmt.Sprintf("uninstalling: waiting for ServiceSet %s/%s to be deleted", ss.Namespace, ss.Name)
 	return false, nil
 }
 

@@ -185,11 +185,10 @@ func (r *Reconciler) gate(ctx context.Context, s *scope) (stepResult, error) {
 	}
 	s.ws.Status.Admission = ad
 	s.setTrue(workspacesv1.FeasibleCondition, d.Reason, f.Message)
-	if s.ws.Status.Phase == workspacesv1.PhaseFailed || s.ws.Status.Phase == workspacesv1.PhaseWaiting || s.ws.Status.Phase == "" {
+	if p := s.prev.Phase; p == workspacesv1.PhaseFailed || p == workspacesv1.PhaseWaiting || p == workspacesv1.PhasePending || p == "" {
 		// Admitted: no longer Failed or Waiting, also for the decisions that read the status before
-		// this pass ends.
-		s.ws.Status.Phase = workspacesv1.PhaseDeploying
-		s.ws.Status.Message = "admitted by the GPU gate"
+		// this pass ends (a later step's verdict replaces this one).
+		s.obs.verdict = verdict{kind: verdictDeploying, reason: d.Reason, message: "admitted by the GPU gate: " + d.Message}
 	}
 	if err := r.recordAdmission(ctx, s); err != nil {
 		return stop, err
@@ -227,6 +226,7 @@ func newAdmission(cluster string, res *workspacesv1.ResolvedResources, d gpu.Dec
 // recordAdmission writes the workspace's status with its admission now, inside the gate's lock and
 // before anything is installed, and remembers it until the cache shows it.
 func (r *Reconciler) recordAdmission(ctx context.Context, s *scope) error {
+	s.apply()
 	base := s.ws.DeepCopy()
 	base.Status = s.before.Status
 	if err := r.Client.Status().Patch(ctx, s.ws, client.MergeFrom(base)); err != nil {

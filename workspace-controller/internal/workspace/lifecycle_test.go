@@ -112,14 +112,18 @@ func TestReleaseNamespaceEnforced(t *testing.T) {
 	key := createWorkspace(t, ns, class, cd.Name, func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Resources = gpuResources(1, model) })
 	ws := waitPhase(t, key, workspacesv1.PhaseDeploying, "")
 	waitServiceSet(t, ws)
+	eventually(t, "ReleaseNamespaceReady", func() error {
+		ws = getWS(t, key)
+		if c := condition(ws, workspacesv1.ReleaseNamespaceReadyCondition); c.Status != metav1.ConditionTrue {
+			return fmt.Errorf("ReleaseNamespaceReady %+v", c)
+		}
+		return nil
+	})
 
 	childNS, err := childNamespace(t, child.Client, key.Name)
 	must(t, err)
 	if childNS.Labels[LabelPodSecurityEnforce] != "baseline" || childNS.Labels[workspacesv1.WorkspaceUIDLabel] != string(ws.UID) {
 		t.Errorf("namespace labels %v: want Pod Security baseline and the owner's uid", childNS.Labels)
-	}
-	if c := condition(ws, workspacesv1.ReleaseNamespaceReadyCondition); c.Status != metav1.ConditionTrue {
-		t.Errorf("ReleaseNamespaceReady %+v", c)
 	}
 	q := syncQuota(t, child.Client, childNS.Name)
 	if got := q.Spec.Hard[corev1.ResourceName("requests."+gpu.ResourceNVIDIA)]; got.Value() != 1 {
@@ -447,7 +451,7 @@ func TestWaitersRetriedWhenHolderGoes(t *testing.T) {
 func TestDeletionGivesUpOnUnreachableChild(t *testing.T) {
 	other, err := testenv.StartChild("vanishing")
 	must(t, err)
-	t.Cleanup(func() { _ = other.Stop() })
+	t.Cleanup(func() { _ = other.Resume(); _ = other.Stop() })
 	ns := newNamespace(t)
 	class := createClass(t, classSpec(name("bye")), ns)
 	cd := createCluster(t, ns, other.Kubeconfig)

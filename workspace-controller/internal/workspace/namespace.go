@@ -66,6 +66,8 @@ func (s *scope) podSecurityLevel() string {
 // claimReleaseNamespace checks, before the gate, that ws-<name> on the child is not another
 // workspace's. A namespace still being deleted (an earlier workspace of this name) is waited for.
 func (r *Reconciler) claimReleaseNamespace(ctx context.Context, s *scope) (stepResult, error) {
+	ctx, cancel := r.childContext(ctx)
+	defer cancel()
 	cl, err := r.Children.Client(ctx, s.cdKey)
 	if err != nil {
 		s.blocked(workspacesv1.PhasePending, workspacesv1.ReleaseNamespaceReadyCondition, workspacesv1.ReasonClusterUnreachable,
@@ -129,6 +131,8 @@ func (s *scope) desiredQuota() *corev1.ResourceQuota {
 // with its Pod Security level and a ResourceQuota capping GPUs at the admission. It corrects drift
 // in the labels and quota the controller sets, and leaves everything else alone.
 func (r *Reconciler) ensureReleaseNamespace(ctx context.Context, s *scope) (stepResult, error) {
+	ctx, cancel := r.childContext(ctx)
+	defer cancel()
 	cl, err := r.Children.Client(ctx, s.cdKey)
 	if err != nil {
 		s.blocked(workspacesv1.PhasePending, workspacesv1.ReleaseNamespaceReadyCondition, workspacesv1.ReasonClusterUnreachable,
@@ -185,6 +189,12 @@ func (r *Reconciler) ensureReleaseNamespace(ctx context.Context, s *scope) (step
 	return next, nil
 }
 
+// childContext bounds the requests to a child: a child that stops answering mid-request (its API
+// server hung, the network gone) must not hold a worker.
+func (r *Reconciler) childContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, r.Options.ChildRequestTimeout)
+}
+
 func ensureQuota(ctx context.Context, cl client.Client, want *corev1.ResourceQuota) error {
 	got := &corev1.ResourceQuota{}
 	err := cl.Get(ctx, client.ObjectKeyFromObject(want), got)
@@ -217,6 +227,8 @@ func quotaString(q *corev1.ResourceQuota) string {
 // quotaRefusal returns the child's latest report that the release's pods were refused for exceeding
 // the namespace's quota (the workload controllers' FailedCreate events), or "".
 func (r *Reconciler) quotaRefusal(ctx context.Context, s *scope) string {
+	ctx, cancel := r.childContext(ctx)
+	defer cancel()
 	cl, err := r.Children.Client(ctx, s.cdKey)
 	if err != nil {
 		return ""
@@ -246,6 +258,8 @@ func (r *Reconciler) quotaRefusal(ctx context.Context, s *scope) string {
 // of another workspace is left alone; so is one without owner labels that an older workspace of
 // the same name (from another namespace) uses on the cluster. It reports what it left and why.
 func (r *Reconciler) deleteReleaseNamespace(ctx context.Context, s *scope) (left string, err error) {
+	ctx, cancel := r.childContext(ctx)
+	defer cancel()
 	cl, err := r.Children.Client(ctx, s.cdKey)
 	if err != nil {
 		return "", err

@@ -37,6 +37,9 @@ type Options struct {
 	// deletion waits for a child cluster that cannot be reached while its ClusterDeployment exists.
 	// Past it the deletion completes, and an Event names what was not cleaned up.
 	UnreachableDeleteTimeout time.Duration
+	// ChildRequestTimeout bounds each step's requests to a child cluster (the release namespace, its
+	// quota, the quota refusals).
+	ChildRequestTimeout time.Duration
 }
 
 // Reconciler reconciles WorkspaceDeployments.
@@ -90,7 +93,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	s.before = ws.DeepCopy()
 
 	defer func() {
-		if ws.DeletionTimestamp.IsZero() && ws.Status.Phase == workspacesv1.PhaseFailed {
+		if ws.DeletionTimestamp.IsZero() && s.obs.verdict.kind == verdictFailed {
 			if err := r.releaseAdmission(ctx, s); err != nil {
 				retErr = errors.Join(retErr, err)
 			}
@@ -167,6 +170,9 @@ func (r *Reconciler) patchStatus(ctx context.Context, before *workspacesv1.Works
 		ws.Status.ObservedGeneration = ws.Generation
 	}
 	s.finish()
+	if s.snapshot {
+		r.snapshotFailure(ctx, s)
+	}
 	observePhase(before, ws, r.now())
 	if equality.Semantic.DeepEqual(before.Status, ws.Status) {
 		return nil
@@ -205,6 +211,12 @@ type scope struct {
 	now time.Time
 	// before is the workspace as last written: as read, or as the gate wrote its admission.
 	before *workspacesv1.WorkspaceDeployment
+	// prev is the status as the pass found it, from which deriveStatus starts.
+	prev workspacesv1.WorkspaceDeploymentStatus
+	// obs is what the pass observed that decides the phase (see deriveStatus).
+	obs observation
+	// snapshot asks for a failure snapshot (ServiceSet status, recent events) once the status is derived.
+	snapshot bool
 
 	class     *workspacesv1.WorkspaceClass
 	cd        *k0rdentv1.ClusterDeployment
@@ -220,7 +232,7 @@ type scope struct {
 }
 
 func newScope(ws *workspacesv1.WorkspaceDeployment, now time.Time) *scope {
-	return &scope{ws: ws, now: now}
+	return &scope{ws: ws, now: now, prev: *ws.Status.DeepCopy()}
 }
 
 // key is the workspace's namespace/name.

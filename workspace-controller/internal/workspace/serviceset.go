@@ -311,7 +311,7 @@ func (r *Reconciler) readiness(ctx context.Context, s *scope) (stepResult, error
 			msg, reason = msg+"; "+why, workspacesv1.ReasonGpuQuotaExceeded
 		}
 		s.failed(workspacesv1.HelmReleaseReadyCondition, reason, msg)
-		r.snapshotFailure(ctx, s)
+		s.snapshot = true
 		return next, nil
 	case deployedBefore:
 		st := "no state reported"
@@ -336,7 +336,7 @@ func (r *Reconciler) readiness(ctx context.Context, s *scope) (stepResult, error
 		}
 		s.failed(workspacesv1.HelmReleaseReadyCondition, workspacesv1.ReasonHelmReleaseFailed, msg)
 		s.setCondition(workspacesv1.HelmReleaseReadyCondition, metav1.ConditionFalse, reason, msg)
-		r.snapshotFailure(ctx, s)
+		s.snapshot = true
 		return next, nil
 	}
 	msg := where + " is being installed"
@@ -357,14 +357,6 @@ func (r *Reconciler) readiness(ctx context.Context, s *scope) (stepResult, error
 		s.requeueAfter = min(s.requeueAfter, r.Options.UnreachableRetry*4)
 	}
 	return next, nil
-}
-
-// running puts the workspace in phase Running with HelmReleaseReady True.
-func (s *scope) running(reason, message string) {
-	s.setTrue(workspacesv1.HelmReleaseReadyCondition, reason, message)
-	s.setTrue(workspacesv1.ReadyCondition, workspacesv1.ReasonRunning, "the workspace is running")
-	s.ws.Status.Phase = workspacesv1.PhaseRunning
-	s.ws.Status.Message = "the workspace is running"
 }
 
 // markDeployed records on the ServiceSet that its current rollout was deployed.

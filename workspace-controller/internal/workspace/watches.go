@@ -47,6 +47,9 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager, 
 	if r.Options.UnreachableRetry <= 0 {
 		r.Options.UnreachableRetry = 30 * time.Second
 	}
+	if r.Options.ChildRequestTimeout <= 0 {
+		r.Options.ChildRequestTimeout = 30 * time.Second
+	}
 	idx := mgr.GetFieldIndexer()
 	if err := idx.IndexField(ctx, &workspacesv1.WorkspaceDeployment{}, IndexCluster, func(o client.Object) []string {
 		return []string{ClusterKey(o.(*workspacesv1.WorkspaceDeployment)).String()}
