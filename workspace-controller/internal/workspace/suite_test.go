@@ -39,7 +39,7 @@ const (
 	testGracePeriod = 2 * time.Second
 	// testDeleteTimeout is how long a deletion waits for an unreachable child.
 	testDeleteTimeout = 3 * time.Second
-	tenantDomain    = "tenant.example.test"
+	tenantDomain      = "tenant.example.test"
 )
 
 var (
