@@ -506,3 +506,66 @@ func TestHelmOptionsOnlyWhenClassAsks(t *testing.T) {
 		t.Errorf("helmOptions %v, want the class's", b.Spec.Services[0].HelmOptions)
 	}
 }
+
+// TestSharedPrerequisiteDriftAndConflicts: a changed shared prerequisite is put back; a class that asks
+// other values for it, or another version of its chart in its namespace, is told so on its
+// workspaces, and the prerequisite is left as the first class wants it.
+func TestSharedPrerequisiteDriftAndConflicts(t *testing.T) {
+	ns := newNamespace(t)
+	operator := name("gpu-operator-24-9-0")
+	newer := name("gpu-operator-25-3-0")
+	p := workspacesv1.Prerequisite{ServiceTemplate: operator, Namespace: "gpu-operator", Values: jsonRaw(t, map[string]any{"driver": map[string]any{"enabled": false}})}
+	first := createClass(t, withPrereqs(classSpec(name("first")), p), ns)
+	other := p
+	other.Values = jsonRaw(t, map[string]any{"driver": map[string]any{"enabled": true}})
+	otherValues := createClass(t, withPrereqs(classSpec(name("othervalues")), other), ns)
+	otherVersion := createClass(t, withPrereqs(classSpec(name("otherversion")),
+		workspacesv1.Prerequisite{ServiceTemplate: newer, Namespace: "gpu-operator"}), ns)
+	cd := createCluster(t, ns, child.Kubeconfig)
+
+	a := createWorkspace(t, ns, first, cd.Name)
+	waitPhase(t, a, workspacesv1.PhaseInstallingPrerequisites, workspacesv1.ReasonPrerequisitesDeploying)
+	key := types.NamespacedName{Namespace: ns, Name: PrerequisiteServiceSetName(cd.Name, operator)}
+	setServiceState(t, key, k0rdentv1.ServiceStateDeployed, "")
+	waitPhase(t, a, workspacesv1.PhaseDeploying, "")
+
+	// Someone edits the shared ServiceSet: its class's workspace puts it back.
+	ss := &k0rdentv1.ServiceSet{}
+	must(t, k8s.Get(ctxT(t), key, ss))
+	want := ss.Spec.Services[0].Values
+	patch := client.MergeFrom(ss.DeepCopy())
+	ss.Spec.Services[0].Values = "driver:\n  enabled: true\n"
+	must(t, k8s.Patch(ctxT(t), ss, patch))
+	eventually(t, "prerequisite values put back", func() error {
+		got := &k0rdentv1.ServiceSet{}
+		if err := k8s.Get(ctxT(t), key, got); err != nil {
+			return err
+		}
+		if got.Spec.Services[0].Values != want {
+			return fmt.Errorf("values %q, want %q", got.Spec.Services[0].Values, want)
+		}
+		return nil
+	})
+
+	b := createWorkspace(t, ns, otherValues, cd.Name)
+	ws := waitPhase(t, b, workspacesv1.PhaseFailed, workspacesv1.ReasonPrerequisiteValuesConflict)
+	if err := contains(ws.Status.Message, first); err != nil {
+		t.Error(err)
+	}
+	c := createWorkspace(t, ns, otherVersion, cd.Name)
+	ws = waitPhase(t, c, workspacesv1.PhaseFailed, workspacesv1.ReasonPrerequisiteNamespaceConflict)
+	if err := contains(ws.Status.Message, "two versions of one chart"); err != nil {
+		t.Error(err)
+	}
+	got := &k0rdentv1.ServiceSet{}
+	must(t, k8s.Get(ctxT(t), key, got))
+	if got.Spec.Services[0].Values != want {
+		t.Errorf("a conflicting class changed the shared prerequisite: %q", got.Spec.Services[0].Values)
+	}
+	if err := k8s.Get(ctxT(t), types.NamespacedName{Namespace: ns, Name: PrerequisiteServiceSetName(cd.Name, newer)}, &k0rdentv1.ServiceSet{}); err == nil {
+		t.Error("a second version of the chart was installed in the same namespace")
+	}
+	if p := getWS(t, a).Status.Phase; p == workspacesv1.PhaseFailed {
+		t.Errorf("the first class's workspace is %s", p)
+	}
+}

@@ -56,7 +56,7 @@ func (r *Reconciler) prerequisites(ctx context.Context, s *scope) (stepResult, e
 	deployedBefore := s.ws.Status.ServiceSetName != ""
 	switch {
 	case len(conflict) > 0:
-		s.failed(workspacesv1.PrerequisitesMetCondition, workspacesv1.ReasonPrerequisiteNamespaceConflict, strings.Join(conflict, "; "))
+		s.failed(workspacesv1.PrerequisitesMetCondition, orDefault(s.prerequisiteConflict, workspacesv1.ReasonPrerequisiteNamespaceConflict), strings.Join(conflict, "; "))
 		return stop, nil
 	case len(failed) > 0 && !deployedBefore:
 		s.failed(workspacesv1.PrerequisitesMetCondition, workspacesv1.ReasonPrerequisiteFailed, "prerequisite failed: "+strings.Join(failed, "; "))
@@ -116,6 +116,10 @@ func (r *Reconciler) prerequisite(ctx context.Context, s *scope, p workspacesv1.
 			}
 			return st, nil
 		}
+		if msg, err := r.prerequisiteVersionConflict(ctx, s, p); err != nil || msg != "" {
+			st.State, st.Message = "Conflict", msg
+			return st, err
+		}
 		ss, err = r.createPrerequisite(ctx, s, p, name)
 		if err != nil {
 			return st, err
@@ -132,6 +136,11 @@ func (r *Reconciler) prerequisite(ctx context.Context, s *scope, p workspacesv1.
 		st.State = string(k0rdentv1.ServiceStateDeleting)
 		st.Message = "the shared ServiceSet is being removed; it is made again once it is gone"
 		return st, nil
+	}
+	if msg, err := r.reconcileSharedPrerequisite(ctx, s, p, ss); err != nil || msg != "" {
+		st.State, st.Message = "Conflict", msg
+		s.prerequisiteConflict = workspacesv1.ReasonPrerequisiteValuesConflict
+		return st, err
 	}
 	st.State = string(k0rdentv1.ServiceStatePending)
 	release := names.HelmRelease(p.ServiceTemplate)
