@@ -77,7 +77,9 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (reconcile.R
 					childErr, r.Options.UnreachableDeleteTimeout)
 				return reconcile.Result{RequeueAfter: r.requeueWithin(r.Options.UnreachableDeleteTimeout - waited)}, nil
 			}
-			return reconcile.Result{}, nil
+			// The ServiceSet's deletion brings the workspace back; so does the child becoming
+			// unreachable (a child event), and, as a fallback, a look after the retry delay.
+			return reconcile.Result{RequeueAfter: r.Options.UnreachableRetry}, nil
 		}
 		left = append(left, fmt.Sprintf("ServiceSet %s/%s is still being deleted by k0rdent, so the release may still be installed (the child could not be reached: %v)",
 			s.cdKey.Namespace, s.serviceSetNameForDelete(), childErr))

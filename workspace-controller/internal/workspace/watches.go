@@ -210,10 +210,14 @@ func (r *Reconciler) forWaiters(ctx context.Context, o client.Object) []reconcil
 	})
 }
 
-// forChildEvent brings back, when a child's Nodes or Pods changed, the workspaces whose state may
-// depend on it: waiting for GPUs, failed for a missing GPU kind, or pending on an unreachable child.
+// forChildEvent brings back, when a child's Nodes or Pods changed or it became (un)reachable, the
+// workspaces whose state may depend on it: waiting for GPUs, failed for a missing GPU kind, pending
+// on an unreachable child, or being deleted.
 func (r *Reconciler) forChildEvent(ctx context.Context, o client.Object) []reconcile.Request {
 	return r.workspaces(ctx, IndexCluster, client.ObjectKeyFromObject(o).String(), func(ws *workspacesv1.WorkspaceDeployment) bool {
+		if !ws.DeletionTimestamp.IsZero() {
+			return true // a deletion may wait for the child
+		}
 		switch ws.Status.Phase {
 		case workspacesv1.PhaseWaiting:
 			return true
