@@ -18,6 +18,7 @@ import (
 
 	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/common/conditions"
 	"github.com/exalsius/exalsius-operator/common/gpu"
 )
 
@@ -137,6 +138,9 @@ func (r *Reconciler) gate(ctx context.Context, s *scope) (stepResult, error) {
 	unlock := r.admissionsFor().lock(cluster)
 	defer unlock()
 
+	if adopted, err := r.adoptEarlierAdmission(ctx, s); err != nil || adopted {
+		return next, err
+	}
 	nodes, pods, err := r.Children.Snapshot(ctx, s.cdKey)
 	if err != nil {
 		gateDecisions.WithLabelValues("Unreachable").Inc()
@@ -194,6 +198,27 @@ func (r *Reconciler) gate(ctx context.Context, s *scope) (stepResult, error) {
 		return stop, err
 	}
 	return next, nil
+}
+
+// adoptEarlierAdmission records the admission of a workspace admitted before admissions were
+// recorded (Feasible for exactly its current resources, with its ServiceSet made): it is not gated
+// again, so an upgrade never takes a running workspace back to Waiting.
+func (r *Reconciler) adoptEarlierAdmission(ctx context.Context, s *scope) (bool, error) {
+	if s.ws.Status.Admission != nil || s.prev.ResolvedResources == nil || s.prev.Phase == workspacesv1.PhaseFailed ||
+		!conditions.IsTrue(s.prev.Conditions, workspacesv1.FeasibleCondition) ||
+		!equality.Semantic.DeepEqual(s.prev.ResolvedResources, s.resources) {
+		return false, nil
+	}
+	exists, err := r.hasServiceSet(ctx, s)
+	if err != nil || !exists {
+		return false, err
+	}
+	d := gpu.Decision{Selector: s.resources.NodeSelector}
+	if f := s.prev.Feasibility; f != nil {
+		d.Selector = f.Selector
+	}
+	s.ws.Status.Admission = newAdmission(s.cdKey.String(), s.resources, d, nil, s.now)
+	return true, r.recordAdmission(ctx, s)
 }
 
 func withoutTime(ad *workspacesv1.Admission) *workspacesv1.Admission {

@@ -569,3 +569,34 @@ func TestSharedPrerequisiteDriftAndConflicts(t *testing.T) {
 		t.Errorf("the first class's workspace is %s", p)
 	}
 }
+
+// TestEarlierAdmissionAdopted: a workspace admitted before admissions were recorded (no
+// status.admission, Feasible for its resources, its ServiceSet made) is not gated again, even when
+// the GPUs it was admitted for look taken now.
+func TestEarlierAdmissionAdopted(t *testing.T) {
+	ns := newNamespace(t)
+	model := name("k80")
+	node := gpuNode(t, child.Client, gpu.ResourceNVIDIA, 1, modelLabels(model))
+	class := createClass(t, classSpec(name("legacy")), ns)
+	cd := createCluster(t, ns, child.Kubeconfig)
+	key := createWorkspace(t, ns, class, cd.Name, func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Resources = gpuResources(1, model) })
+	ws := waitPhase(t, key, workspacesv1.PhaseDeploying, "")
+	setServiceState(t, client.ObjectKeyFromObject(waitServiceSet(t, ws)), k0rdentv1.ServiceStateDeployed, "")
+	waitPhase(t, key, workspacesv1.PhaseRunning, workspacesv1.ReasonRunning)
+	// The GPU is taken by a pod outside the workspace, and the status looks as an earlier version wrote it.
+	gpuPod(t, child.Client, "busy", node, gpu.ResourceNVIDIA, 1)
+	ws = getWS(t, key)
+	patch := client.MergeFrom(ws.DeepCopy())
+	ws.Status.Admission = nil
+	must(t, k8s.Status().Patch(ctxT(t), ws, patch))
+	eventually(t, "admission adopted", func() error {
+		got := getWS(t, key)
+		if got.Status.Admission == nil || got.Status.Admission.GPUs != 1 {
+			return fmt.Errorf("admission %+v, phase %s", got.Status.Admission, got.Status.Phase)
+		}
+		if got.Status.Phase != workspacesv1.PhaseRunning {
+			return fmt.Errorf("phase %s: %s", got.Status.Phase, got.Status.Message)
+		}
+		return nil
+	})
+}
