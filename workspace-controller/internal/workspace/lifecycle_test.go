@@ -445,9 +445,9 @@ func TestWaitersRetriedWhenHolderGoes(t *testing.T) {
 	}
 }
 
-// TestDeletionGivesUpOnUnreachableChild: a child that does not answer while its ClusterDeployment
-// exists holds a deletion only for the configured time; then it completes with a Warning Event naming
-// what was left.
+// TestDeletionGivesUpOnUnreachableChild: a child that does not answer leaves a Running workspace
+// Running (saying so), and while its ClusterDeployment exists holds a deletion only for the
+// configured time; then it completes with a Warning Event naming what was left.
 func TestDeletionGivesUpOnUnreachableChild(t *testing.T) {
 	other, err := testenv.StartChild("vanishing")
 	must(t, err)
@@ -461,8 +461,27 @@ func TestDeletionGivesUpOnUnreachableChild(t *testing.T) {
 	patch := client.MergeFrom(ss.DeepCopy())
 	ss.Finalizers = append(ss.Finalizers, k0rdentv1.ServiceSetFinalizer)
 	must(t, k8s.Patch(ctxT(t), ss, patch))
+	setServiceState(t, client.ObjectKeyFromObject(ss), k0rdentv1.ServiceStateDeployed, "")
+	waitPhase(t, key, workspacesv1.PhaseRunning, workspacesv1.ReasonRunning)
 
+	// While the child does not answer, a Running workspace stays Running and says so.
 	must(t, other.Pause())
+	ws = getWS(t, key)
+	wpatch := client.MergeFrom(ws.DeepCopy())
+	ws.Labels = map[string]string{"nudge": "1"} // a pass, without a spec change
+	must(t, k8s.Patch(ctxT(t), ws, wpatch))
+	eventually(t, "unreachable child reported on a Running workspace", func() error {
+		got := getWS(t, key)
+		c := condition(got, workspacesv1.ReleaseNamespaceReadyCondition)
+		if c.Reason != workspacesv1.ReasonClusterUnreachable {
+			// A request that times out on the paused child fails the pass, which is retried.
+			return fmt.Errorf("ReleaseNamespaceReady %s: %s", c.Reason, c.Message)
+		}
+		if got.Status.Phase != workspacesv1.PhaseRunning {
+			return fmt.Errorf("phase %s: %s", got.Status.Phase, got.Status.Message)
+		}
+		return nil
+	})
 	must(t, k8s.Delete(ctxT(t), getWS(t, key)))
 	waitGone(t, "workspace", key, &workspacesv1.WorkspaceDeployment{})
 	eventually(t, "CleanupIncomplete event", func() error {

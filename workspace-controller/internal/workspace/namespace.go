@@ -70,9 +70,7 @@ func (r *Reconciler) claimReleaseNamespace(ctx context.Context, s *scope) (stepR
 	defer cancel()
 	cl, err := r.Children.Client(ctx, s.cdKey)
 	if err != nil {
-		s.blocked(workspacesv1.PhasePending, workspacesv1.ReleaseNamespaceReadyCondition, workspacesv1.ReasonClusterUnreachable,
-			fmt.Sprintf("cannot reach the child cluster of ClusterDeployment %s: %v", s.cdKey, err))
-		return stopAfter(r.Options.UnreachableRetry), nil
+		return r.childUnreachable(s, err), nil
 	}
 	ns := &corev1.Namespace{}
 	err = cl.Get(ctx, client.ObjectKey{Name: s.releaseNamespace()}, ns)
@@ -135,9 +133,7 @@ func (r *Reconciler) ensureReleaseNamespace(ctx context.Context, s *scope) (step
 	defer cancel()
 	cl, err := r.Children.Client(ctx, s.cdKey)
 	if err != nil {
-		s.blocked(workspacesv1.PhasePending, workspacesv1.ReleaseNamespaceReadyCondition, workspacesv1.ReasonClusterUnreachable,
-			fmt.Sprintf("cannot reach the child cluster of ClusterDeployment %s: %v", s.cdKey, err))
-		return stopAfter(r.Options.UnreachableRetry), nil
+		return r.childUnreachable(s, err), nil
 	}
 	want := s.desiredReleaseNamespace()
 	got := &corev1.Namespace{}
@@ -187,6 +183,18 @@ func (r *Reconciler) ensureReleaseNamespace(ctx context.Context, s *scope) (step
 		fmt.Sprintf("namespace %s on the child is owned by the workspace, enforces Pod Security %q and caps GPU requests at %s",
 			want.Name, s.podSecurityLevel(), quotaString(s.desiredQuota())))
 	return next, nil
+}
+
+// childUnreachable reports a child that cannot be reached. An installed workspace keeps its phase
+// (its release is untouched, and the rest of the pass needs no child); any other waits Pending.
+func (r *Reconciler) childUnreachable(s *scope, err error) stepResult {
+	msg := fmt.Sprintf("cannot reach the child cluster of ClusterDeployment %s: %v", s.cdKey, err)
+	if s.installed() {
+		s.setCondition(workspacesv1.ReleaseNamespaceReadyCondition, metav1.ConditionFalse, workspacesv1.ReasonClusterUnreachable, msg)
+		return next
+	}
+	s.blocked(workspacesv1.PhasePending, workspacesv1.ReleaseNamespaceReadyCondition, workspacesv1.ReasonClusterUnreachable, msg)
+	return stopAfter(r.Options.UnreachableRetry)
 }
 
 // childContext bounds the requests to a child: a child that stops answering mid-request (its API
