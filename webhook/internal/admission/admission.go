@@ -69,7 +69,8 @@ func Register(srv Registrar, scheme *runtime.Scheme, opts Options) {
 	srv.Register(ValidateWorkspaceDeploymentPath, admission.WithValidator[*workspacesv1.WorkspaceDeployment](scheme,
 		&DeploymentValidator{Reader: opts.Reader, Options: opts.Deployment}).WithRecoverPanic(true))
 	defaulter := admission.WithDefaulter[*workspacesv1.WorkspaceDeployment](scheme, &DeploymentDefaulter{})
-	defaulter.Handler = preflight{kind: deploymentKind, check: validation.WorkspaceDeploymentPreflight, next: defaulter.Handler}
+	defaulter.Handler = preflight{kind: deploymentKind, check: validation.WorkspaceDeploymentPreflight, next: defaulter.Handler,
+		decodes: func(raw []byte) bool { return jsonUnmarshal(raw, &workspacesv1.WorkspaceDeployment{}) == nil }}
 	srv.Register(DefaultWorkspaceDeploymentPath, defaulter.WithRecoverPanic(true))
 	srv.Register(ValidateColonyPath, admission.WithValidator[*infrav1.Colony](scheme,
 		&ColonyValidator{}).WithRecoverPanic(true))

@@ -16,7 +16,10 @@ import (
 type preflight struct {
 	kind  schema.GroupKind
 	check func(raw []byte) field.ErrorList
-	next  admission.Handler
+	// decodes reports whether the object decodes into its Go type; one that does not is passed on
+	// unchanged.
+	decodes func(raw []byte) bool
+	next    admission.Handler
 }
 
 // Handle implements admission.Handler.
@@ -25,6 +28,11 @@ func (p preflight) Handle(ctx context.Context, req admission.Request) admission.
 		if errs := p.check(req.Object.Raw); len(errs) > 0 {
 			st := apierrors.NewInvalid(p.kind, req.Name, errs).ErrStatus
 			return admission.Response{AdmissionResponse: admissionv1.AdmissionResponse{Allowed: false, Result: &st}}
+		}
+		if p.decodes != nil && !p.decodes(req.Object.Raw) {
+			// Not defaulted: the API server's schema validation, which runs next, names every field
+			// of the wrong type, where a decode error here would name none.
+			return admission.Allowed("left to the schema validation: the object does not decode")
 		}
 	}
 	return p.next.Handle(ctx, req)

@@ -66,3 +66,16 @@ func TestLongNameNamesMetadataName(t *testing.T) {
 		t.Errorf("causes %v, error %v: want exactly metadata.name", got, err)
 	}
 }
+
+// TestWrongTypeNamesTheField: a value of the wrong type is named with its field path (by the API
+// server's schema validation), not hidden behind a decode error of the defaulting webhook.
+func TestWrongTypeNamesTheField(t *testing.T) {
+	fixtures(t)
+	err := mgmt.Client.Create(context.Background(), rawDeployment("wrong-type", map[string]any{"gpuCount": "two"}))
+	if !apierrors.IsInvalid(err) {
+		t.Fatalf("want Invalid, got %v", err)
+	}
+	if got := strings.Join(causes(t, err), ","); !strings.Contains(got, "spec.resources.perReplica.gpuCount") {
+		t.Errorf("causes %s, error %v: want spec.resources.perReplica.gpuCount", got, err)
+	}
+}
