@@ -155,12 +155,19 @@ func (r *Reconciler) gate(ctx context.Context, s *scope) (stepResult, error) {
 			others = append(others, pods[i])
 		}
 	}
-	reservations, err := r.reservations(ctx, s, pods)
+	held, err := r.reservations(ctx, s, pods)
 	if err != nil {
 		return stop, err
 	}
 	req := gpuRequest(s.key(), s.resources)
-	d := gpu.Gate(req, nodes, others, reservations)
+	d := gpu.Gate(req, nodes, others, append(held.admitted, held.waiting...))
+	if d.Outcome == gpu.Admit && gpus(s.resources) > 0 {
+		if why := unpinnedOverlap(d, nodes, held); why != "" {
+			d.Outcome, d.Reason = gpu.Wait, workspacesv1.ReasonWaitingForGpuCapacity
+			d.Message = why + "; " + d.Message
+			d.Placement = nil
+		}
+	}
 	fit := gpu.FitResources(d.Selector, perReplicaList(s.resources), s.resources.Replicas, nodes, others)
 	gateDecisions.WithLabelValues(string(d.Outcome)).Inc()
 
@@ -301,15 +308,16 @@ func (r *Reconciler) hasServiceSet(ctx context.Context, s *scope) (bool, error) 
 // show yet: the admissions that still hold GPUs (see holdsGPUs), each replica charged to the node it
 // was counted on, less the replicas bound there; then, first come first served, the workspaces
 // waiting for the same GPUs that are older than this one and not suspended.
-func (r *Reconciler) reservations(ctx context.Context, s *scope, pods []corev1.Pod) ([]gpu.Reservation, error) {
+func (r *Reconciler) reservations(ctx context.Context, s *scope, pods []corev1.Pod) (heldGPUs, error) {
 	var list workspacesv1.WorkspaceDeploymentList
 	if err := r.Client.List(ctx, &list, client.MatchingFields{IndexCluster: s.cdKey.String()}); err != nil {
-		return nil, fmt.Errorf("listing workspaces of %s: %w", s.cdKey, err)
+		return heldGPUs{}, fmt.Errorf("listing workspaces of %s: %w", s.cdKey, err)
 	}
 	withSet, err := r.workspacesWithServiceSets(ctx, s.cdKey)
 	if err != nil {
-		return nil, err
+		return heldGPUs{}, err
 	}
+	unpinned := map[string]bool{}
 	sort.Slice(list.Items, func(i, j int) bool { return older(&list.Items[i], &list.Items[j]) })
 	mySel := gpu.Selector(gpuRequest("", s.resources))
 	var admitted, waiting []gpu.Reservation
@@ -326,10 +334,14 @@ func (r *Reconciler) reservations(ctx context.Context, s *scope, pods []corev1.P
 		switch {
 		case holdsGPUs(o, ad, withSet[key]):
 			admitted = append(admitted, admittedReservations(key, ad, pods, ReleaseNamespace(o.Name))...)
+			if !pinnedAdmission(ad) {
+				unpinned[key] = true
+			}
 		case ad == nil && withSet[key] && o.Status.ResolvedResources != nil && gpus(o.Status.ResolvedResources) > 0:
 			// A ServiceSet made before admissions were recorded: its resources hold the GPUs.
 			res := o.Status.ResolvedResources
 			replicas := res.Replicas - boundGPUPods(pods, ReleaseNamespace(o.Name), corev1.ResourceName(res.GPUResourceName), "")
+			unpinned[key] = true
 			if replicas > 0 {
 				admitted = append(admitted, gpu.Reservation{Key: key, Vendor: res.PerReplica.GPUVendor,
 					Selector: gpu.Selector(gpuRequest(key, res)), GPUsPerReplica: gpus(res), Replicas: replicas})
@@ -345,7 +357,59 @@ func (r *Reconciler) reservations(ctx context.Context, s *scope, pods []corev1.P
 				GPUsPerReplica: gpus(res), Replicas: res.Replicas})
 		}
 	}
-	return append(admitted, waiting...), nil
+	return heldGPUs{admitted: admitted, waiting: waiting, unpinned: unpinned}, nil
+}
+
+// heldGPUs are the GPUs other workspaces hold on a cluster: the admitted replicas not bound yet, the
+// older waiters' requests, and which admitted workspaces are not pinned to one node.
+type heldGPUs struct {
+	admitted, waiting []gpu.Reservation
+	unpinned          map[string]bool
+}
+
+// pinnedAdmission reports whether an admission's replicas are pinned to one node (see scheduling.go).
+func pinnedAdmission(ad *workspacesv1.Admission) bool {
+	return ad.GPUsPerReplica > 0 && len(ad.Nodes) == 1 && ad.Nodes[0].Hostname != ""
+}
+
+// unpinnedOverlap keeps the scheduler from placing replicas on GPUs the gate counted for another
+// workspace. Replicas pinned to one node can only go there; replicas that are not pinned (spread
+// over several nodes, or on a node without a hostname label) can go to any node matching their
+// selector. So a workspace that would not be pinned is admitted only when no other workspace's
+// counted replicas are still unbound on the nodes matching its selector, and no workspace is
+// admitted onto a node that an unpinned workspace's unbound replicas could still take. The wait
+// ends when those pods are bound (a child event). It returns why to wait, or "".
+func unpinnedOverlap(d gpu.Decision, nodes []corev1.Node, held heldGPUs) string {
+	byName := make(map[string]*corev1.Node, len(nodes))
+	for i := range nodes {
+		byName[nodes[i].Name] = &nodes[i]
+	}
+	pinned := len(d.Placement) == 1
+	if pinned {
+		if n := byName[d.Placement[0].Node]; n == nil || n.Labels[corev1.LabelHostname] == "" {
+			pinned = false
+		}
+	}
+	for _, r := range held.admitted {
+		if r.Replicas <= 0 {
+			continue
+		}
+		if !pinned {
+			for i := range nodes {
+				n := &nodes[i]
+				if (r.Node == "" || r.Node == n.Name) && gpu.MatchesSelector(n, d.Selector) && gpu.MatchesSelector(n, r.Selector) {
+					return fmt.Sprintf("the replicas cannot be pinned to one node (they need several nodes, or the node has no %s label), and GPUs counted for workspace %s on node %s are not bound yet", corev1.LabelHostname, r.Key, n.Name)
+				}
+			}
+			continue
+		}
+		if held.unpinned[r.Key] {
+			if n := byName[d.Placement[0].Node]; n != nil && gpu.MatchesSelector(n, r.Selector) {
+				return fmt.Sprintf("workspace %s is spread over several nodes and its replicas are not bound yet; they could still take node %s", r.Key, n.Name)
+			}
+		}
+	}
+	return ""
 }
 
 // admittedReservations charges an admission's replicas that are not bound yet to the nodes they were

@@ -619,3 +619,44 @@ func TestEarlierAdmissionAdopted(t *testing.T) {
 		return nil
 	})
 }
+
+// TestSpreadWorkspaceWaitsForBinding: replicas that need several nodes cannot be pinned, so they are
+// admitted only once the GPUs counted for others on their nodes are bound; and while they are not
+// bound themselves, no workspace is pinned to a node they could still take.
+func TestSpreadWorkspaceWaitsForBinding(t *testing.T) {
+	ns := newNamespace(t)
+	model := name("mi250")
+	n1, _ := hostnameNode(t, child.Client, 2, model)
+	hostnameNode(t, child.Client, 2, model)
+	class := createClass(t, classSpec(name("spread")), ns)
+	cd := createCluster(t, ns, child.Kubeconfig)
+
+	a := createWorkspace(t, ns, class, cd.Name, func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Resources = gpuResources(1, model) })
+	ws := waitPhase(t, a, workspacesv1.PhaseDeploying, "")
+	if ad := ws.Status.Admission; ad == nil || len(ad.Nodes) != 1 || ad.Nodes[0].Name != n1 {
+		t.Fatalf("admission %+v: want pinned to %s", ad, n1)
+	}
+	b := createWorkspace(t, ns, class, cd.Name, func(ws *workspacesv1.WorkspaceDeployment) {
+		ws.Spec.Resources = gpuResources(1, model)
+		r := int32(3)
+		ws.Spec.Resources.Replicas = &r
+	})
+	ws = waitPhase(t, b, workspacesv1.PhaseWaiting, workspacesv1.ReasonWaitingForGpuCapacity)
+	if err := contains(ws.Status.Message, "cannot be pinned"); err != nil {
+		t.Error(err)
+	}
+	// The first workspace's pod is bound where it was counted: the spread one is admitted.
+	syncQuota(t, child.Client, ReleaseNamespace(a.Name))
+	gpuPod(t, child.Client, ReleaseNamespace(a.Name), n1, gpu.ResourceNVIDIA, 1)
+	ws = waitPhase(t, b, workspacesv1.PhaseDeploying, "")
+	if ad := ws.Status.Admission; ad == nil || len(ad.Nodes) != 2 {
+		t.Fatalf("admission %+v: want 3 replicas counted on 2 nodes", ad)
+	}
+	// A new node with room: a workspace pinned there waits while the spread replicas are unbound.
+	hostnameNode(t, child.Client, 1, model)
+	c := createWorkspace(t, ns, class, cd.Name, func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Resources = gpuResources(1, model) })
+	ws = waitPhase(t, c, workspacesv1.PhaseWaiting, workspacesv1.ReasonWaitingForGpuCapacity)
+	if err := contains(ws.Status.Message, "spread over several nodes"); err != nil {
+		t.Error(err)
+	}
+}
