@@ -31,10 +31,14 @@ func run() error {
 	maxConcurrent := flag.Int("max-concurrent-reconciles", 4, "WorkspaceDeployments reconciled in parallel (GPU gate decisions on one cluster are serialised).")
 	grace := flag.Duration("prerequisite-grace-period", 10*time.Minute, "How long a shared prerequisite no workspace needs is kept before it is removed.")
 	tenantDomain := flag.String("tenant-domain", "", "DNS domain workspace access URLs are built under (https://<workspace>.<tenant-domain>).")
+	deleteTimeout := flag.Duration("unreachable-delete-timeout", 10*time.Minute, "How long a workspace's deletion waits for a child cluster that cannot be reached while its ClusterDeployment exists; then it completes and a Warning Event names what was not cleaned up. 0 waits for ever.")
 	childIdle := flag.Duration("child-idle-timeout", 0, "Stop a child cluster's informers after this long without use; 0 keeps them while a workspace uses the cluster (Waiting workspaces rely on their events).")
 	flag.Parse()
 	if *maxConcurrent < 1 {
 		return fmt.Errorf("--max-concurrent-reconciles must be at least 1, got %d", *maxConcurrent)
+	}
+	if *deleteTimeout < 0 {
+		return fmt.Errorf("--unreachable-delete-timeout must not be negative, got %s", *deleteTimeout)
 	}
 	if *grace < 0 {
 		return fmt.Errorf("--prerequisite-grace-period must not be negative, got %s", *grace)
@@ -72,7 +76,7 @@ func run() error {
 		APIReader: mgr.GetAPIReader(),
 		Children:  workspace.CacheChildren{Cache: children},
 		Recorder:  mgr.GetEventRecorder("workspace-controller"),
-		Options:   workspace.Options{TenantDomain: *tenantDomain},
+		Options:   workspace.Options{TenantDomain: *tenantDomain, UnreachableDeleteTimeout: *deleteTimeout},
 	}).SetupWithManager(ctx, mgr, copts, events); err != nil {
 		return fmt.Errorf("setting up the WorkspaceDeployment controller: %w", err)
 	}

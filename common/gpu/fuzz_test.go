@@ -142,6 +142,13 @@ func FuzzGate(f *testing.F) {
 			if req.GPUsPerReplica > 0 && d.FittingReplicas < max(req.Replicas, 1) {
 				t.Fatalf("admitted without room: %+v", d)
 			}
+			var placed int32
+			for _, p := range d.Placement {
+				placed += p.Replicas
+			}
+			if req.GPUsPerReplica > 0 && placed != max(req.Replicas, 1) {
+				t.Fatalf("placement %+v does not hold the %d replica(s)", d.Placement, max(req.Replicas, 1))
+			}
 		case Wait:
 			if d.MatchingNodes == 0 || d.FittingReplicas >= max(req.Replicas, 1) {
 				t.Fatalf("wait must mean matching nodes without room: %+v", d)
@@ -149,6 +156,9 @@ func FuzzGate(f *testing.F) {
 		case Unavailable:
 			if d.Reason == ReasonGpuOfferingUnavailable && d.MatchingNodes != 0 {
 				t.Fatalf("unavailable with matching nodes: %+v", d)
+			}
+			if d.Reason == ReasonGpuRequestNeverFits && (d.MatchingNodes == 0 || free.FittingReplicas != 0) {
+				t.Fatalf("never fits, yet a replica fits without reservations or no node matches: %+v / %+v", d, free)
 			}
 		default:
 			t.Fatalf("unknown outcome %q", d.Outcome)

@@ -28,6 +28,9 @@ const (
 	ReasonWaitingForGpuCapacity  = workspacesv1.ReasonWaitingForGpuCapacity
 	ReasonFeasible               = workspacesv1.ReasonFeasible
 	ReasonNoGPURequested         = workspacesv1.ReasonNoGPURequested
+	// ReasonGpuRequestNeverFits: one replica asks for more GPUs than the largest matching node has in
+	// total; no release of GPUs can make it fit.
+	ReasonGpuRequestNeverFits = workspacesv1.ReasonGpuRequestNeverFits
 	// ReasonInvalidGpuRequest: the request has an unknown vendor or a negative count. The schema
 	// rejects both, so this only guards against callers passing unchecked input.
 	ReasonInvalidGpuRequest = "InvalidGpuRequest"
@@ -88,6 +91,15 @@ type Decision struct {
 	ReservedGPUs int64
 	// FittingReplicas is how many replicas fit, each on one node, at most the replicas requested.
 	FittingReplicas int32
+	// Placement, when admitted with GPUs, is where the replicas were counted: all on one node when
+	// any node holds them all (the smallest such node), else spread over the nodes with the most room.
+	Placement []NodeReplicas
+}
+
+// NodeReplicas is a number of replicas counted on one node.
+type NodeReplicas struct {
+	Node     string
+	Replicas int32
 }
 
 // Feasible reports whether the decision admits the workspace.
@@ -171,10 +183,25 @@ func Gate(req Request, nodes []corev1.Node, pods []corev1.Pod, reservations []Re
 		largest = max(largest, f.free)
 	}
 	d.FittingReplicas = int32(min(slots, int64(replicas)))
+	var capacity int64
+	var capacityNode string
+	for _, f := range free {
+		if a := Allocatable(f.node, res); a > capacity {
+			capacity, capacityNode = a, f.node.Name
+		}
+	}
+	if req.GPUsPerReplica > capacity {
+		d.Outcome, d.Reason = Unavailable, ReasonGpuRequestNeverFits
+		d.Message = fmt.Sprintf("one replica needs %d %s on one node, but the largest of the %d matching node(s) with selector {%s}, %s, has %d in total; no release of GPUs can make it fit",
+			req.GPUsPerReplica, res, d.MatchingNodes, selectorString(d.Selector), capacityNode, capacity)
+		return d
+	}
+
 	numbers := fmt.Sprintf("%d replica(s) x %d %s needed on one node each; %d matching node(s) with selector {%s} have %d free (after %d reserved by admitted workspaces, largest %d on one node), fitting %d replica(s)",
 		replicas, req.GPUsPerReplica, res, d.MatchingNodes, selectorString(d.Selector), d.FreeGPUs, d.ReservedGPUs, largest, d.FittingReplicas)
 	if slots >= int64(replicas) {
 		d.Outcome, d.Reason, d.Message = Admit, ReasonFeasible, numbers
+		d.Placement = place(free, req.GPUsPerReplica, replicas)
 		return d
 	}
 	d.Outcome, d.Reason, d.Message = Wait, ReasonWaitingForGpuCapacity, numbers
@@ -238,4 +265,35 @@ func chargeReservations(free []*freeNode, res corev1.ResourceName, self string, 
 			}
 		}
 	}
+}
+
+// place counts replicas on nodes: on the smallest single node that holds them all when there is one
+// (so the workspace can be pinned to one node), else on the nodes with the most room first. The
+// caller has checked that the free slots hold every replica.
+func place(free []*freeNode, perReplica int64, replicas int32) []NodeReplicas {
+	var best *freeNode
+	for _, f := range free {
+		if f.free/perReplica >= int64(replicas) && (best == nil || f.free < best.free) {
+			best = f
+		}
+	}
+	if best != nil {
+		return []NodeReplicas{{Node: best.node.Name, Replicas: replicas}}
+	}
+	order := append([]*freeNode(nil), free...)
+	sort.SliceStable(order, func(i, j int) bool { return order[i].free > order[j].free })
+	var out []NodeReplicas
+	left := int64(replicas)
+	for _, f := range order {
+		if left == 0 {
+			break
+		}
+		n := min(f.free/perReplica, left)
+		if n <= 0 {
+			continue
+		}
+		out = append(out, NodeReplicas{Node: f.node.Name, Replicas: int32(n)})
+		left -= n
+	}
+	return out
 }

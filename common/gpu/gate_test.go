@@ -20,7 +20,13 @@ func a100Nodes(n int, free int64) []corev1.Node {
 }
 
 func TestGateReplicaMustFitOnOneNode(t *testing.T) {
-	d := Gate(Request{GPUType: "A100", GPUsPerReplica: 6, Replicas: 1}, a100Nodes(2, 4), nil, nil)
+	// Two nodes of 8 with 4 taken on each: 8 free in total, but a replica of 6 needs one node.
+	nodes := a100Nodes(2, 8)
+	pods := []corev1.Pod{
+		pod("p1", "a", container(corev1.ResourceList{ResourceNVIDIA: resource.MustParse("4")})),
+		pod("p2", "b", container(corev1.ResourceList{ResourceNVIDIA: resource.MustParse("4")})),
+	}
+	d := Gate(Request{GPUType: "A100", GPUsPerReplica: 6, Replicas: 1}, nodes, pods, nil)
 	if d.Outcome != Wait || d.Reason != ReasonWaitingForGpuCapacity || d.FreeGPUs != 8 || d.FittingReplicas != 0 || d.MatchingNodes != 2 {
 		t.Fatalf("6 GPUs on 2x4 must wait although 8 are free in total: %+v", d)
 	}
@@ -219,5 +225,46 @@ func TestPodLevelResources(t *testing.T) {
 	p.Spec.Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3")}}
 	if got := PodRequestMilli(&p, corev1.ResourceCPU); got != 3000 {
 		t.Fatalf("pod-level request wins: got %d", got)
+	}
+}
+
+// TestGateNeverFits: two nodes of 4 GPUs and a replica asking 8 can never fit, whatever is released:
+// Unavailable, naming the largest node, not Wait.
+func TestGateNeverFits(t *testing.T) {
+	d := Gate(Request{GPUType: "A100", GPUsPerReplica: 8, Replicas: 1}, a100Nodes(2, 4), nil, nil)
+	if d.Outcome != Unavailable || d.Reason != ReasonGpuRequestNeverFits || d.MatchingNodes != 2 {
+		t.Fatalf("8 GPUs per replica on 2x4 must never fit: %+v", d)
+	}
+	if !strings.Contains(d.Message, "a, has 4 in total") {
+		t.Fatalf("message must name the largest node and its size: %q", d.Message)
+	}
+	// The same request on a node of 8 that is busy now waits: a release makes it fit.
+	busy := []corev1.Pod{pod("p", "a", container(corev1.ResourceList{ResourceNVIDIA: resource.MustParse("1")}))}
+	if d := Gate(Request{GPUType: "A100", GPUsPerReplica: 8, Replicas: 1}, a100Nodes(1, 8), busy, nil); d.Outcome != Wait {
+		t.Fatalf("a busy node large enough must wait: %+v", d)
+	}
+}
+
+// TestGatePlacement: all replicas on the smallest node that holds them all, else spread over the
+// nodes with the most room first.
+func TestGatePlacement(t *testing.T) {
+	nodes := []corev1.Node{
+		node("big", gpus(ResourceNVIDIA, 8), labels(LabelGPUModel, "A100")),
+		node("small", gpus(ResourceNVIDIA, 2), labels(LabelGPUModel, "A100")),
+		node("mid", gpus(ResourceNVIDIA, 4), labels(LabelGPUModel, "A100")),
+	}
+	d := Gate(Request{GPUType: "A100", GPUsPerReplica: 1, Replicas: 3}, nodes, nil, nil)
+	if want := []NodeReplicas{{Node: "mid", Replicas: 3}}; !reflect.DeepEqual(d.Placement, want) {
+		t.Fatalf("placement %+v, want %+v", d.Placement, want)
+	}
+	d = Gate(Request{GPUType: "A100", GPUsPerReplica: 2, Replicas: 6}, nodes, nil, nil)
+	if want := []NodeReplicas{{Node: "big", Replicas: 4}, {Node: "mid", Replicas: 2}}; !reflect.DeepEqual(d.Placement, want) {
+		t.Fatalf("placement %+v, want %+v", d.Placement, want)
+	}
+	// A reservation pinned to mid leaves it no room: the 3 replicas go to big.
+	d = Gate(Request{GPUType: "A100", GPUsPerReplica: 1, Replicas: 3}, nodes, nil,
+		[]Reservation{{Key: "o", Node: "mid", GPUsPerReplica: 2, Replicas: 1}})
+	if want := []NodeReplicas{{Node: "big", Replicas: 3}}; !reflect.DeepEqual(d.Placement, want) {
+		t.Fatalf("placement %+v, want %+v", d.Placement, want)
 	}
 }

@@ -46,6 +46,7 @@ func Offerings(nodes []corev1.Node, pods []corev1.Pod) []infrav1.GPUOffering {
 	}
 	byKey := map[offeringKey]*builder{}
 	byNode := map[string][]nodeRef{}
+	seen := map[string]bool{}
 	for i := range nodes {
 		n := &nodes[i]
 		if !IsSchedulable(n) {
@@ -53,9 +54,12 @@ func Offerings(nodes []corev1.Node, pods []corev1.Pod) []infrav1.GPUOffering {
 		}
 		for _, v := range vendors {
 			alloc := Allocatable(n, v.resource)
-			if alloc <= 0 {
+			if alloc <= 0 || seen[n.Name+"/"+string(v.resource)] {
+				// The same node twice in a caller's merged list counts once, the first with the
+				// resource, as in Gate.
 				continue
 			}
+			seen[n.Name+"/"+string(v.resource)] = true
 			model, label := modelOf(n, v)
 			k := offeringKey{vendor: v.name, model: model, label: label}
 			b := byKey[k]

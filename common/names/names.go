@@ -55,3 +55,10 @@ func DNSLabel(parts ...string) string {
 func HelmRelease(parts ...string) string {
 	return Bounded(HelmReleaseMax, parts...)
 }
+
+// ShortHash returns the first 8 hex characters of the SHA-256 of s: a suffix that keeps names built
+// by joining parts with "-" apart ("team" + "x" and "team-x" + "").
+func ShortHash(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])[:hashLen]
+}

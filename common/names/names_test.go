@@ -129,3 +129,10 @@ func FuzzBounded(f *testing.F) {
 		}
 	})
 }
+
+func TestShortHash(t *testing.T) {
+	a, b := ShortHash("team/x"), ShortHash("team-x/")
+	if len(a) != 8 || a == b || ShortHash("team/x") != a {
+		t.Fatalf("ShortHash: %q, %q", a, b)
+	}
+}

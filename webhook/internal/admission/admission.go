@@ -18,6 +18,8 @@
 package admission
 
 import (
+	"encoding/json"
+
 	"context"
 	"net/http"
 
@@ -66,7 +68,9 @@ func Register(srv Registrar, scheme *runtime.Scheme, opts Options) {
 		&ClassValidator{Reader: opts.LiveReader}).WithRecoverPanic(true))
 	srv.Register(ValidateWorkspaceDeploymentPath, admission.WithValidator[*workspacesv1.WorkspaceDeployment](scheme,
 		&DeploymentValidator{Reader: opts.Reader, Options: opts.Deployment}).WithRecoverPanic(true))
-	srv.Register(DefaultWorkspaceDeploymentPath, (&admission.Webhook{Handler: &DeploymentDefaulter{}}).WithRecoverPanic(true))
+	defaulter := preflight{kind: deploymentKind, check: validation.WorkspaceDeploymentPreflight, next: &DeploymentDefaulter{},
+		decodes: func(raw []byte) bool { return json.Unmarshal(raw, &workspacesv1.WorkspaceDeployment{}) == nil }}
+	srv.Register(DefaultWorkspaceDeploymentPath, (&admission.Webhook{Handler: defaulter}).WithRecoverPanic(true))
 	srv.Register(ValidateColonyPath, admission.WithValidator[*infrav1.Colony](scheme,
 		&ColonyValidator{}).WithRecoverPanic(true))
 }

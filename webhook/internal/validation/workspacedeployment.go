@@ -1,8 +1,10 @@
 package validation
 
 import (
+	"encoding/json"
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
@@ -211,4 +213,57 @@ func values(wsd *workspacesv1.WorkspaceDeployment, class *workspacesv1.Workspace
 		}
 	}
 	return errs, warnings
+}
+
+// WorkspaceDeploymentPreflight checks, on the raw object, what the API server would otherwise report
+// without a field path or one error at a time: a name the CRD's CEL rule refuses at the object's root
+// (`<nil>`), and quantities that do not parse (which stop a typed decode, so that every other error
+// would be hidden). It names every such field in one list, with the sign of each quantity that does
+// parse. It runs before the API server's schema validation (from the mutating webhook), so the client
+// sees all of them at once. An object that is not JSON gives one error at the root.
+func WorkspaceDeploymentPreflight(raw []byte) field.ErrorList {
+	obj, err := decodeObject(raw)
+	if err != nil {
+		return field.ErrorList{field.Invalid(field.NewPath(""), field.OmitValueType{}, "the object is not valid JSON: "+err.Error())}
+	}
+	var errs field.ErrorList
+	name := field.NewPath("metadata", "name")
+	if meta, ok := obj["metadata"].(map[string]any); ok {
+		if n, ok := meta["name"].(string); ok && n != "" {
+			if len(n) > MaxWorkspaceNameLength {
+				errs = append(errs, field.TooLong(name, n, MaxWorkspaceNameLength))
+			}
+			errs = append(errs, dnsLabel(n, name)...)
+		}
+	}
+	spec, _ := obj["spec"].(map[string]any)
+	res, _ := spec["resources"].(map[string]any)
+	pr, _ := res["perReplica"].(map[string]any)
+	p := field.NewPath("spec", "resources", "perReplica")
+	for _, k := range []string{"cpu", "memory", "storage"} {
+		v, ok := pr[k]
+		if !ok || v == nil {
+			continue
+		}
+		errs = append(errs, rawQuantity(v, p.Child(k))...)
+	}
+	return Sort(errs)
+}
+
+// rawQuantity checks a decoded JSON value that must be a positive quantity (a string or a number).
+func rawQuantity(v any, p *field.Path) field.ErrorList {
+	var s string
+	switch x := v.(type) {
+	case string:
+		s = x
+	case json.Number:
+		s = x.String()
+	default:
+		return field.ErrorList{field.Invalid(p, v, "must be a quantity such as \"2\", \"500m\" or \"8Gi\", not "+jsonKind(v))}
+	}
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		return field.ErrorList{field.Invalid(p, s, "must be a quantity such as \"2\", \"500m\" or \"8Gi\"")}
+	}
+	return positiveQuantity(&q, p)
 }

@@ -2,27 +2,25 @@ package workspace
 
 import (
 	"context"
-	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/exalsius/exalsius-operator/common/childcluster"
 )
 
 // Children is what the reconciler needs from the per-child client cache (common/childcluster): the
-// live Nodes and Pods of a ClusterDeployment's child cluster for the GPU gate, and namespace deletion
-// for teardown. Implementations keep one cached client per child, built from the
-// `<cd>-kubeconfig` Secret, and rebuild it when the Secret rotates.
+// live Nodes and Pods of a ClusterDeployment's child cluster for the GPU gate, and a direct client for
+// the release namespace, its ResourceQuota and teardown. Implementations keep one cached client per
+// child, built from the `<cd>-kubeconfig` Secret, and rebuild it when the Secret rotates.
 type Children interface {
 	// Snapshot returns the child's Nodes and Pods from its informer cache, starting the cache and
 	// waiting for its first sync when needed. An error means the child cannot be reached now.
 	Snapshot(ctx context.Context, cd types.NamespacedName) ([]corev1.Node, []corev1.Pod, error)
-	// DeleteNamespace deletes a namespace on the child; a namespace that is already gone is not an
-	// error. It does not wait for the namespace's finalizers.
-	DeleteNamespace(ctx context.Context, cd types.NamespacedName, namespace string) error
+	// Client returns a direct (uncached) client for the child. An error means the child cannot be
+	// reached now.
+	Client(ctx context.Context, cd types.NamespacedName) (client.Client, error)
 	// Forget stops and drops the child's cache, when its ClusterDeployment or Secret is gone.
 	Forget(cd types.NamespacedName)
 	// Size is the number of children cached now, for the cache-size metric.
@@ -46,17 +44,16 @@ func (c CacheChildren) Snapshot(ctx context.Context, cd types.NamespacedName) ([
 	return cl.Nodes(), cl.Pods(), nil
 }
 
-// DeleteNamespace implements Children.
-func (c CacheChildren) DeleteNamespace(ctx context.Context, cd types.NamespacedName, namespace string) error {
+// Client implements Children.
+func (c CacheChildren) Client(ctx context.Context, cd types.NamespacedName) (client.Client, error) {
 	cl, err := c.Cache.Get(ctx, cd.Namespace, cd.Name)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}
-	if err := cl.Client().Delete(ctx, ns); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("deleting namespace %s: %w", namespace, err)
+	if err := cl.Err(); err != nil {
+		return nil, err
 	}
-	return nil
+	return cl.Client(), nil
 }
 
 // Forget implements Children.

@@ -3,6 +3,8 @@ package workspace
 import (
 	"context"
 	"fmt"
+	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -10,25 +12,30 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 )
 
+// EventReasonCleanupIncomplete is the reason of the Warning Event a deletion leaves when it gave up
+// waiting for an unreachable child and names what it could not clean up.
+const EventReasonCleanupIncomplete = "CleanupIncomplete"
+
 // reconcileDelete uninstalls the workspace: it deletes the ServiceSet and waits for it to go, deletes
-// ws-<name> on the child (skipped when the cluster is gone), then removes the finalizer. suspend is
-// ignored here, and nothing waits on a cluster that no longer exists.
+// ws-<name> on the child when the workspace owns it (skipped when the cluster is gone), then removes
+// the finalizer. suspend is ignored here, and nothing waits on a cluster that no longer exists. A
+// child that cannot be reached while its ClusterDeployment exists is waited for at most
+// UnreachableDeleteTimeout from the deletion request; then the deletion completes and a Warning Event
+// names what was left behind.
 func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (reconcile.Result, error) {
 	ws := s.ws
 	if !controllerutil.ContainsFinalizer(ws, workspacesv1.WorkspaceFinalizer) && !controllerutil.ContainsFinalizer(ws, LegacyFinalizer) {
 		return reconcile.Result{}, nil
 	}
 	s.cdKey = ClusterKey(ws)
-	if ws.Status.Phase != workspacesv1.PhaseDeleting {
-		s.setCondition(workspacesv1.ReadyCondition, metav1.ConditionFalse, workspacesv1.ReasonDeleting, "the workspace is being deleted")
-	}
-	s.ws.Status.Phase = workspacesv1.PhaseDeleting
+	s.obs.deleting = true
 
 	cd := &k0rdentv1.ClusterDeployment{}
 	err := r.Client.Get(ctx, s.cdKey, cd)
@@ -36,15 +43,6 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (reconcile.R
 		return reconcile.Result{}, fmt.Errorf("reading ClusterDeployment %s: %w", s.cdKey, err)
 	}
 	cdGone := apierrors.IsNotFound(err)
-
-	if gone, err := r.deleteLegacyServiceSet(ctx, s); err != nil || !gone {
-		return reconcile.Result{}, err
-	}
-	gone, err := r.deleteServiceSet(ctx, s, cdGone)
-	if err != nil || !gone {
-		return reconcile.Result{}, err
-	}
-
 	secretGone := cdGone
 	if !cdGone {
 		secret := &metav1.PartialObjectMetadata{}
@@ -55,16 +53,67 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (reconcile.R
 		}
 		secretGone = apierrors.IsNotFound(err)
 	}
+	waited := s.now.Sub(ws.DeletionTimestamp.Time)
+	givingUp := func(childErr error) bool {
+		return childErr != nil && r.Options.UnreachableDeleteTimeout > 0 && waited >= r.Options.UnreachableDeleteTimeout
+	}
+	var left []string
+
+	// A workspace the upstream operator made and this one never adopted has its ServiceSet under the
+	// upstream name (adopt.go): it goes first, like our own.
+	if gone, err := r.deleteLegacyServiceSet(ctx, s); err != nil || !gone {
+		return reconcile.Result{RequeueAfter: r.Options.UnreachableRetry}, err
+	}
+	gone, err := r.deleteServiceSet(ctx, s, cdGone)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if !gone {
+		// k0rdent uninstalls the release from the child; an unreachable child holds it.
+		var childErr error
+		if !cdGone && !secretGone {
+			cctx, cancel := r.childContext(ctx)
+			_, childErr = r.Children.Client(cctx, s.cdKey)
+			cancel()
+		}
+		if !givingUp(childErr) {
+			if childErr != nil {
+				s.obs.note += fmt.Sprintf("; the child cannot be reached (%v); giving up %s after the deletion request",
+					childErr, r.Options.UnreachableDeleteTimeout)
+				return reconcile.Result{RequeueAfter: r.requeueWithin(r.Options.UnreachableDeleteTimeout - waited)}, nil
+			}
+			// The ServiceSet's deletion brings the workspace back; so does the child becoming
+			// unreachable (a child event), and, as a fallback, a look after the retry delay.
+			return reconcile.Result{RequeueAfter: r.Options.UnreachableRetry}, nil
+		}
+		left = append(left, fmt.Sprintf("ServiceSet %s/%s is still being deleted by k0rdent, so the release may still be installed (the child could not be reached: %v)",
+			s.cdKey.Namespace, s.serviceSetNameForDelete(), childErr))
+	}
+
 	if cdGone || secretGone {
 		r.Children.Forget(s.cdKey)
 	} else {
-		if err := r.Children.DeleteNamespace(ctx, s.cdKey, s.releaseNamespace()); err != nil {
-			s.ws.Status.Message = fmt.Sprintf("cannot delete namespace %s on the child of ClusterDeployment %s yet: %v", s.releaseNamespace(), s.cdKey, err)
-			return reconcile.Result{RequeueAfter: r.Options.UnreachableRetry}, nil
+		note, err := r.deleteReleaseNamespace(ctx, s)
+		switch {
+		case err != nil && givingUp(err):
+			left = append(left, fmt.Sprintf("namespace %s on the child of ClusterDeployment %s was not deleted: %v", s.releaseNamespace(), s.cdKey, err))
+		case err != nil:
+			s.obs.note = fmt.Sprintf("cannot delete namespace %s on the child of ClusterDeployment %s yet: %v", s.releaseNamespace(), s.cdKey, err)
+			if r.Options.UnreachableDeleteTimeout > 0 {
+				s.obs.note += fmt.Sprintf("; giving up %s after the deletion request", r.Options.UnreachableDeleteTimeout)
+			}
+			return reconcile.Result{RequeueAfter: r.requeueWithin(r.Options.UnreachableDeleteTimeout - waited)}, nil
+		case note != "":
+			log.FromContext(ctx).Info("release namespace left on the child", "reason", note)
 		}
 		if err := r.forgetUnusedChild(ctx, s); err != nil {
 			return reconcile.Result{}, err
 		}
+	}
+	if len(left) > 0 {
+		r.Recorder.Eventf(ws, nil, corev1.EventTypeWarning, EventReasonCleanupIncomplete, "Delete",
+			"deleted after waiting %s for the unreachable child of ClusterDeployment %s; not cleaned up: %s",
+			r.Options.UnreachableDeleteTimeout, s.cdKey, strings.Join(left, "; "))
 	}
 
 	r.admissionsFor().forget(s.key())
@@ -77,14 +126,27 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (reconcile.R
 	return reconcile.Result{}, nil
 }
 
+// requeueWithin is the delay before the next look at an unreachable child: the retry delay, or the
+// time left until the deletion gives up when that is sooner.
+func (r *Reconciler) requeueWithin(left time.Duration) time.Duration {
+	if left > 0 && left < r.Options.UnreachableRetry {
+		return left
+	}
+	return r.Options.UnreachableRetry
+}
+
+func (s *scope) serviceSetNameForDelete() string {
+	if s.ws.Status.ServiceSetName != "" {
+		return s.ws.Status.ServiceSetName
+	}
+	return ServiceSetName(s.ws)
+}
+
 // deleteServiceSet deletes the workspace's ServiceSet and reports whether it is gone. When the
 // ClusterDeployment is gone, k0rdent's finalizer on the ServiceSet would never be removed (KCM reads
 // the ClusterDeployment first), so the operator removes it: there is no release left to uninstall.
 func (r *Reconciler) deleteServiceSet(ctx context.Context, s *scope, cdGone bool) (bool, error) {
-	name := s.ws.Status.ServiceSetName
-	if name == "" {
-		name = ServiceSetName(s.ws)
-	}
+	name := s.serviceSetNameForDelete()
 	ss := &k0rdentv1.ServiceSet{}
 	err := r.Client.Get(ctx, types.NamespacedName{Namespace: s.cdKey.Namespace, Name: name}, ss)
 	if apierrors.IsNotFound(err) {
@@ -93,14 +155,14 @@ func (r *Reconciler) deleteServiceSet(ctx context.Context, s *scope, cdGone bool
 	if err != nil {
 		return false, fmt.Errorf("reading ServiceSet %s/%s: %w", s.cdKey.Namespace, name, err)
 	}
-	if ss.Labels[workspacesv1.WorkspaceLabel] != s.ws.Name || ss.Labels[workspacesv1.WorkspaceNamespaceLabel] != s.ws.Namespace {
+	if !ownedServiceSet(ss, s.ws) {
 		return true, nil // not ours
 	}
 	if ss.DeletionTimestamp.IsZero() {
 		if err := r.Client.Delete(ctx, ss); err != nil && !apierrors.IsNotFound(err) {
 			return false, fmt.Errorf("deleting ServiceSet %s/%s: %w", ss.Namespace, ss.Name, err)
 		}
-		s.ws.Status.Message = fmt.Sprintf("uninstalling: waiting for ServiceSet %s/%s to be deleted", ss.Namespace, ss.Name)
+		s.obs.note = fmt.Sprintf("uninstalling: waiting for ServiceSet %s/%s to be deleted", ss.Namespace, ss.Name)
 		if !cdGone {
 			return false, nil
 		}
@@ -112,7 +174,7 @@ func (r *Reconciler) deleteServiceSet(ctx context.Context, s *scope, cdGone bool
 			return false, fmt.Errorf("removing finalizers of ServiceSet %s/%s (its ClusterDeployment is gone): %w", ss.Namespace, ss.Name, err)
 		}
 	}
-	s.ws.Status.Message = fmt.Sprintf("uninstalling: waiting for ServiceSet %s/%s to be deleted", ss.Namespace, ss.Name)
+	s.obs.note = fmt.Sprintf("uninstalling: waiting for ServiceSet %s/%s to be deleted", ss.Namespace, ss.Name)
 	return false, nil
 }
 

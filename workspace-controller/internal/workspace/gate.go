@@ -4,34 +4,44 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/conditions"
 	"github.com/exalsius/exalsius-operator/common/gpu"
 )
 
-// admissions remembers, in this process, the workspaces the gate admitted, so that a second gate
-// decision on the same cluster sees the first one before its status reaches the cache. Decisions on
-// one cluster are serialised by a per-cluster lock; decisions on different clusters run in parallel.
+// admissions serialises the gate's decisions per cluster and remembers the admissions this process
+// wrote that the manager's cache may not show yet. Decisions on one cluster are serialised by a
+// per-cluster lock; decisions on different clusters run in parallel. What holds GPUs is read from the
+// workspaces' status.admission (written before a ServiceSet is made) and the ServiceSets that exist,
+// so the reservations survive a restart; the memory only covers the short time until the cache has
+// caught up with this process's own writes.
 type admissions struct {
-	mu       sync.Mutex
-	locks    map[string]*sync.Mutex
-	admitted map[string]admission
+	mu      sync.Mutex
+	locks   map[string]*sync.Mutex
+	written map[string]writtenAdmission
 }
 
-type admission struct {
-	cluster   string
-	resources workspacesv1.ResolvedResources
+// writtenAdmission is an admission this process wrote, with the resourceVersion of the write.
+type writtenAdmission struct {
+	admission       *workspacesv1.Admission
+	resourceVersion string
 }
 
 func newAdmissions() *admissions {
-	return &admissions{locks: map[string]*sync.Mutex{}, admitted: map[string]admission{}}
+	return &admissions{locks: map[string]*sync.Mutex{}, written: map[string]writtenAdmission{}}
 }
 
 // lock takes the cluster's gate lock and returns its unlock.
@@ -47,50 +57,90 @@ func (a *admissions) lock(cluster string) func() {
 	return l.Unlock
 }
 
-func (a *admissions) admit(key, cluster string, r *workspacesv1.ResolvedResources) {
+// wrote remembers an admission written to the API server at a resourceVersion.
+func (a *admissions) wrote(key string, ad *workspacesv1.Admission, resourceVersion string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.admitted[key] = admission{cluster: cluster, resources: *r.DeepCopy()}
+	a.written[key] = writtenAdmission{admission: ad.DeepCopy(), resourceVersion: resourceVersion}
 }
 
 func (a *admissions) forget(key string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	delete(a.admitted, key)
+	delete(a.written, key)
 }
 
-func (a *admissions) get(key string) (admission, bool) {
+// current returns a workspace's admission: the one this process wrote last while the cached object
+// is older than that write, else the cached object's own.
+func (a *admissions) current(o *workspacesv1.WorkspaceDeployment) *workspacesv1.Admission {
+	key := o.Namespace + "/" + o.Name
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	ad, ok := a.admitted[key]
-	return ad, ok
-}
-
-// admittedPhases are the phases of a workspace that passed the gate and whose pods may not be bound
-// yet.
-var admittedPhases = map[workspacesv1.WorkspacePhase]bool{
-	workspacesv1.PhaseInstallingPrerequisites: true,
-	workspacesv1.PhaseDeploying:               true,
-	workspacesv1.PhaseRunning:                 true,
-}
-
-// isAdmitted reports whether the workspace passed the gate for exactly these resources.
-func isAdmitted(ws *workspacesv1.WorkspaceDeployment, r *workspacesv1.ResolvedResources) bool {
-	return conditions.IsTrue(ws.Status.Conditions, workspacesv1.FeasibleCondition) &&
-		ws.Status.ResolvedResources != nil && equality.Semantic.DeepEqual(ws.Status.ResolvedResources, r)
-}
-
-// gate checks the GPU request live against the child (docs/RECONCILIATION.md, step 3). A workspace
-// admitted for its current resources is not checked again: its own pods now hold the GPUs.
-func (r *Reconciler) gate(ctx context.Context, s *scope) (stepResult, error) {
-	if isAdmitted(s.ws, s.resources) {
-		return next, nil
+	w, ok := a.written[key]
+	if !ok {
+		return o.Status.Admission
 	}
+	if olderVersion(o.ResourceVersion, w.resourceVersion) {
+		return w.admission
+	}
+	delete(a.written, key)
+	return o.Status.Admission
+}
+
+// olderVersion reports whether resourceVersion a is older than b. Resource versions are opaque, but
+// the API server's are increasing integers; anything else is treated as not older, so the cache
+// is trusted.
+func olderVersion(a, b string) bool {
+	x, err1 := strconv.ParseUint(a, 10, 64)
+	y, err2 := strconv.ParseUint(b, 10, 64)
+	return err1 == nil && err2 == nil && x < y
+}
+
+// admissionCovers reports whether an admission on the cluster grants exactly what the resources ask
+// of the gate: vendor, GPUs per replica, replicas and selector.
+func admissionCovers(ad *workspacesv1.Admission, cluster string, r *workspacesv1.ResolvedResources) bool {
+	if ad == nil || ad.Cluster != cluster || ad.Replicas != r.Replicas || ad.GPUsPerReplica != gpus(r) {
+		return false
+	}
+	if gpus(r) == 0 {
+		return true
+	}
+	sel := gpu.Selector(gpuRequest("", r))
+	return ad.GPUVendor == r.PerReplica.GPUVendor && equality.Semantic.DeepEqual(nonEmpty(ad.Selector), nonEmpty(sel))
+}
+
+func nonEmpty(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	return m
+}
+
+// holdsGPUs reports whether a workspace's admission still holds GPUs: it is admitted and not Failed,
+// or its ServiceSet exists (the release may hold them, even while the workspace is deleted).
+func holdsGPUs(o *workspacesv1.WorkspaceDeployment, ad *workspacesv1.Admission, hasServiceSet bool) bool {
+	if ad == nil {
+		return false
+	}
+	return hasServiceSet || (o.DeletionTimestamp.IsZero() && o.Status.Phase != workspacesv1.PhaseFailed)
+}
+
+// gate checks the GPU request live against the child (docs/RECONCILIATION.md, step 3). A workspace whose admission
+// covers its current resources is not checked again: its own pods hold, or will hold, the GPUs. An
+// admission is written to the workspace's status before the gate's lock is released, so the next
+// decision on the cluster, in this process or after a restart, counts it.
+func (r *Reconciler) gate(ctx context.Context, s *scope) (stepResult, error) {
 	s.ws.Status.ResolvedResources = s.resources.DeepCopy()
 	cluster := s.cdKey.String()
+	if admissionCovers(s.ws.Status.Admission, cluster, s.resources) {
+		return next, nil
+	}
 	unlock := r.admissionsFor().lock(cluster)
 	defer unlock()
 
+	if adopted, err := r.adoptEarlierAdmission(ctx, s); err != nil || adopted {
+		return next, err
+	}
 	nodes, pods, err := r.Children.Snapshot(ctx, s.cdKey)
 	if err != nil {
 		gateDecisions.WithLabelValues("Unreachable").Inc()
@@ -105,12 +155,19 @@ func (r *Reconciler) gate(ctx context.Context, s *scope) (stepResult, error) {
 			others = append(others, pods[i])
 		}
 	}
-	reservations, err := r.reservations(ctx, s, pods)
+	held, err := r.reservations(ctx, s, pods)
 	if err != nil {
 		return stop, err
 	}
 	req := gpuRequest(s.key(), s.resources)
-	d := gpu.Gate(req, nodes, others, reservations)
+	d := gpu.Gate(req, nodes, others, append(held.admitted, held.waiting...))
+	if d.Outcome == gpu.Admit && gpus(s.resources) > 0 {
+		if why := unpinnedOverlap(d, nodes, held); why != "" {
+			d.Outcome, d.Reason = gpu.Wait, workspacesv1.ReasonWaitingForGpuCapacity
+			d.Message = why + "; " + d.Message
+			d.Placement = nil
+		}
+	}
 	fit := gpu.FitResources(d.Selector, perReplicaList(s.resources), s.resources.Replicas, nodes, others)
 	gateDecisions.WithLabelValues(string(d.Outcome)).Inc()
 
@@ -127,81 +184,290 @@ func (r *Reconciler) gate(ctx context.Context, s *scope) (stepResult, error) {
 	s.ws.Status.Feasibility = f
 	switch d.Outcome {
 	case gpu.Unavailable:
-		r.admissionsFor().forget(s.key())
-		s.failed(workspacesv1.FeasibleCondition, workspacesv1.ReasonGpuOfferingUnavailable, d.Message)
-		return stop, nil
+		s.failed(workspacesv1.FeasibleCondition, d.Reason, d.Message)
+		return stop, r.releaseAdmission(ctx, s)
 	case gpu.Wait:
-		r.admissionsFor().forget(s.key())
 		s.blocked(workspacesv1.PhaseWaiting, workspacesv1.FeasibleCondition, workspacesv1.ReasonWaitingForGpuCapacity, d.Message)
-		return stop, nil
+		return stop, r.releaseAdmission(ctx, s)
 	}
-	r.admissionsFor().admit(s.key(), cluster, s.resources)
+	ad := newAdmission(cluster, s.resources, d, nodes, s.now)
+	if prev := s.ws.Status.Admission; prev != nil && prev.AdmittedAt != nil && equality.Semantic.DeepEqual(withoutTime(prev), withoutTime(ad)) {
+		ad.AdmittedAt = prev.AdmittedAt
+	}
+	s.ws.Status.Admission = ad
 	s.setTrue(workspacesv1.FeasibleCondition, d.Reason, f.Message)
+	if p := s.prev.Phase; p == workspacesv1.PhaseFailed || p == workspacesv1.PhaseWaiting || p == workspacesv1.PhasePending || p == "" {
+		// Admitted: no longer Failed or Waiting, also for the decisions that read the status before
+		// this pass ends (a later step's verdict replaces this one).
+		s.obs.verdict = verdict{kind: verdictDeploying, reason: d.Reason, message: "admitted by the GPU gate: " + d.Message}
+	}
+	if err := r.recordAdmission(ctx, s); err != nil {
+		return stop, err
+	}
 	return next, nil
 }
 
+// adoptEarlierAdmission records the admission of a workspace admitted before admissions were
+// recorded (Feasible for exactly its current resources, with its ServiceSet made): it is not gated
+// again, so an upgrade never takes a running workspace back to Waiting.
+func (r *Reconciler) adoptEarlierAdmission(ctx context.Context, s *scope) (bool, error) {
+	if s.ws.Status.Admission != nil || s.prev.ResolvedResources == nil || s.prev.Phase == workspacesv1.PhaseFailed ||
+		!conditions.IsTrue(s.prev.Conditions, workspacesv1.FeasibleCondition) ||
+		!equality.Semantic.DeepEqual(s.prev.ResolvedResources, s.resources) {
+		return false, nil
+	}
+	exists, err := r.hasServiceSet(ctx, s)
+	if err != nil || !exists {
+		return false, err
+	}
+	d := gpu.Decision{Selector: s.resources.NodeSelector}
+	if f := s.prev.Feasibility; f != nil {
+		d.Selector = f.Selector
+	}
+	s.ws.Status.Admission = newAdmission(s.cdKey.String(), s.resources, d, nil, s.now)
+	return true, r.recordAdmission(ctx, s)
+}
+
+func withoutTime(ad *workspacesv1.Admission) *workspacesv1.Admission {
+	c := ad.DeepCopy()
+	c.AdmittedAt = nil
+	return c
+}
+
+// newAdmission records a gate decision that admitted the resources.
+func newAdmission(cluster string, res *workspacesv1.ResolvedResources, d gpu.Decision, nodes []corev1.Node, now time.Time) *workspacesv1.Admission {
+	hostnames := make(map[string]string, len(nodes))
+	for i := range nodes {
+		hostnames[nodes[i].Name] = nodes[i].Labels[corev1.LabelHostname]
+	}
+	t := metav1.NewTime(now.UTC().Truncate(time.Second))
+	ad := &workspacesv1.Admission{Cluster: cluster, Replicas: res.Replicas, AdmittedAt: &t}
+	if n := gpus(res); n > 0 {
+		ad.GPUResourceName = res.GPUResourceName
+		ad.GPUVendor = res.PerReplica.GPUVendor
+		ad.GPUsPerReplica = n
+		ad.GPUs = n * int64(res.Replicas)
+		ad.Selector = nonEmpty(d.Selector)
+		for _, p := range d.Placement {
+			ad.Nodes = append(ad.Nodes, workspacesv1.AdmittedNode{Name: p.Node, Replicas: p.Replicas, Hostname: hostnames[p.Node]})
+		}
+	}
+	return ad
+}
+
+// recordAdmission writes the workspace's status with its admission now, inside the gate's lock and
+// before anything is installed, and remembers it until the cache shows it.
+func (r *Reconciler) recordAdmission(ctx context.Context, s *scope) error {
+	s.apply()
+	base := s.ws.DeepCopy()
+	base.Status = s.before.Status
+	if err := r.Client.Status().Patch(ctx, s.ws, client.MergeFrom(base)); err != nil {
+		return fmt.Errorf("recording the admission: %w", err)
+	}
+	s.before.Status = *s.ws.Status.DeepCopy()
+	r.admissionsFor().wrote(s.key(), s.ws.Status.Admission, s.ws.ResourceVersion)
+	return nil
+}
+
+// releaseAdmission drops the workspace's admission when nothing holds its GPUs any more: no
+// ServiceSet exists for it. A ServiceSet that exists keeps the admission, because its release may
+// hold the GPUs.
+func (r *Reconciler) releaseAdmission(ctx context.Context, s *scope) error {
+	if s.ws.Status.Admission == nil {
+		return nil
+	}
+	exists, err := r.hasServiceSet(ctx, s)
+	if err != nil || exists {
+		return err
+	}
+	s.ws.Status.Admission = nil
+	return nil
+}
+
+// hasServiceSet reports whether the workspace's own ServiceSet exists.
+func (r *Reconciler) hasServiceSet(ctx context.Context, s *scope) (bool, error) {
+	if s.svcSet != nil {
+		return true, nil
+	}
+	name := s.ws.Status.ServiceSetName
+	if name == "" {
+		name = ServiceSetName(s.ws)
+	}
+	ss := &k0rdentv1.ServiceSet{}
+	err := r.Client.Get(ctx, types.NamespacedName{Namespace: ClusterKey(s.ws).Namespace, Name: name}, ss)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("reading ServiceSet %s/%s: %w", ClusterKey(s.ws).Namespace, name, err)
+	}
+	return ownedServiceSet(ss, s.ws), nil
+}
+
 // reservations returns the GPUs held by other workspaces on the cluster that the child's pods do not
-// show yet: admitted workspaces whose GPU pods are not all bound, then, first come first served, the
-// workspaces waiting for the same GPUs that are older than this one.
-func (r *Reconciler) reservations(ctx context.Context, s *scope, pods []corev1.Pod) ([]gpu.Reservation, error) {
+// show yet: the admissions that still hold GPUs (see holdsGPUs), each replica charged to the node it
+// was counted on, less the replicas bound there; then, first come first served, the workspaces
+// waiting for the same GPUs that are older than this one and not suspended.
+func (r *Reconciler) reservations(ctx context.Context, s *scope, pods []corev1.Pod) (heldGPUs, error) {
 	var list workspacesv1.WorkspaceDeploymentList
 	if err := r.Client.List(ctx, &list, client.MatchingFields{IndexCluster: s.cdKey.String()}); err != nil {
-		return nil, fmt.Errorf("listing workspaces of %s: %w", s.cdKey, err)
+		return heldGPUs{}, fmt.Errorf("listing workspaces of %s: %w", s.cdKey, err)
 	}
+	withSet, err := r.workspacesWithServiceSets(ctx, s.cdKey)
+	if err != nil {
+		return heldGPUs{}, err
+	}
+	unpinned := map[string]bool{}
 	sort.Slice(list.Items, func(i, j int) bool { return older(&list.Items[i], &list.Items[j]) })
 	mySel := gpu.Selector(gpuRequest("", s.resources))
 	var admitted, waiting []gpu.Reservation
 	for i := range list.Items {
 		o := &list.Items[i]
 		key := o.Namespace + "/" + o.Name
-		if key == s.key() || !o.DeletionTimestamp.IsZero() {
+		if key == s.key() {
 			continue
 		}
-		var res *workspacesv1.ResolvedResources
-		isWaiting := false
-		if ad, ok := r.admissionsFor().get(key); ok {
-			res = &ad.resources
-		} else if o.Status.ResolvedResources != nil && admittedPhases[o.Status.Phase] &&
-			conditions.IsTrue(o.Status.Conditions, workspacesv1.FeasibleCondition) {
-			res = o.Status.ResolvedResources
-		} else if o.Status.Phase == workspacesv1.PhaseWaiting && o.Status.ResolvedResources != nil && older(o, s.ws) {
-			res, isWaiting = o.Status.ResolvedResources, true
+		ad := r.admissionsFor().current(o)
+		if ad != nil && ad.Cluster != s.cdKey.String() {
+			ad = nil
 		}
-		if res == nil || gpus(res) == 0 {
-			continue
-		}
-		rv := gpuRequest(key, res)
-		sel := gpu.Selector(rv)
-		if isWaiting && (res.PerReplica.GPUVendor != s.resources.PerReplica.GPUVendor || !equality.Semantic.DeepEqual(sel, mySel)) {
-			continue
-		}
-		replicas := res.Replicas
-		if !isWaiting {
-			replicas -= boundGPUPods(pods, ReleaseNamespace(o.Name), corev1.ResourceName(res.GPUResourceName))
-		}
-		if replicas <= 0 {
-			continue
-		}
-		resv := gpu.Reservation{Key: key, Vendor: res.PerReplica.GPUVendor, Selector: sel, GPUsPerReplica: gpus(res), Replicas: replicas}
-		if isWaiting {
-			waiting = append(waiting, resv)
-		} else {
-			admitted = append(admitted, resv)
+		switch {
+		case holdsGPUs(o, ad, withSet[key]):
+			admitted = append(admitted, admittedReservations(key, ad, pods, ReleaseNamespace(o.Name))...)
+			if !pinnedAdmission(ad) {
+				unpinned[key] = true
+			}
+		case ad == nil && withSet[key] && o.Status.ResolvedResources != nil && gpus(o.Status.ResolvedResources) > 0:
+			// A ServiceSet made before admissions were recorded: its resources hold the GPUs.
+			res := o.Status.ResolvedResources
+			replicas := res.Replicas - boundGPUPods(pods, ReleaseNamespace(o.Name), corev1.ResourceName(res.GPUResourceName), "")
+			unpinned[key] = true
+			if replicas > 0 {
+				admitted = append(admitted, gpu.Reservation{Key: key, Vendor: res.PerReplica.GPUVendor,
+					Selector: gpu.Selector(gpuRequest(key, res)), GPUsPerReplica: gpus(res), Replicas: replicas})
+			}
+		case o.Status.Phase == workspacesv1.PhaseWaiting && o.DeletionTimestamp.IsZero() && !o.Spec.Suspend &&
+			o.Status.ResolvedResources != nil && gpus(o.Status.ResolvedResources) > 0 && older(o, s.ws):
+			res := o.Status.ResolvedResources
+			sel := gpu.Selector(gpuRequest(key, res))
+			if res.PerReplica.GPUVendor != s.resources.PerReplica.GPUVendor || !equality.Semantic.DeepEqual(sel, mySel) {
+				continue
+			}
+			waiting = append(waiting, gpu.Reservation{Key: key, Vendor: res.PerReplica.GPUVendor, Selector: sel,
+				GPUsPerReplica: gpus(res), Replicas: res.Replicas})
 		}
 	}
-	return append(admitted, waiting...), nil
+	return heldGPUs{admitted: admitted, waiting: waiting, unpinned: unpinned}, nil
+}
+
+// heldGPUs are the GPUs other workspaces hold on a cluster: the admitted replicas not bound yet, the
+// older waiters' requests, and which admitted workspaces are not pinned to one node.
+type heldGPUs struct {
+	admitted, waiting []gpu.Reservation
+	unpinned          map[string]bool
+}
+
+// pinnedAdmission reports whether an admission's replicas are pinned to one node (see scheduling.go).
+func pinnedAdmission(ad *workspacesv1.Admission) bool {
+	return ad.GPUsPerReplica > 0 && len(ad.Nodes) == 1 && ad.Nodes[0].Hostname != ""
+}
+
+// unpinnedOverlap keeps the scheduler from placing replicas on GPUs the gate counted for another
+// workspace. Replicas pinned to one node can only go there; replicas that are not pinned (spread
+// over several nodes, or on a node without a hostname label) can go to any node matching their
+// selector. So a workspace that would not be pinned is admitted only when no other workspace's
+// counted replicas are still unbound on the nodes matching its selector, and no workspace is
+// admitted onto a node that an unpinned workspace's unbound replicas could still take. The wait
+// ends when those pods are bound (a child event). It returns why to wait, or "".
+func unpinnedOverlap(d gpu.Decision, nodes []corev1.Node, held heldGPUs) string {
+	byName := make(map[string]*corev1.Node, len(nodes))
+	for i := range nodes {
+		byName[nodes[i].Name] = &nodes[i]
+	}
+	pinned := len(d.Placement) == 1
+	if pinned {
+		if n := byName[d.Placement[0].Node]; n == nil || n.Labels[corev1.LabelHostname] == "" {
+			pinned = false
+		}
+	}
+	for _, r := range held.admitted {
+		if r.Replicas <= 0 {
+			continue
+		}
+		if !pinned {
+			for i := range nodes {
+				n := &nodes[i]
+				if (r.Node == "" || r.Node == n.Name) && gpu.MatchesSelector(n, d.Selector) && gpu.MatchesSelector(n, r.Selector) {
+					return fmt.Sprintf("the replicas cannot be pinned to one node (they need several nodes, or the node has no %s label), and GPUs counted for workspace %s on node %s are not bound yet", corev1.LabelHostname, r.Key, n.Name)
+				}
+			}
+			continue
+		}
+		if held.unpinned[r.Key] {
+			if n := byName[d.Placement[0].Node]; n != nil && gpu.MatchesSelector(n, r.Selector) {
+				return fmt.Sprintf("workspace %s is spread over several nodes and its replicas are not bound yet; they could still take node %s", r.Key, n.Name)
+			}
+		}
+	}
+	return ""
+}
+
+// admittedReservations charges an admission's replicas that are not bound yet to the nodes they were
+// counted on.
+func admittedReservations(key string, ad *workspacesv1.Admission, pods []corev1.Pod, namespace string) []gpu.Reservation {
+	if ad.GPUsPerReplica <= 0 {
+		return nil
+	}
+	res := corev1.ResourceName(ad.GPUResourceName)
+	unbound := ad.Replicas - boundGPUPods(pods, namespace, res, "")
+	var out []gpu.Reservation
+	for _, n := range ad.Nodes {
+		if unbound <= 0 {
+			break
+		}
+		left := min(max(n.Replicas-boundGPUPods(pods, namespace, res, n.Name), 0), unbound)
+		if left == 0 {
+			continue
+		}
+		out = append(out, gpu.Reservation{Key: key, Vendor: ad.GPUVendor, Selector: ad.Selector, Node: n.Name,
+			GPUsPerReplica: ad.GPUsPerReplica, Replicas: left})
+		unbound -= left
+	}
+	if unbound > 0 {
+		// Replicas not placed on named nodes (none were recorded): charged by first fit.
+		out = append(out, gpu.Reservation{Key: key, Vendor: ad.GPUVendor, Selector: ad.Selector,
+			GPUsPerReplica: ad.GPUsPerReplica, Replicas: unbound})
+	}
+	return out
+}
+
+// workspacesWithServiceSets returns the workspaces (namespace/name) that have a ServiceSet on the
+// cluster, from the ServiceSets' labels.
+func (r *Reconciler) workspacesWithServiceSets(ctx context.Context, cd types.NamespacedName) (map[string]bool, error) {
+	var list k0rdentv1.ServiceSetList
+	if err := r.Client.List(ctx, &list, client.InNamespace(cd.Namespace),
+		client.MatchingLabels{workspacesv1.ClusterDeploymentLabel: cd.Name}, client.HasLabels{workspacesv1.WorkspaceLabel}); err != nil {
+		return nil, fmt.Errorf("listing ServiceSets of %s: %w", cd, err)
+	}
+	out := make(map[string]bool, len(list.Items))
+	for i := range list.Items {
+		l := list.Items[i].Labels
+		out[l[workspacesv1.WorkspaceNamespaceLabel]+"/"+l[workspacesv1.WorkspaceLabel]] = true
+	}
+	return out, nil
 }
 
 // boundGPUPods counts the non-terminal pods of a namespace that are bound to a node and request the
-// GPU resource: the replicas whose GPUs the nodes already show as taken.
-func boundGPUPods(pods []corev1.Pod, namespace string, res corev1.ResourceName) int32 {
+// GPU resource, on one node when node is set: the replicas whose GPUs the nodes already show as taken.
+func boundGPUPods(pods []corev1.Pod, namespace string, res corev1.ResourceName, node string) int32 {
 	if res == "" {
 		return 0
 	}
 	var n int32
 	for i := range pods {
 		p := &pods[i]
-		if p.Namespace == namespace && p.Spec.NodeName != "" && !gpu.IsTerminal(p) && gpu.PodRequest(p, res) > 0 {
+		if p.Namespace == namespace && p.Spec.NodeName != "" && (node == "" || p.Spec.NodeName == node) &&
+			!gpu.IsTerminal(p) && gpu.PodRequest(p, res) > 0 {
 			n++
 		}
 	}

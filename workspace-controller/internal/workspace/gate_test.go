@@ -101,6 +101,7 @@ func TestReservationRace(t *testing.T) {
 		return nil
 	})
 	// The admitted workspace's pod is bound: the GPU shows as used, and the waiter still waits.
+	syncQuota(t, child.Client, ReleaseNamespace(admitted.Name))
 	pod := gpuPod(t, child.Client, ReleaseNamespace(admitted.Name), node, gpu.ResourceNVIDIA, 1)
 	waitPhase(t, waiting, workspacesv1.PhaseWaiting, workspacesv1.ReasonWaitingForGpuCapacity)
 
@@ -118,16 +119,20 @@ func TestReservationRace(t *testing.T) {
 	waitPhase(t, waiting, workspacesv1.PhaseDeploying, "")
 }
 
-// TestReplicaMustFitOnOneNode: two nodes with one free GPU each cannot hold a replica of two.
+// TestReplicaMustFitOnOneNode: two nodes of one GPU each can never hold a replica of two: Failed
+// (GpuRequestNeverFits, naming the largest node), not Waiting; a node large enough heals it.
 func TestReplicaMustFitOnOneNode(t *testing.T) {
 	ns, class, cd := gateFixture(t)
 	model := name("t4")
 	gpuNode(t, child.Client, gpu.ResourceNVIDIA, 1, modelLabels(model))
 	gpuNode(t, child.Client, gpu.ResourceNVIDIA, 1, modelLabels(model))
 	key := createWorkspace(t, ns, class, cd, func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Resources = gpuResources(2, model) })
-	ws := waitPhase(t, key, workspacesv1.PhaseWaiting, workspacesv1.ReasonWaitingForGpuCapacity)
+	ws := waitPhase(t, key, workspacesv1.PhaseFailed, workspacesv1.ReasonGpuRequestNeverFits)
 	if f := ws.Status.Feasibility; f.MatchingNodes != 2 || f.FreeGPUs != 2 || f.FittingReplicas != 0 {
 		t.Errorf("feasibility %+v: want 2 nodes, 2 free GPUs, 0 fitting replicas", f)
+	}
+	if err := contains(ws.Status.Message, "has 1 in total"); err != nil {
+		t.Error(err)
 	}
 	gpuNode(t, child.Client, gpu.ResourceNVIDIA, 2, modelLabels(model))
 	waitPhase(t, key, workspacesv1.PhaseDeploying, "")

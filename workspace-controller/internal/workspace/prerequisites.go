@@ -9,13 +9,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/yaml"
 
 	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/conditions"
 	"github.com/exalsius/exalsius-operator/common/names"
-	"github.com/exalsius/exalsius-operator/workspace-controller/internal/helmvalues"
 )
 
 // defaultPrerequisiteTimeout applies when a class sets no prerequisiteDeployTimeout.
@@ -58,7 +56,7 @@ func (r *Reconciler) prerequisites(ctx context.Context, s *scope) (stepResult, e
 	deployedBefore := s.ws.Status.ServiceSetName != ""
 	switch {
 	case len(conflict) > 0:
-		s.failed(workspacesv1.PrerequisitesMetCondition, workspacesv1.ReasonPrerequisiteNamespaceConflict, strings.Join(conflict, "; "))
+		s.failed(workspacesv1.PrerequisitesMetCondition, orDefault(s.prerequisiteConflict, workspacesv1.ReasonPrerequisiteNamespaceConflict), strings.Join(conflict, "; "))
 		return stop, nil
 	case len(failed) > 0 && !deployedBefore:
 		s.failed(workspacesv1.PrerequisitesMetCondition, workspacesv1.ReasonPrerequisiteFailed, "prerequisite failed: "+strings.Join(failed, "; "))
@@ -122,6 +120,10 @@ func (r *Reconciler) prerequisite(ctx context.Context, s *scope, p workspacesv1.
 			}
 			return st, nil
 		}
+		if msg, err := r.prerequisiteVersionConflict(ctx, s, p); err != nil || msg != "" {
+			st.State, st.Message = "Conflict", msg
+			return st, err
+		}
 		ss, err = r.createPrerequisite(ctx, s, p, name)
 		if err != nil {
 			return st, err
@@ -142,6 +144,11 @@ func (r *Reconciler) prerequisite(ctx context.Context, s *scope, p workspacesv1.
 		st.Message = "the shared ServiceSet is being removed; it is made again once it is gone"
 		return st, nil
 	}
+	if msg, err := r.reconcileSharedPrerequisite(ctx, s, p, ss); err != nil || msg != "" {
+		st.State, st.Message = "Conflict", msg
+		s.prerequisiteConflict = workspacesv1.ReasonPrerequisiteValuesConflict
+		return st, err
+	}
 	st.State = string(k0rdentv1.ServiceStatePending)
 	release := names.HelmRelease(tmpl)
 	for _, svc := range ss.Status.Services {
@@ -155,17 +162,9 @@ func (r *Reconciler) prerequisite(ctx context.Context, s *scope, p workspacesv1.
 // createPrerequisite creates the shared ServiceSet; when another workspace created it first, that one
 // is used.
 func (r *Reconciler) createPrerequisite(ctx context.Context, s *scope, p workspacesv1.Prerequisite, name string) (*k0rdentv1.ServiceSet, error) {
-	values := ""
-	if p.Values != nil && len(p.Values.Raw) > 0 && string(p.Values.Raw) != "null" {
-		y, err := yaml.JSONToYAML(p.Values.Raw)
-		if err != nil {
-			return nil, fmt.Errorf("prerequisite %s values: %w", p.ServiceTemplate.Name, err)
-		}
-		values = helmvalues.EscapeTemplate(string(y))
-	}
-	timeout := defaultPrerequisiteTimeout
-	if d := s.class.Spec.PrerequisiteDeployTimeout; d != nil && d.Duration > 0 {
-		timeout = d.Duration
+	values, err := prerequisiteValuesYAML(p)
+	if err != nil {
+		return nil, err
 	}
 	ss := &k0rdentv1.ServiceSet{
 		ObjectMeta: metav1.ObjectMeta{
@@ -183,15 +182,15 @@ func (r *Reconciler) createPrerequisite(ctx context.Context, s *scope, p workspa
 			Cluster:  s.cdKey.Name,
 			Provider: k0rdentv1.StateManagementProviderConfig{Name: k0rdentv1.DefaultStateManagementProvider},
 			Services: []k0rdentv1.ServiceWithValues{{
-				Name:        names.HelmRelease(p.ServiceTemplate.Name),
-				Namespace:   p.ReleaseNamespace(),
-				Template:    p.ServiceTemplate.Name,
-				Values:      values,
-				HelmOptions: helmOptions(timeout),
+				Name:      names.HelmRelease(p.ServiceTemplate.Name),
+				Namespace: p.ReleaseNamespace(),
+				Template:  p.ServiceTemplate.Name,
+				// No helmOptions: k0rdent's defaults (atomic installs) apply.
+				Values: values,
 			}},
 		},
 	}
-	err := r.Client.Create(ctx, ss)
+	err = r.Client.Create(ctx, ss)
 	if apierrors.IsAlreadyExists(err) {
 		existing := &k0rdentv1.ServiceSet{}
 		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: ss.Namespace, Name: ss.Name}, existing); err != nil {

@@ -91,7 +91,7 @@ func TestSharedPrerequisite(t *testing.T) {
 
 // TestPrerequisiteProvidedByColony: a Deployed service of the same template on the ClusterDeployment
 // satisfies the prerequisite, and no ServiceSet is made for it. A different version of the template
-// does not count.
+// does not count, and is not installed next to it in the same namespace.
 func TestPrerequisiteProvidedByColony(t *testing.T) {
 	ns := newNamespace(t)
 	v1 := name("cert-manager-1-16-0")
@@ -116,11 +116,15 @@ func TestPrerequisiteProvidedByColony(t *testing.T) {
 		t.Errorf("a prerequisite ServiceSet was made for a service the Colony provides (err %v)", err)
 	}
 
-	// The other version is installed by the operator.
+	// Another version of the same chart is not installed next to the Colony's in its namespace: the
+	// workspace that asks it is told why.
 	nw := createWorkspace(t, ns, classNew, cd.Name)
-	ws = waitPhase(t, nw, workspacesv1.PhaseInstallingPrerequisites, workspacesv1.ReasonPrerequisitesDeploying)
-	if ps := ws.Status.Prerequisites; len(ps) != 1 || ps[0].ProvidedByCluster || ps[0].ServiceSetName != PrerequisiteServiceSetName(cd.Name, v2) {
-		t.Errorf("prerequisites %+v", ps)
+	ws = waitPhase(t, nw, workspacesv1.PhaseFailed, workspacesv1.ReasonPrerequisiteNamespaceConflict)
+	if err := contains(ws.Status.Message, "two versions of one chart"); err != nil {
+		t.Error(err)
+	}
+	if err := k8s.Get(ctxT(t), types.NamespacedName{Namespace: ns, Name: PrerequisiteServiceSetName(cd.Name, v2)}, &k0rdentv1.ServiceSet{}); client.IgnoreNotFound(err) != nil || err == nil {
+		t.Errorf("a second version of the chart was installed in the same namespace (err %v)", err)
 	}
 }
 

@@ -33,6 +33,13 @@ type Options struct {
 	RolloutSettle time.Duration
 	// UnreachableRetry is the delay before retrying a child that could not be reached.
 	UnreachableRetry time.Duration
+	// UnreachableDeleteTimeout bounds how long, counted from the deletion request, a workspace's
+	// deletion waits for a child cluster that cannot be reached while its ClusterDeployment exists.
+	// Past it the deletion completes, and an Event names what was not cleaned up.
+	UnreachableDeleteTimeout time.Duration
+	// ChildRequestTimeout bounds each step's requests to a child cluster (the release namespace, its
+	// quota, the quota refusals).
+	ChildRequestTimeout time.Duration
 }
 
 // Reconciler reconciles WorkspaceDeployments.
@@ -84,8 +91,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	}
 	s := newScope(ws, r.now())
 	before := ws.DeepCopy()
+	s.before = ws.DeepCopy()
 
 	defer func() {
+		if ws.DeletionTimestamp.IsZero() && s.obs.verdict.kind == verdictFailed {
+			if err := r.releaseAdmission(ctx, s); err != nil {
+				retErr = errors.Join(retErr, err)
+			}
+		}
 		if err := r.patchStatus(ctx, before, s); err != nil {
 			retErr = errors.Join(retErr, err)
 		}
@@ -122,9 +135,17 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (reconcile.R
 		{"resolve cluster", r.resolveCluster},
 		{"resolve templates", r.resolveTemplates},
 		{"merge resources", r.mergeResources},
-		{"gpu gate", r.gate},
+		// Everything that can fail the workspace for good is checked before the gate, so that an
+		// admission is never written and then dropped again pass after pass.
+		{"values check", r.values},
 		{"prerequisites", r.prerequisites},
+		{"release namespace claim", r.claimReleaseNamespace},
+		{"serviceset claim", r.claimServiceSet},
+		{"gpu gate", r.gate},
+		{"pin to admitted nodes", r.pinToAdmittedNodes},
+		// The values again, now with the admitted node pinned in the selector.
 		{"values", r.values},
+		{"release namespace", r.ensureReleaseNamespace},
 		{"serviceset", r.serviceSet},
 		{"readiness", r.readiness},
 	}
@@ -151,13 +172,19 @@ func (r *Reconciler) patchStatus(ctx context.Context, before *workspacesv1.Works
 		ws.Status.ObservedGeneration = ws.Generation
 	}
 	s.finish()
+	if s.snapshot {
+		r.snapshotFailure(ctx, s)
+	}
 	observePhase(before, ws, r.now())
 	if equality.Semantic.DeepEqual(before.Status, ws.Status) {
 		return nil
 	}
 	conditions.RecordTransitions(r.Recorder, ws, before.Status.Conditions, ws.Status.Conditions)
+	if equality.Semantic.DeepEqual(s.before.Status, ws.Status) {
+		return nil // written already, with the admission
+	}
 	base := ws.DeepCopy()
-	base.Status = before.Status
+	base.Status = s.before.Status
 	if err := r.Client.Status().Patch(ctx, ws, client.MergeFrom(base)); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
@@ -184,6 +211,16 @@ func stopAfter(d time.Duration) stepResult { return stepResult{stop: true, reque
 type scope struct {
 	ws  *workspacesv1.WorkspaceDeployment
 	now time.Time
+	// before is the workspace as last written: as read, or as the gate wrote its admission.
+	before *workspacesv1.WorkspaceDeployment
+	// prev is the status as the pass found it, from which deriveStatus starts.
+	prev workspacesv1.WorkspaceDeploymentStatus
+	// obs is what the pass observed that decides the phase (see deriveStatus).
+	obs observation
+	// prerequisiteConflict is the reason of a prerequisite conflict other than a namespace conflict.
+	prerequisiteConflict string
+	// snapshot asks for a failure snapshot (ServiceSet status, recent events) once the status is derived.
+	snapshot bool
 
 	class     *workspacesv1.WorkspaceClass
 	cd        *k0rdentv1.ClusterDeployment
@@ -201,7 +238,7 @@ type scope struct {
 }
 
 func newScope(ws *workspacesv1.WorkspaceDeployment, now time.Time) *scope {
-	return &scope{ws: ws, now: now}
+	return &scope{ws: ws, now: now, prev: *ws.Status.DeepCopy()}
 }
 
 // key is the workspace's namespace/name.

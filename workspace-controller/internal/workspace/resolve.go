@@ -42,6 +42,14 @@ func (r *Reconciler) resolveClass(ctx context.Context, s *scope) (stepResult, er
 	}
 	s.class = class
 	ready := conditions.Get(class.Status.Conditions, workspacesv1.ClassReadyCondition)
+	if s.installed() && (ready == nil || class.Status.ObservedGeneration != class.Generation || !class.Status.Valid) {
+		// The release is installed and untouched: a class that is invalid now (often only briefly, while
+		// its ServiceTemplate is re-validated) is a condition, not a phase change.
+		s.setCondition(workspacesv1.ClassResolvedCondition, metav1.ConditionFalse, workspacesv1.ReasonClassInvalid,
+			fmt.Sprintf("WorkspaceClass %q is not valid now (%s); the installed release is left as it is", class.Name,
+				orDefault(class.Status.ValidationError, "not validated yet")))
+		return next, nil
+	}
 	switch {
 	case ready == nil || class.Status.ObservedGeneration != class.Generation:
 		s.blocked(workspacesv1.PhasePending, workspacesv1.ClassResolvedCondition, workspacesv1.ReasonClassInvalid,
@@ -54,6 +62,13 @@ func (r *Reconciler) resolveClass(ctx context.Context, s *scope) (stepResult, er
 	}
 	s.setTrue(workspacesv1.ClassResolvedCondition, workspacesv1.ReasonClassResolved, fmt.Sprintf("WorkspaceClass %q is valid", class.Name))
 	return next, nil
+}
+
+// installed reports whether the workspace's release was installed by an earlier pass and is being
+// followed: its ServiceSet was made and it is Deploying or Running.
+func (s *scope) installed() bool {
+	p := s.ws.Status.Phase
+	return s.ws.Status.ServiceSetName != "" && (p == workspacesv1.PhaseRunning || p == workspacesv1.PhaseDeploying)
 }
 
 // resolveCluster checks tenancy and reads the ClusterDeployment and its kubeconfig Secret. Anything
@@ -174,6 +189,12 @@ func (r *Reconciler) resolveTemplates(ctx context.Context, s *scope) (stepResult
 			if verr := workspaceclass.CheckVersionAt(fields[i], constraints[i], t); verr != nil {
 				msg = verr.Error()
 			}
+		}
+		if msg != "" && s.installed() {
+			// The release is installed and untouched: say so, do not change the phase.
+			s.setCondition(workspacesv1.ClassResolvedCondition, metav1.ConditionFalse, workspacesv1.ReasonServiceTemplateUnavailable,
+				msg+"; the installed release is left as it is")
+			return next, nil
 		}
 		if msg != "" {
 			s.blocked(workspacesv1.PhasePending, workspacesv1.ClassResolvedCondition, workspacesv1.ReasonServiceTemplateNotInClusterNamespace, msg)

@@ -22,6 +22,10 @@ const (
 	// AnnotationRolloutStarted records, on a workspace's ServiceSet, when its spec last changed; the
 	// deployTimeout counts from there and older service states are not trusted as current.
 	AnnotationRolloutStarted = "workspaces.exalsius.ai/rollout-started"
+	// AnnotationRolloutDeployed records, on a workspace's ServiceSet, the rollout-started stamp of the
+	// last rollout k0rdent reported Deployed. A later Provisioning or Pending of the same rollout is a
+	// re-sync, not a new deployment, and no deadline applies to it.
+	AnnotationRolloutDeployed = "workspaces.exalsius.ai/rollout-deployed"
 	// AnnotationPrerequisiteTemplate records the full ServiceTemplate name on a prerequisite
 	// ServiceSet (the label value is bounded to 63 characters).
 	AnnotationPrerequisiteTemplate = "workspaces.exalsius.ai/prerequisite-template"
@@ -30,9 +34,11 @@ const (
 	defaultDeployTimeout = 15 * time.Minute
 )
 
-// ServiceSetName is the name of a workspace's ServiceSet: `<cd>-ws-<name>` (with the workspace's
-// namespace when it is not the ClusterDeployment's), bounded to 63 characters. It never equals the
-// `<cd>` ServiceSet KCM makes itself.
+// ServiceSetName is the name of a workspace's ServiceSet, bounded to 63 characters: `<cd>-ws-<name>`
+// for a workspace in the ClusterDeployment's namespace, else `<cd>-ws-<namespace>-<name>-<hash>` with
+// a short hash of namespace/name, so that `team/x` and `team-x` never share one. It never equals the
+// `<cd>` ServiceSet KCM makes itself. A ServiceSet of that name is used only when its labels name the
+// workspace.
 func ServiceSetName(ws *workspacesv1.WorkspaceDeployment) string {
 	if n := ws.Annotations[AnnotationServiceSetName]; n != "" {
 		return n // adopted from an earlier operator (adopt.go)
@@ -41,7 +47,68 @@ func ServiceSetName(ws *workspacesv1.WorkspaceDeployment) string {
 	if cd.Namespace == ws.Namespace {
 		return names.DNSLabel(cd.Name, "ws", ws.Name)
 	}
-	return names.DNSLabel(cd.Name, "ws", ws.Namespace, ws.Name)
+	return names.DNSLabel(cd.Name, "ws", ws.Namespace, ws.Name, names.ShortHash(ws.Namespace+"/"+ws.Name))
+}
+
+// ownedServiceSet reports whether a ServiceSet's labels name the workspace.
+func ownedServiceSet(ss *k0rdentv1.ServiceSet, ws *workspacesv1.WorkspaceDeployment) bool {
+	if ss.Labels[workspacesv1.WorkspaceLabel] == ws.Name && ss.Labels[workspacesv1.WorkspaceNamespaceLabel] == ws.Namespace {
+		return true
+	}
+	// The upstream operator's ServiceSet adopted by this workspace (adopt.go) carries none of our
+	// labels until its first correction gives it this workspace's.
+	return ws.Annotations[AnnotationServiceSetName] == ss.Name &&
+		ss.Labels[workspacesv1.WorkspaceLabel] == "" && ss.Labels[workspacesv1.WorkspaceNamespaceLabel] == ""
+}
+
+// serviceSetName is the name the workspace's ServiceSet has: the one in its status when that
+// ServiceSet still exists and is the workspace's (made under an earlier naming), else ServiceSetName.
+func (r *Reconciler) serviceSetName(ctx context.Context, s *scope) (string, error) {
+	name := ServiceSetName(s.ws)
+	prev := s.ws.Status.ServiceSetName
+	if prev == "" || prev == name {
+		return name, nil
+	}
+	ss := &k0rdentv1.ServiceSet{}
+	err := r.Client.Get(ctx, types.NamespacedName{Namespace: ClusterKey(s.ws).Namespace, Name: prev}, ss)
+	switch {
+	case apierrors.IsNotFound(err):
+		return name, nil
+	case err != nil:
+		return "", fmt.Errorf("reading ServiceSet %s/%s: %w", ClusterKey(s.ws).Namespace, prev, err)
+	case ownedServiceSet(ss, s.ws):
+		return prev, nil
+	}
+	return name, nil
+}
+
+// claimServiceSet checks, before the gate, that a ServiceSet of the workspace's name is not another's.
+func (r *Reconciler) claimServiceSet(ctx context.Context, s *scope) (stepResult, error) {
+	name, err := r.serviceSetName(ctx, s)
+	if err != nil {
+		return stop, err
+	}
+	ss := &k0rdentv1.ServiceSet{}
+	err = r.Client.Get(ctx, types.NamespacedName{Namespace: s.cdKey.Namespace, Name: name}, ss)
+	if apierrors.IsNotFound(err) {
+		return next, nil
+	}
+	if err != nil {
+		return stop, fmt.Errorf("reading ServiceSet %s/%s: %w", s.cdKey.Namespace, name, err)
+	}
+	if !ownedServiceSet(ss, s.ws) {
+		s.failed(workspacesv1.HelmReleaseReadyCondition, workspacesv1.ReasonServiceSetConflict, serviceSetConflict(ss))
+		return stop, nil
+	}
+	return next, nil
+}
+
+func serviceSetConflict(ss *k0rdentv1.ServiceSet) string {
+	owner := "no workspace"
+	if n := ss.Labels[workspacesv1.WorkspaceLabel]; n != "" {
+		owner = "workspace " + ss.Labels[workspacesv1.WorkspaceNamespaceLabel] + "/" + n
+	}
+	return fmt.Sprintf("ServiceSet %s/%s exists and its labels name %s; it is not adopted. Remove it or rename this workspace", ss.Namespace, ss.Name, owner)
 }
 
 // ReleaseName is the Helm release name of a workspace, at most 53 characters.
@@ -59,9 +126,13 @@ func clusterOwnerRef(cd *k0rdentv1.ClusterDeployment) metav1.OwnerReference {
 	}
 }
 
-func helmOptions(timeout time.Duration) *apiextensionsv1.JSON {
-	raw, _ := json.Marshal(map[string]any{"wait": true, "timeout": timeout.String()})
-	return &apiextensionsv1.JSON{Raw: raw}
+// helmOptions are the class's helmOptions, or none: then k0rdent's defaults apply (atomic installs).
+func (s *scope) helmOptions() *apiextensionsv1.JSON {
+	ho := s.class.Spec.HelmOptions
+	if ho == nil || len(ho.Raw) == 0 || string(ho.Raw) == "null" {
+		return nil
+	}
+	return ho.DeepCopy()
 }
 
 func (s *scope) deployTimeout() time.Duration {
@@ -73,10 +144,10 @@ func (s *scope) deployTimeout() time.Duration {
 
 // desiredServiceSet is the workspace's ServiceSet as the k0rdent contract wants it
 // (docs/design/k0rdent-contract.md).
-func (s *scope) desiredServiceSet() *k0rdentv1.ServiceSet {
+func (s *scope) desiredServiceSet(name string) *k0rdentv1.ServiceSet {
 	return &k0rdentv1.ServiceSet{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      ServiceSetName(s.ws),
+			Name:      name,
 			Namespace: s.cdKey.Namespace,
 			Labels: map[string]string{
 				k0rdentv1.StateManagementProviderAdapterLabel: k0rdentv1.StateManagementProviderAdapterValue,
@@ -95,7 +166,7 @@ func (s *scope) desiredServiceSet() *k0rdentv1.ServiceSet {
 				Template:    s.class.Spec.ServiceTemplate.Name,
 				Values:      s.values,
 				ValuesFrom:  s.valuesFrom(),
-				HelmOptions: helmOptions(s.deployTimeout()),
+				HelmOptions: s.helmOptions(),
 			}},
 		},
 	}
@@ -104,7 +175,11 @@ func (s *scope) desiredServiceSet() *k0rdentv1.ServiceSet {
 // serviceSet creates the workspace's ServiceSet, or corrects it when it drifted from what the
 // workspace asks (a spec edit is rolled out this way); docs/RECONCILIATION.md, step 6.
 func (r *Reconciler) serviceSet(ctx context.Context, s *scope) (stepResult, error) {
-	want := s.desiredServiceSet()
+	name, err := r.serviceSetName(ctx, s)
+	if err != nil {
+		return stop, err
+	}
+	want := s.desiredServiceSet(name)
 	s.ws.Status.ServiceSetName = want.Name
 	s.ws.Status.ReleaseName = want.Spec.Services[0].Name
 	stamp := s.now.UTC().Format(time.RFC3339)
@@ -114,7 +189,7 @@ func (r *Reconciler) serviceSet(ctx context.Context, s *scope) (stepResult, erro
 	}
 
 	got := &k0rdentv1.ServiceSet{}
-	err := r.Client.Get(ctx, types.NamespacedName{Namespace: want.Namespace, Name: want.Name}, got)
+	err = r.Client.Get(ctx, types.NamespacedName{Namespace: want.Namespace, Name: want.Name}, got)
 	if apierrors.IsNotFound(err) {
 		// The values Secret first, so that the ServiceSet never names a missing one; it gets the
 		// ServiceSet as owner once that exists.
@@ -139,6 +214,10 @@ func (r *Reconciler) serviceSet(ctx context.Context, s *scope) (stepResult, erro
 	}
 	if err != nil {
 		return stop, fmt.Errorf("reading ServiceSet %s/%s: %w", want.Namespace, want.Name, err)
+	}
+	if !ownedServiceSet(got, s.ws) {
+		s.failed(workspacesv1.HelmReleaseReadyCondition, workspacesv1.ReasonServiceSetConflict, serviceSetConflict(got))
+		return stop, nil
 	}
 	if got.DeletionTimestamp.IsZero() && s.secretValues != "" {
 		// Before the ServiceSet changes, so that it never names an outdated or missing Secret.
@@ -241,12 +320,17 @@ func sameJSON(a, b *apiextensionsv1.JSON) bool {
 	return equality.Semantic.DeepEqual(av, bv)
 }
 
-// readiness reads the release's state from the ServiceSet (docs/RECONCILIATION.md, step 7).
+// readiness reads the release's state from the ServiceSet (docs/RECONCILIATION.md, step 7). The deployTimeout counts
+// from the start of the current rollout (the ServiceSet made, or its services changed). Once k0rdent
+// reported the current rollout Deployed, a later Provisioning or Pending is a re-sync (a Sveltos
+// re-sync, a KCM restart, a health verifier): the workspace stays Running and says so, unless the
+// service really fails.
 func (r *Reconciler) readiness(ctx context.Context, s *scope) (stepResult, error) {
 	ss := s.svcSet
 	release, ns := ReleaseName(s.ws), s.releaseNamespace()
 	started := s.now
-	if t, err := time.Parse(time.RFC3339, ss.Annotations[AnnotationRolloutStarted]); err == nil {
+	stamp := ss.Annotations[AnnotationRolloutStarted]
+	if t, err := time.Parse(time.RFC3339, stamp); err == nil {
 		started = t
 	}
 	var state *k0rdentv1.ServiceState
@@ -260,41 +344,80 @@ func (r *Reconciler) readiness(ctx context.Context, s *scope) (stepResult, error
 	current := state != nil && (state.LastStateTransitionTime == nil ||
 		!state.LastStateTransitionTime.Time.Before(started.Truncate(time.Second)) ||
 		s.now.Sub(started) >= r.Options.RolloutSettle)
+	deployedBefore := stamp != "" && ss.Annotations[AnnotationRolloutDeployed] == stamp
 	where := fmt.Sprintf("release %s in namespace %s (ServiceSet %s/%s)", release, ns, ss.Namespace, ss.Name)
 	switch {
 	case current && state.State == k0rdentv1.ServiceStateDeployed:
-		s.setTrue(workspacesv1.HelmReleaseReadyCondition, workspacesv1.ReasonHelmReleaseDeployed, where+" is deployed")
-		s.setTrue(workspacesv1.ReadyCondition, workspacesv1.ReasonRunning, "the workspace is running")
-		s.ws.Status.Phase = workspacesv1.PhaseRunning
-		s.ws.Status.Message = "the workspace is running"
+		if err := r.markDeployed(ctx, ss); err != nil {
+			return stop, err
+		}
+		s.running(workspacesv1.ReasonHelmReleaseDeployed, where+" is deployed")
 		return next, nil
 	case current && state.State == k0rdentv1.ServiceStateFailed:
-		s.failed(workspacesv1.HelmReleaseReadyCondition, workspacesv1.ReasonHelmReleaseFailed,
-			fmt.Sprintf("%s failed: %s", where, orDefault(state.FailureMessage, "no message from k0rdent")))
-		r.snapshotFailure(ctx, s)
+		msg := fmt.Sprintf("%s failed: %s", where, orDefault(state.FailureMessage, "no message from k0rdent"))
+		reason := workspacesv1.ReasonHelmReleaseFailed
+		if why := r.quotaRefusal(ctx, s); why != "" {
+			msg, reason = msg+"; "+why, workspacesv1.ReasonGpuQuotaExceeded
+		}
+		s.failed(workspacesv1.HelmReleaseReadyCondition, reason, msg)
+		s.snapshot = true
+		return next, nil
+	case deployedBefore:
+		st := "no state reported"
+		if state != nil {
+			st = "state " + string(state.State)
+		}
+		s.running(workspacesv1.ReasonHelmReleaseResyncing,
+			fmt.Sprintf("%s was deployed; k0rdent re-syncs it now (%s)", where, st))
 		return next, nil
 	}
+	quota := r.quotaRefusal(ctx, s)
 	timeout := s.deployTimeout()
 	if elapsed := s.now.Sub(started); elapsed >= timeout {
 		st := "no state reported"
 		if state != nil {
 			st = "state " + string(state.State)
 		}
-		s.failed(workspacesv1.HelmReleaseReadyCondition, workspacesv1.ReasonHelmReleaseFailed,
-			fmt.Sprintf("%s not deployed within deployTimeout %s (%s)", where, timeout, st))
-		s.setCondition(workspacesv1.HelmReleaseReadyCondition, metav1.ConditionFalse, workspacesv1.ReasonDeployTimeout,
-			fmt.Sprintf("%s not deployed within deployTimeout %s (%s)", where, timeout, st))
-		r.snapshotFailure(ctx, s)
+		msg := fmt.Sprintf("%s not deployed within deployTimeout %s (%s)", where, timeout, st)
+		reason := workspacesv1.ReasonDeployTimeout
+		if quota != "" {
+			msg, reason = msg+"; "+quota, workspacesv1.ReasonGpuQuotaExceeded
+		}
+		s.failed(workspacesv1.HelmReleaseReadyCondition, workspacesv1.ReasonHelmReleaseFailed, msg)
+		s.setCondition(workspacesv1.HelmReleaseReadyCondition, metav1.ConditionFalse, reason, msg)
+		s.snapshot = true
 		return next, nil
 	}
 	msg := where + " is being installed"
 	if state != nil && current {
 		msg += ": state " + string(state.State)
 	}
-	s.blocked(workspacesv1.PhaseDeploying, workspacesv1.HelmReleaseReadyCondition, workspacesv1.ReasonHelmReleaseDeploying, msg)
+	reason := workspacesv1.ReasonHelmReleaseDeploying
+	if quota != "" {
+		msg, reason = msg+"; "+quota, workspacesv1.ReasonGpuQuotaExceeded
+	}
+	s.blocked(workspacesv1.PhaseDeploying, workspacesv1.HelmReleaseReadyCondition, reason, msg)
 	s.requeueAfter = timeout - s.now.Sub(started)
 	if state != nil && !current {
 		s.requeueAfter = min(s.requeueAfter, r.Options.RolloutSettle-s.now.Sub(started))
 	}
+	if quota == "" {
+		// The child's refusals are not watched: look again while the release is installed.
+		s.requeueAfter = min(s.requeueAfter, r.Options.UnreachableRetry*4)
+	}
 	return next, nil
+}
+
+// markDeployed records on the ServiceSet that its current rollout was deployed.
+func (r *Reconciler) markDeployed(ctx context.Context, ss *k0rdentv1.ServiceSet) error {
+	stamp := ss.Annotations[AnnotationRolloutStarted]
+	if stamp == "" || ss.Annotations[AnnotationRolloutDeployed] == stamp {
+		return nil
+	}
+	patchBase := ss.DeepCopy()
+	ss.Annotations[AnnotationRolloutDeployed] = stamp
+	if err := r.Client.Patch(ctx, ss, client.MergeFrom(patchBase)); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("marking ServiceSet %s/%s deployed: %w", ss.Namespace, ss.Name, err)
+	}
+	return nil
 }

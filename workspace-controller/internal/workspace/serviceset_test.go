@@ -63,8 +63,8 @@ func TestWorkspaceRunsThroughServiceSet(t *testing.T) {
 	if svc.Name != ws.Name || svc.Namespace != "ws-"+ws.Name || svc.Template != spec.ServiceTemplate.Name {
 		t.Errorf("service %+v", svc)
 	}
-	if !sameJSON(svc.HelmOptions, jsonRaw(t, map[string]any{"wait": true, "timeout": "7m0s"})) {
-		t.Errorf("helmOptions %s", svc.HelmOptions.Raw)
+	if svc.HelmOptions != nil {
+		t.Errorf("helmOptions %s, want none (the class asks none, so k0rdent's atomic default applies)", svc.HelmOptions.Raw)
 	}
 	values := serviceSetValues(t, ss)
 	if values["image"].(map[string]any)["tag"] != "v2" || values["keep"] != true {

@@ -30,50 +30,45 @@ func (s *scope) setTrue(condType, reason, message string) {
 	s.setCondition(condType, metav1.ConditionTrue, reason, message)
 }
 
-// blocked puts the workspace in a non-failed phase, with condType False and Ready saying why.
+// blocked records that the pass stops in a non-failed phase, with condType False saying why; Ready
+// and the phase follow from it in deriveStatus.
 func (s *scope) blocked(phase workspacesv1.WorkspacePhase, condType, reason, message string) {
 	s.setCondition(condType, metav1.ConditionFalse, reason, message)
-	s.setCondition(workspacesv1.ReadyCondition, metav1.ConditionFalse, reason, message)
-	s.ws.Status.Phase = phase
-	s.ws.Status.Message = message
+	s.obs.verdict = verdict{kind: phaseVerdict(phase), reason: reason, message: message}
 }
 
-// failed puts the workspace in phase Failed. The failure context is taken on the transition only, so
-// a workspace that stays Failed for the same reason is not rewritten.
+// failed records that a human must act, with condType False saying why.
 func (s *scope) failed(condType, reason, message string) {
-	prev := s.ws.Status.Phase
-	sameFailure := prev == workspacesv1.PhaseFailed && s.ws.Status.FailureContext != nil && s.ws.Status.FailureContext.Reason == reason
 	s.setCondition(condType, metav1.ConditionFalse, reason, message)
-	s.setCondition(workspacesv1.ReadyCondition, metav1.ConditionFalse, reason, message)
-	s.ws.Status.Phase = workspacesv1.PhaseFailed
-	s.ws.Status.Message = message
-	if sameFailure {
-		return
-	}
-	phaseWhen := prev
-	if prev == workspacesv1.PhaseFailed && s.ws.Status.FailureContext != nil {
-		phaseWhen = s.ws.Status.FailureContext.PhaseWhenFailed
-	}
-	if phaseWhen == "" {
-		phaseWhen = workspacesv1.PhasePending
-	}
-	s.ws.Status.FailureContext = &workspacesv1.FailureContext{PhaseWhenFailed: phaseWhen, Reason: reason}
+	s.obs.verdict = verdict{kind: verdictFailed, reason: reason, message: message}
+}
+
+// running records that the release is deployed, with HelmReleaseReady True saying how.
+func (s *scope) running(reason, message string) {
+	s.setTrue(workspacesv1.HelmReleaseReadyCondition, reason, message)
+	s.obs.verdict = verdict{kind: verdictRunning}
 }
 
 // suspended records that reconciliation is paused; the phase stays what it was.
 func (s *scope) suspended() {
-	s.ws.Status.Message = "reconciliation is suspended (spec.suspend); the workspace is left as it is"
+	s.obs.suspended = true
+	s.obs.note = "reconciliation is suspended (spec.suspend); the workspace is left as it is"
 }
 
-// finish tidies the status at the end of a pass: the failure context only exists while Failed.
-func (s *scope) finish() {
-	if s.ws.Status.Phase != workspacesv1.PhaseFailed {
-		s.ws.Status.FailureContext = nil
-	}
-	if s.ws.Status.Phase == "" {
-		s.ws.Status.Phase = workspacesv1.PhasePending
+// apply writes the phase, Ready, the message and the failure context derived from what the pass
+// observed so far.
+func (s *scope) apply() {
+	d := deriveStatus(&s.prev, s.obs)
+	s.ws.Status.Phase = d.phase
+	s.ws.Status.Message = d.message
+	s.ws.Status.FailureContext = d.failure.DeepCopy()
+	if d.ready != nil {
+		s.setCondition(d.ready.Type, d.ready.Status, d.ready.Reason, d.ready.Message)
 	}
 }
+
+// finish derives the status at the end of a pass.
+func (s *scope) finish() { s.apply() }
 
 // snapshotFailure adds the ServiceSet's status and the recent events to a fresh failure context.
 func (r *Reconciler) snapshotFailure(ctx context.Context, s *scope) {

@@ -37,7 +37,9 @@ const (
 	waitTimeout     = 60 * time.Second
 	pollInterval    = 100 * time.Millisecond
 	testGracePeriod = 2 * time.Second
-	tenantDomain    = "tenant.example.test"
+	// testDeleteTimeout is how long a deletion waits for an unreachable child.
+	testDeleteTimeout = 3 * time.Second
+	tenantDomain      = "tenant.example.test"
 )
 
 var (
@@ -106,7 +108,8 @@ func startControllers() error {
 	if err := (&Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Children: CacheChildren{Cache: children},
 		Recorder: mgr.GetEventRecorder("workspace-controller"),
-		Options:  Options{TenantDomain: tenantDomain, UnreachableRetry: 500 * time.Millisecond},
+		Options: Options{TenantDomain: tenantDomain, UnreachableRetry: 500 * time.Millisecond,
+			UnreachableDeleteTimeout: testDeleteTimeout, ChildRequestTimeout: 5 * time.Second},
 	}).SetupWithManager(ctx, mgr, opts, events); err != nil {
 		cancel()
 		return err

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -49,6 +50,9 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager, 
 	if r.Options.UnreachableRetry <= 0 {
 		r.Options.UnreachableRetry = 30 * time.Second
 	}
+	if r.Options.ChildRequestTimeout <= 0 {
+		r.Options.ChildRequestTimeout = 30 * time.Second
+	}
 	idx := mgr.GetFieldIndexer()
 	if err := idx.IndexField(ctx, &workspacesv1.WorkspaceDeployment{}, IndexCluster, func(o client.Object) []string {
 		return []string{ClusterKey(o.(*workspacesv1.WorkspaceDeployment)).String()}
@@ -83,6 +87,8 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager, 
 		Watches(&k0rdentv1.ServiceSet{}, handler.EnqueueRequestsFromMapFunc(r.forServiceSet),
 			builder.WithPredicates(hasLabel(workspacesv1.ClusterDeploymentLabel))).
 		Watches(&k0rdentv1.ClusterDeployment{}, handler.EnqueueRequestsFromMapFunc(r.forCluster)).
+		Watches(&workspacesv1.WorkspaceDeployment{}, handler.EnqueueRequestsFromMapFunc(r.forWaiters),
+			builder.WithPredicates(releasesGPUs{})).
 		Watches(&workspacesv1.WorkspaceClass{}, handler.EnqueueRequestsFromMapFunc(r.forClass)).
 		Watches(&k0rdentv1.ServiceTemplate{}, handler.EnqueueRequestsFromMapFunc(r.forTemplate)).
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.forKubeconfigSecret),
@@ -209,16 +215,51 @@ func (r *Reconciler) forNamespace(ctx context.Context, o client.Object) []reconc
 	})
 }
 
-// forChildEvent brings back, when a child's Nodes or Pods changed, the workspaces whose state may
-// depend on it: waiting for GPUs, failed for a missing GPU kind, or pending on an unreachable child.
+// releasesGPUs passes the workspace events after which GPUs may be free for a waiter: a workspace
+// deleted or being deleted, its admission changed or dropped, it failed, or its suspension changed (a
+// suspended waiter keeps no place in the queue).
+type releasesGPUs struct{ predicate.Funcs }
+
+func (releasesGPUs) Create(event.CreateEvent) bool   { return false }
+func (releasesGPUs) Delete(event.DeleteEvent) bool   { return true }
+func (releasesGPUs) Generic(event.GenericEvent) bool { return false }
+func (releasesGPUs) Update(e event.UpdateEvent) bool {
+	o, ok1 := e.ObjectOld.(*workspacesv1.WorkspaceDeployment)
+	n, ok2 := e.ObjectNew.(*workspacesv1.WorkspaceDeployment)
+	if !ok1 || !ok2 {
+		return false
+	}
+	return o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero() || o.Spec.Suspend != n.Spec.Suspend ||
+		!equality.Semantic.DeepEqual(o.Status.Admission, n.Status.Admission) ||
+		(o.Status.Phase != n.Status.Phase && (n.Status.Phase == workspacesv1.PhaseFailed || o.Status.Phase == workspacesv1.PhaseWaiting))
+}
+
+// forWaiters brings back the other Waiting workspaces on the workspace's cluster.
+func (r *Reconciler) forWaiters(ctx context.Context, o client.Object) []reconcile.Request {
+	ws, ok := o.(*workspacesv1.WorkspaceDeployment)
+	if !ok {
+		return nil
+	}
+	return r.workspaces(ctx, IndexCluster, ClusterKey(ws).String(), func(w *workspacesv1.WorkspaceDeployment) bool {
+		return w.Status.Phase == workspacesv1.PhaseWaiting && (w.Namespace != ws.Namespace || w.Name != ws.Name)
+	})
+}
+
+// forChildEvent brings back, when a child's Nodes or Pods changed or it became (un)reachable, the
+// workspaces whose state may depend on it: waiting for GPUs, failed for a missing GPU kind, pending
+// on an unreachable child, or being deleted.
 func (r *Reconciler) forChildEvent(ctx context.Context, o client.Object) []reconcile.Request {
 	return r.workspaces(ctx, IndexCluster, client.ObjectKeyFromObject(o).String(), func(ws *workspacesv1.WorkspaceDeployment) bool {
+		if !ws.DeletionTimestamp.IsZero() {
+			return true // a deletion may wait for the child
+		}
 		switch ws.Status.Phase {
 		case workspacesv1.PhaseWaiting:
 			return true
 		case workspacesv1.PhaseFailed, workspacesv1.PhasePending:
 			c := conditions.Get(ws.Status.Conditions, workspacesv1.FeasibleCondition)
-			return c != nil && (c.Reason == workspacesv1.ReasonGpuOfferingUnavailable || c.Reason == workspacesv1.ReasonClusterUnreachable)
+			return c != nil && (c.Reason == workspacesv1.ReasonGpuOfferingUnavailable || c.Reason == workspacesv1.ReasonGpuRequestNeverFits ||
+				c.Reason == workspacesv1.ReasonClusterUnreachable)
 		}
 		return false
 	})

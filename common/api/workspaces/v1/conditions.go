@@ -10,6 +10,10 @@ const (
 	WorkspaceNamespaceLabel = "workspaces.exalsius.ai/workspace-namespace"
 	// PrerequisiteLabel is set, to the ServiceTemplate name, on a shared prerequisite ServiceSet.
 	PrerequisiteLabel = "workspaces.exalsius.ai/prerequisite"
+	// WorkspaceUIDLabel is set, to the workspace's uid, on the release namespace ws-<name> the
+	// controller makes on the child; with WorkspaceLabel and WorkspaceNamespaceLabel it names the
+	// namespace's owner, and only that owner deletes it.
+	WorkspaceUIDLabel = "workspaces.exalsius.ai/workspace-uid"
 	// ClusterDeploymentLabel is set, to the ClusterDeployment's name, on every ServiceSet this operator makes.
 	ClusterDeploymentLabel = "workspaces.exalsius.ai/cluster-deployment"
 	// AllowWorkspacesFromAnnotation on a namespace lists, comma-separated, the namespaces whose
@@ -27,6 +31,9 @@ const (
 	ResourcesInjectedCondition         = "ResourcesInjected"
 	HelmReleaseReadyCondition          = "HelmReleaseReady"
 	RoutesReadyCondition               = "RoutesReady"
+	// ReleaseNamespaceReadyCondition: ws-<name> exists on the child, owned by the workspace, with its
+	// Pod Security level and GPU ResourceQuota.
+	ReleaseNamespaceReadyCondition = "ReleaseNamespaceReady"
 )
 
 // Condition reasons of a WorkspaceDeployment.
@@ -48,10 +55,13 @@ const (
 	ReasonPrerequisiteFailed            = "PrerequisiteFailed"
 	ReasonPrerequisiteNamespaceConflict = "PrerequisiteNamespaceConflict"
 	ReasonPrerequisiteTimeout           = "PrerequisiteTimeout"
-	ReasonNoPrerequisites               = "NoPrerequisites"
-	ReasonResourcesInjected             = "ResourcesInjected"
-	ReasonUserValuesOverwritten         = "UserValuesOverwritten"
-	ReasonInvalidValues                 = "InvalidValues"
+	// ReasonPrerequisiteValuesConflict: another WorkspaceClass in use on the cluster installed the
+	// shared prerequisite with other values.
+	ReasonPrerequisiteValuesConflict = "PrerequisiteValuesConflict"
+	ReasonNoPrerequisites            = "NoPrerequisites"
+	ReasonResourcesInjected          = "ResourcesInjected"
+	ReasonUserValuesOverwritten      = "UserValuesOverwritten"
+	ReasonInvalidValues              = "InvalidValues"
 	// ReasonMissingRequiredValue: a userFacingConfig entry marked required has no value and no default.
 	ReasonMissingRequiredValue = "MissingRequiredValue"
 	// ReasonValuesFromNotFound: a spec.valuesFrom Secret or ConfigMap that is not optional is missing.
@@ -72,6 +82,25 @@ const (
 	// ReasonReleaseNamespaceConflict: an older workspace with the same name, from another namespace,
 	// already uses the release namespace ws-<name> on the same cluster.
 	ReasonReleaseNamespaceConflict = "ReleaseNamespaceConflict"
+	// ReasonGpuRequestNeverFits: one replica asks for more GPUs than any matching node has in total,
+	// so no release of GPUs can ever make it fit.
+	ReasonGpuRequestNeverFits = "GpuRequestNeverFits"
+	// ReasonReleaseNamespaceReady: ws-<name> is owned by the workspace and enforced.
+	ReasonReleaseNamespaceReady = "ReleaseNamespaceReady"
+	// ReasonReleaseNamespaceTerminating: ws-<name> is still being deleted on the child.
+	ReasonReleaseNamespaceTerminating = "ReleaseNamespaceTerminating"
+	// ReasonGpuQuotaExceeded: the child refused pods of the release because they ask for more GPUs
+	// than the gate admitted (the release namespace's ResourceQuota).
+	ReasonGpuQuotaExceeded = "GpuQuotaExceeded"
+	// ReasonServiceSetConflict: a ServiceSet of the workspace's name exists but belongs to something
+	// else; it is not adopted.
+	ReasonServiceSetConflict = "ServiceSetConflict"
+	// ReasonHelmReleaseResyncing: a Running workspace's service passes through Provisioning or Pending
+	// (a re-sync); it stays Running.
+	ReasonHelmReleaseResyncing = "HelmReleaseResyncing"
+	// ReasonServiceTemplateUnavailable: the class's ServiceTemplate is not valid now; a running release
+	// is untouched.
+	ReasonServiceTemplateUnavailable = "ServiceTemplateUnavailable"
 	// ReasonRoutingNotConfigured: access URLs are computed but no route serves them yet.
 	ReasonRoutingNotConfigured = "RoutingNotConfigured"
 )

@@ -278,7 +278,32 @@ type WorkspaceClassSpec struct {
 	// the `_exalsius` block every chart receives.
 	// +optional
 	ResourceInjection *ResourceInjection `json:"resourceInjection,omitempty"`
+
+	// PodSecurityLevel is the Pod Security Admission level enforced on each workspace's release
+	// namespace ws-<name> on the child: privileged, baseline or restricted; baseline when empty.
+	// +optional
+	PodSecurityLevel PodSecurityLevel `json:"podSecurityLevel,omitempty"`
+
+	// HelmOptions are passed unchanged as each workspace service's k0rdent helmOptions (wait, timeout,
+	// atomic, ...). When empty none are sent, and k0rdent's defaults apply (atomic installs).
+	// +optional
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
+	HelmOptions *apiextensionsv1.JSON `json:"helmOptions,omitempty"`
 }
+
+// PodSecurityLevel is a Pod Security Admission level.
+// +kubebuilder:validation:Enum=privileged;baseline;restricted
+type PodSecurityLevel string
+
+const (
+	// PodSecurityPrivileged enforces nothing.
+	PodSecurityPrivileged PodSecurityLevel = "privileged"
+	// PodSecurityBaseline prevents known privilege escalations; the default.
+	PodSecurityBaseline PodSecurityLevel = "baseline"
+	// PodSecurityRestricted follows pod hardening best practices.
+	PodSecurityRestricted PodSecurityLevel = "restricted"
+)
 
 // WorkspaceClassStatus is the observed state of a WorkspaceClass.
 type WorkspaceClassStatus struct {

@@ -168,6 +168,51 @@ type Feasibility struct {
 	FittingReplicas int32 `json:"fittingReplicas,omitempty"`
 }
 
+// AdmittedNode is one node the GPU gate counted replicas of a workspace on.
+type AdmittedNode struct {
+	// Name of the node on the child cluster.
+	Name string `json:"name"`
+	// Replicas counted on the node.
+	Replicas int32 `json:"replicas"`
+	// Hostname is the node's kubernetes.io/hostname label, which pins the replicas to the node when
+	// they were all counted on it.
+	// +optional
+	Hostname string `json:"hostname,omitempty"`
+}
+
+// Admission records what the GPU gate granted a workspace. It is written before the workspace's
+// ServiceSet is made, and the GPUs stay reserved for the workspace while it is admitted and not
+// Failed, or while its ServiceSet exists, also across controller restarts.
+type Admission struct {
+	// Cluster is the ClusterDeployment (namespace/name) the admission is for.
+	Cluster string `json:"cluster"`
+	// GPUResourceName is the extended resource the GPUs are counted in; empty without GPUs.
+	// +optional
+	GPUResourceName string `json:"gpuResourceName,omitempty"`
+	// GPUVendor is the vendor of the GPUs.
+	// +optional
+	GPUVendor GPUVendor `json:"gpuVendor,omitempty"`
+	// GPUsPerReplica is the GPUs each replica holds, all on one node.
+	// +optional
+	GPUsPerReplica int64 `json:"gpusPerReplica,omitempty"`
+	// Replicas is the number of replicas admitted.
+	Replicas int32 `json:"replicas"`
+	// GPUs is the total admitted: gpusPerReplica x replicas. The release namespace's ResourceQuota caps
+	// the namespace's GPU requests at this number.
+	// +optional
+	GPUs int64 `json:"gpus,omitempty"`
+	// Selector is the node selector the GPUs were counted under.
+	// +optional
+	Selector map[string]string `json:"selector,omitempty"`
+	// Nodes are the nodes the replicas were counted on.
+	// +optional
+	// +listType=atomic
+	Nodes []AdmittedNode `json:"nodes,omitempty"`
+	// AdmittedAt is when the gate admitted the workspace.
+	// +optional
+	AdmittedAt *metav1.Time `json:"admittedAt,omitempty"`
+}
+
 // AccessStatus is one URL of a workspace.
 type AccessStatus struct {
 	// Name of the class's endpoint.
@@ -240,6 +285,10 @@ type WorkspaceDeploymentStatus struct {
 	// Feasibility is the last GPU gate's decision.
 	// +optional
 	Feasibility *Feasibility `json:"feasibility,omitempty"`
+
+	// Admission is what the GPU gate granted, while the workspace holds it.
+	// +optional
+	Admission *Admission `json:"admission,omitempty"`
 
 	// Access are the workspace's URLs.
 	// +optional

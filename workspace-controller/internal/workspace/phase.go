@@ -1,0 +1,132 @@
+package workspace
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+)
+
+// verdictKind is what the step that decided a pass concluded about the workspace.
+type verdictKind int
+
+const (
+	// verdictNone: no step decided (the pass stopped on an error); the phase stays what it was.
+	verdictNone verdictKind = iota
+	// verdictPending: waiting for something outside (class, cluster, template, child, namespace).
+	verdictPending
+	// verdictWaiting: waiting for GPUs.
+	verdictWaiting
+	// verdictPrerequisites: waiting for prerequisites.
+	verdictPrerequisites
+	// verdictDeploying: admitted; the release is being installed.
+	verdictDeploying
+	// verdictRunning: the release is deployed.
+	verdictRunning
+	// verdictFailed: a human must act.
+	verdictFailed
+)
+
+// verdict is the decision of a pass: its kind, and the reason and message Ready repeats.
+type verdict struct {
+	kind    verdictKind
+	reason  string
+	message string
+}
+
+// observation is what a pass observed that decides the phase, Ready and the message.
+type observation struct {
+	// deleting: the workspace is being deleted; note says what the deletion waits for.
+	deleting bool
+	// suspended: reconciliation is paused; the phase and Ready stay as they were.
+	suspended bool
+	// verdict is the last step's decision.
+	verdict verdict
+	// note is the message of a deletion or a suspension.
+	note string
+}
+
+// derived is the part of the status computed from an observation.
+type derived struct {
+	phase   workspacesv1.WorkspacePhase
+	ready   *metav1.Condition // nil: Ready stays as it was
+	message string
+	failure *workspacesv1.FailureContext
+}
+
+// deriveStatus is the one place that turns what a pass observed into the workspace's phase, its Ready
+// condition, its message and its failure context; prev is the status as the pass found it. The
+// failure context is taken on the transition to Failed (or to another failure reason, keeping the
+// phase the workspace failed from) and exists only while Failed.
+func deriveStatus(prev *workspacesv1.WorkspaceDeploymentStatus, obs observation) derived {
+	prevPhase := prev.Phase
+	if prevPhase == "" {
+		prevPhase = workspacesv1.PhasePending
+	}
+	keep := derived{phase: prevPhase, message: prev.Message}
+	if prevPhase == workspacesv1.PhaseFailed {
+		keep.failure = prev.FailureContext
+	}
+	switch {
+	case obs.deleting:
+		const msg = "the workspace is being deleted"
+		return derived{phase: workspacesv1.PhaseDeleting, message: orDefault(obs.note, msg),
+			ready: &metav1.Condition{Type: workspacesv1.ReadyCondition, Status: metav1.ConditionFalse, Reason: workspacesv1.ReasonDeleting, Message: msg}}
+	case obs.suspended:
+		keep.message = obs.note
+		return keep
+	}
+	v := obs.verdict
+	var phase workspacesv1.WorkspacePhase
+	switch v.kind {
+	case verdictNone:
+		return keep
+	case verdictPending:
+		phase = workspacesv1.PhasePending
+	case verdictWaiting:
+		phase = workspacesv1.PhaseWaiting
+	case verdictPrerequisites:
+		phase = workspacesv1.PhaseInstallingPrerequisites
+	case verdictDeploying:
+		phase = workspacesv1.PhaseDeploying
+	case verdictRunning:
+		const msg = "the workspace is running"
+		return derived{phase: workspacesv1.PhaseRunning, message: msg,
+			ready: &metav1.Condition{Type: workspacesv1.ReadyCondition, Status: metav1.ConditionTrue, Reason: workspacesv1.ReasonRunning, Message: msg}}
+	case verdictFailed:
+		phase = workspacesv1.PhaseFailed
+	}
+	out := derived{phase: phase, message: v.message,
+		ready: &metav1.Condition{Type: workspacesv1.ReadyCondition, Status: metav1.ConditionFalse, Reason: v.reason, Message: v.message}}
+	if phase != workspacesv1.PhaseFailed {
+		return out
+	}
+	if fc := prev.FailureContext; prev.Phase == workspacesv1.PhaseFailed && fc != nil {
+		if fc.Reason == v.reason {
+			out.failure = fc
+			return out
+		}
+		prevPhase = fc.PhaseWhenFailed
+	}
+	if prevPhase == "" {
+		prevPhase = workspacesv1.PhasePending
+	}
+	out.failure = &workspacesv1.FailureContext{PhaseWhenFailed: prevPhase, Reason: v.reason}
+	return out
+}
+
+// phaseVerdict maps the phase a blocking step names to its verdict kind.
+func phaseVerdict(p workspacesv1.WorkspacePhase) verdictKind {
+	switch p {
+	case workspacesv1.PhaseWaiting:
+		return verdictWaiting
+	case workspacesv1.PhaseInstallingPrerequisites:
+		return verdictPrerequisites
+	case workspacesv1.PhaseDeploying:
+		return verdictDeploying
+	case workspacesv1.PhaseRunning:
+		return verdictRunning
+	case workspacesv1.PhaseFailed:
+		return verdictFailed
+	}
+	return verdictPending
+}
