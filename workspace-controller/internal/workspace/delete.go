@@ -37,6 +37,11 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (reconcile.R
 	}
 	cdGone := apierrors.IsNotFound(err)
 
+	// Routes first: a removed TCPRoute frees its port (routes.go).
+	if done, err := r.removeRoutes(ctx, s, cd, cdGone); err != nil || !done {
+		return reconcile.Result{RequeueAfter: r.routingRetry()}, err
+	}
+
 	gone, err := r.deleteServiceSet(ctx, s, cdGone)
 	if err != nil || !gone {
 		return reconcile.Result{}, err

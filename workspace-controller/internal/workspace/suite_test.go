@@ -37,7 +37,6 @@ const (
 	waitTimeout     = 60 * time.Second
 	pollInterval    = 100 * time.Millisecond
 	testGracePeriod = 2 * time.Second
-	tenantDomain    = "tenant.example.test"
 )
 
 var (
@@ -106,7 +105,7 @@ func startControllers() error {
 	if err := (&Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Children: CacheChildren{Cache: children},
 		Recorder: mgr.GetEventRecorder("workspace-controller"),
-		Options:  Options{TenantDomain: tenantDomain, UnreachableRetry: 500 * time.Millisecond},
+		Options:  Options{UnreachableRetry: 500 * time.Millisecond},
 	}).SetupWithManager(ctx, mgr, opts, events); err != nil {
 		cancel()
 		return err
