@@ -470,4 +470,3 @@ func tcpSection(t *testing.T, ns, n string) string {
 	must(t, rc.Get(ctxT(t), types.NamespacedName{Namespace: ns, Name: n}, r))
 	return string(*r.Spec.ParentRefs[0].SectionName)
 }
-
