@@ -79,7 +79,9 @@ type target struct {
 	gw      *gwv1.Gateway
 	tenant  Tenant
 	pool    []gwv1.Listener
-	tenantE error // missing wildcard listener, kept to report on entries that need the domain
+	// local is true when the regional cluster is the workspace's own cluster: the routes go into the
+	// release namespace and point at the release's own Services (no mirrors, no namespace of ours).
+	local bool
 }
 
 // connect finds the regional cluster, its Gateway and what the Gateway serves.
@@ -110,7 +112,7 @@ func (g *Gateway) connect(ctx context.Context, ws Workspace) (*target, error) {
 		}
 		return nil, fmt.Errorf("reading Gateway %s on regional cluster %s: %w", gwKey, key, err)
 	}
-	t := &target{key: key, c: c, gw: gw, pool: TCPPool(gw)}
+	t := &target{key: key, c: c, gw: gw, pool: TCPPool(gw), local: key == ws.ClusterKey}
 	if tenant, ok := TenantFromGateway(gw); ok {
 		t.tenant = tenant
 	} else {
@@ -139,12 +141,15 @@ func (g *Gateway) Ensure(ctx context.Context, ws Workspace) (Result, error) {
 	if err != nil {
 		return res, reportInfra(&res, err)
 	}
-	ns, qualified, err := g.claimNamespace(ctx, t, ws)
-	if err != nil {
-		return res, reportInfra(&res, err)
-	}
-	if err := g.ensureServices(ctx, t, ws, ns); err != nil {
-		return res, err
+	ns, qualified := ws.ReleaseNamespace, false
+	if !t.local {
+		ns, qualified, err = g.claimNamespace(ctx, t, ws)
+		if err != nil {
+			return res, reportInfra(&res, err)
+		}
+		if err := g.ensureServices(ctx, t, ws, ns); err != nil {
+			return res, err
+		}
 	}
 	if err := g.ensureHTTP(ctx, t, ws, ns, qualified, &res); err != nil {
 		return res, err
@@ -639,7 +644,12 @@ func (g *Gateway) Remove(ctx context.Context, ws Workspace) (bool, error) {
 		}
 		return false, err
 	}
-	return RemoveFrom(ctx, c, client.MatchingLabels{workspacesv1.WorkspaceLabel: ws.Name, workspacesv1.WorkspaceNamespaceLabel: ws.Namespace})
+	sel := client.MatchingLabels{workspacesv1.WorkspaceLabel: ws.Name, workspacesv1.WorkspaceNamespaceLabel: ws.Namespace}
+	if key == ws.ClusterKey {
+		// The workspace's own cluster: only the routes are ours; the namespace is the release's.
+		return deleteRoutes(ctx, c, ws.ReleaseNamespace, sel)
+	}
+	return RemoveFrom(ctx, c, sel)
 }
 
 // RemoveFrom deletes, on one regional cluster, the routes, mirror Services and namespaces that match
@@ -665,6 +675,30 @@ func RemoveFrom(ctx context.Context, c client.Client, sel client.MatchingLabels)
 // Services and the namespace itself (not awaited). It reports whether the routes are gone.
 func removeNamespace(ctx context.Context, c client.Client, n corev1.Namespace, sel client.MatchingLabels) (bool, error) {
 	in := client.InNamespace(n.Name)
+	if gone, err := deleteRoutes(ctx, c, n.Name, sel); err != nil || !gone {
+		return false, err // the namespace waits until its routes are gone
+	}
+	var svcs corev1.ServiceList
+	if err := c.List(ctx, &svcs, in, sel); err != nil {
+		return false, fmt.Errorf("listing mirror Services in %s: %w", n.Name, err)
+	}
+	for i := range svcs.Items {
+		if err := c.Delete(ctx, &svcs.Items[i]); client.IgnoreNotFound(err) != nil {
+			return false, fmt.Errorf("deleting mirror Service %s/%s: %w", n.Name, svcs.Items[i].Name, err)
+		}
+	}
+	if n.DeletionTimestamp.IsZero() {
+		if err := c.Delete(ctx, &n); client.IgnoreNotFound(err) != nil {
+			return false, fmt.Errorf("deleting namespace %s: %w", n.Name, err)
+		}
+	}
+	return true, nil
+}
+
+// deleteRoutes deletes the HTTPRoutes and TCPRoutes matching sel in one namespace and reports whether
+// none is left (routes without finalizers go at once).
+func deleteRoutes(ctx context.Context, c client.Client, ns string, sel client.MatchingLabels) (bool, error) {
+	in := client.InNamespace(ns)
 	for pass := 0; pass < 2; pass++ {
 		remaining := 0
 		for _, list := range []client.ObjectList{&gwv1.HTTPRouteList{}, &gwv1.TCPRouteList{}} {
@@ -672,7 +706,7 @@ func removeNamespace(ctx context.Context, c client.Client, n corev1.Namespace, s
 				if meta.IsNoMatchError(err) {
 					continue
 				}
-				return false, fmt.Errorf("listing routes in %s: %w", n.Name, err)
+				return false, fmt.Errorf("listing routes in %s: %w", ns, err)
 			}
 			items, err := meta.ExtractList(list)
 			if err != nil {
@@ -692,25 +726,8 @@ func removeNamespace(ctx context.Context, c client.Client, n corev1.Namespace, s
 			}
 		}
 		if remaining == 0 {
-			break
-		}
-		if pass == 1 {
-			return false, nil // the namespace waits until its routes are gone
+			return true, nil
 		}
 	}
-	var svcs corev1.ServiceList
-	if err := c.List(ctx, &svcs, in, sel); err != nil {
-		return false, fmt.Errorf("listing mirror Services in %s: %w", n.Name, err)
-	}
-	for i := range svcs.Items {
-		if err := c.Delete(ctx, &svcs.Items[i]); client.IgnoreNotFound(err) != nil {
-			return false, fmt.Errorf("deleting mirror Service %s/%s: %w", n.Name, svcs.Items[i].Name, err)
-		}
-	}
-	if n.DeletionTimestamp.IsZero() {
-		if err := c.Delete(ctx, &n); client.IgnoreNotFound(err) != nil {
-			return false, fmt.Errorf("deleting namespace %s: %w", n.Name, err)
-		}
-	}
-	return true, nil
+	return false, nil
 }

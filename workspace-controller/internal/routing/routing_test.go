@@ -281,3 +281,44 @@ func TestSweep(t *testing.T) {
 	}
 	deleteWorkspace(t, live)
 }
+
+// A workspace whose regional cluster is its own cluster: the routes go into its release namespace
+// and point at the release's own Service; no mirror Service and no namespace of the routing's own
+// are made, and deletion removes the routes only (the namespace is the release's).
+func TestRegionalIsTheWorkspaceCluster(t *testing.T) {
+	ns := newNamespace(t)
+	class := createClass(t, []workspacesv1.AccessEndpoint{httpEP("web", 80)}, ns)
+	cdName := name("cd")
+	cd := &k0rdentv1.ClusterDeployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cdName, Labels: map[string]string{routing.RegionalClusterNameLabel: cdName}},
+		Spec:       k0rdentv1.ClusterDeploymentSpec{Template: "cluster-template"},
+	}
+	must(t, k8s.Create(ctxT(t), cd))
+	must(t, mgmt.WriteKubeconfigSecret(ctxT(t), ns, cdName, regional.Kubeconfig))
+	wsName := name("self")
+	// Play Sveltos and the chart: the release namespace and the release's Service.
+	rns := "ws-" + wsName
+	must(t, rc.Create(ctxT(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: rns}}))
+	must(t, rc.Create(ctxT(t), &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: rns, Name: wsName + "-web"},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": wsName}, Ports: []corev1.ServicePort{{Port: 80}}}}))
+	key := runningWorkspace(t, ns, wsName, class, cdName)
+	waitWS(t, key, "routes ready", routesReady(map[string]string{"web": "https://" + wsName + "." + domain}))
+	svc := &corev1.Service{}
+	must(t, rc.Get(ctxT(t), types.NamespacedName{Namespace: rns, Name: wsName + "-web"}, svc))
+	if svc.Spec.Selector["app"] != wsName || svc.Labels[routing.ManagedByLabel] != "" {
+		t.Errorf("the release's Service was taken over: %+v %v", svc.Spec, svc.Labels)
+	}
+	n := &corev1.Namespace{}
+	must(t, rc.Get(ctxT(t), types.NamespacedName{Name: rns}, n))
+	if n.Labels[routing.ManagedByLabel] != "" {
+		t.Errorf("the release namespace was labelled as a route namespace: %v", n.Labels)
+	}
+	must(t, k8s.Delete(ctxT(t), &workspacesv1.WorkspaceDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: wsName}}))
+	eventually(t, "the route gone", func() error {
+		if err := rc.Get(ctxT(t), types.NamespacedName{Namespace: rns, Name: "web"}, &gwv1.HTTPRoute{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("route: %v", err)
+		}
+		return nil
+	})
+	deleteWorkspace(t, key)
+}
