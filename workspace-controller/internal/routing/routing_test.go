@@ -219,7 +219,7 @@ func infraNotReady(contains string) func(*workspacesv1.WorkspaceDeployment) erro
 // KOF's label here.
 func TestInfraMissingThenRestored(t *testing.T) {
 	ns := newNamespace(t)
-	class := createClass(t, []workspacesv1.AccessEndpoint{httpEP("web", 80)}, ns)
+	class := createClass(t, []workspacesv1.AccessEndpoint{httpEP("web", 80), sshEP("ssh")}, ns)
 	late := name("late-regional")
 	cd := createCluster(t, ns, map[string]string{routing.RegionalClusterNameLabel: late})
 	key := runningWorkspace(t, ns, name("infra"), class, cd)
@@ -232,15 +232,32 @@ func TestInfraMissingThenRestored(t *testing.T) {
 	restored := false
 	t.Cleanup(func() {
 		if !restored {
+			_ = rc.Delete(ctxT(t), &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: gwNamespace, Name: gwName}})
 			_ = createGateway(ctxT(t))
 		}
 	})
 	must(t, mgmt.WriteKubeconfigSecret(ctxT(t), ns, late, regional.Kubeconfig))
 	waitWS(t, key, "no Gateway", infraNotReady("Gateway "+gwNamespace+"/"+gwName+" not found"))
 
-	must(t, createGateway(ctxT(t)))
+	// A Gateway without TCP listeners: the HTTP endpoint serves, the SSH endpoint waits for the pool.
+	noPool := tenantGateway()
+	noPool.Spec.Listeners = noPool.Spec.Listeners[:1]
+	must(t, rc.Create(ctxT(t), noPool))
+	waitWS(t, key, "no TCP listener", func(ws *workspacesv1.WorkspaceDeployment) error {
+		c := conditions.Get(ws.Status.Conditions, workspacesv1.RoutesReadyCondition)
+		if c == nil || c.Reason != workspacesv1.ReasonRoutingInfraNotReady || !strings.Contains(c.Message, "no TCP listeners") ||
+			!access(ws, "web").Ready || access(ws, "ssh").Ready || ws.Status.Phase != workspacesv1.PhaseRunning {
+			return fmt.Errorf("RoutesReady %+v, access %+v, phase %s", c, ws.Status.Access, ws.Status.Phase)
+		}
+		return nil
+	})
+
+	// The admin adds the pool: the SSH endpoint follows.
+	must(t, rc.Get(ctxT(t), client.ObjectKeyFromObject(noPool), noPool))
+	noPool.Spec.Listeners = tenantGateway().Spec.Listeners
+	must(t, rc.Update(ctxT(t), noPool))
 	restored = true
-	waitWS(t, key, "routes follow", routesReady(map[string]string{"web": "https://" + key.Name + "." + domain}))
+	waitWS(t, key, "routes follow", routesReady(map[string]string{"web": "https://" + key.Name + "." + domain, "ssh": ""}))
 	deleteWorkspace(t, key)
 }
 

@@ -2,6 +2,7 @@ package routing
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -78,14 +79,13 @@ func (s *Sweeper) Sweep(ctx context.Context) (int, error) {
 		keys[types.NamespacedName{Namespace: s.DefaultRegional.Namespace, Name: s.DefaultRegional.Name}] = true
 	}
 	total := 0
+	var errs []error
 	for key := range keys {
 		n, err := s.sweepCluster(ctx, key)
 		total += n
-		if err != nil {
-			return total, err
-		}
+		errs = append(errs, err) // one regional cluster's trouble does not stop the others' sweep
 	}
-	return total, nil
+	return total, errors.Join(errs...)
 }
 
 func (s *Sweeper) sweepCluster(ctx context.Context, key types.NamespacedName) (int, error) {
