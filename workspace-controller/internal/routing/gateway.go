@@ -74,11 +74,11 @@ func infra(format string, args ...any) error { return &infraError{msg: fmt.Sprin
 
 // target is a workspace's view of its regional cluster.
 type target struct {
-	key     types.NamespacedName
-	c       client.Client
-	gw      *gwv1.Gateway
-	tenant  Tenant
-	pool    []gwv1.Listener
+	key    types.NamespacedName
+	c      client.Client
+	gw     *gwv1.Gateway
+	tenant Tenant
+	pool   []gwv1.Listener
 	// local is true when the regional cluster is the workspace's own cluster: the routes go into the
 	// release namespace and point at the release's own Services (no mirrors, no namespace of ours).
 	local bool
