@@ -244,3 +244,26 @@ func FuzzHostnames(f *testing.F) {
 		}
 	})
 }
+
+func TestHostTakenBy(t *testing.T) {
+	gw := gatewayWith(listener("https", gwv1.HTTPSProtocolType, "*.t.example", 443))
+	gns := gwv1.Namespace(gw.Namespace)
+	route := func(ns, name, host string, g *gwv1.Gateway) gwv1.HTTPRoute {
+		return gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: gwv1.HTTPRouteSpec{
+			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Namespace: &gns, Name: gwv1.ObjectName(g.Name)}}},
+			Hostnames:       []gwv1.Hostname{gwv1.Hostname(host)}}}
+	}
+	other := gatewayWith()
+	other.Name = "other"
+	// Workspace "a" with endpoint "b" and workspace "a-b" want the same hostname.
+	routes := []gwv1.HTTPRoute{route("ws-a", "b", "a-b.t.example", gw), route("ws-x", "web", "x.t.example", other)}
+	if got := hostTakenBy(routes, "a-b.t.example", "ws-a-b", "web", gw); got != "ws-a/b" {
+		t.Errorf("collision not seen: %q", got)
+	}
+	if got := hostTakenBy(routes, "a-b.t.example", "ws-a", "b", gw); got != "" {
+		t.Errorf("the route itself counted: %q", got)
+	}
+	if got := hostTakenBy(routes, "x.t.example", "ws-y", "web", gw); got != "" {
+		t.Errorf("a route of another Gateway counted: %q", got)
+	}
+}
