@@ -10,7 +10,6 @@ import (
 
 	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
-	"github.com/exalsius/exalsius-operator/common/names"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/routing"
 )
 
@@ -33,7 +32,7 @@ func routingWorkspace(s *scope, cd *k0rdentv1.ClusterDeployment) routing.Workspa
 	w := routing.Workspace{
 		Namespace: s.ws.Namespace, Name: s.ws.Name, UID: s.ws.UID,
 		ClusterKey: ClusterKey(s.ws), Cluster: cd,
-		Release: names.HelmRelease(s.ws.Name), ReleaseNamespace: s.releaseNamespace(),
+		Release: ReleaseName(s.ws), ReleaseNamespace: s.releaseNamespace(),
 	}
 	if s.class != nil {
 		w.Endpoints = s.class.Spec.AccessEndpoints
