@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -270,6 +271,34 @@ func TestSweep(t *testing.T) {
 	live := runningWorkspace(t, ns, name("live"), class, cd)
 	waitWS(t, live, "routes ready", routesReady(map[string]string{"web": ""}))
 
+	orphan := createOrphan(t, ns)
+	waitSwept(t, orphan)
+	if err := rc.Get(ctxT(t), types.NamespacedName{Namespace: "ws-" + live.Name, Name: "web"}, &gwv1.HTTPRoute{}); err != nil {
+		t.Errorf("the live workspace's route was swept: %v", err)
+	}
+	deleteWorkspace(t, live)
+}
+
+// The sweeper also runs when the controller starts: routes left while it was down go at once, not
+// one interval later.
+func TestSweepOnStart(t *testing.T) {
+	ns := newNamespace(t)
+	must(t, stopControllers())
+	orphan := createOrphan(t, ns)
+	sweepEvery = time.Hour
+	t.Cleanup(func() {
+		sweepEvery = time.Second
+		must(t, stopControllers())
+		must(t, startControllers())
+	})
+	must(t, startControllers())
+	waitSwept(t, orphan)
+}
+
+// createOrphan makes a route namespace with an HTTPRoute and a mirror Service for a workspace that
+// does not exist.
+func createOrphan(t *testing.T, ns string) string {
+	t.Helper()
 	orphan := "ws-" + name("gone")
 	labels := map[string]string{workspacesv1.WorkspaceLabel: strings.TrimPrefix(orphan, "ws-"), workspacesv1.WorkspaceNamespaceLabel: ns,
 		routing.WorkspaceUIDLabel: "0000", routing.ManagedByLabel: routing.ManagedByValue}
@@ -279,8 +308,13 @@ func TestSweep(t *testing.T) {
 		Spec: gwv1.HTTPRouteSpec{CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Namespace: &gns, Name: gwName}}}}}))
 	must(t, rc.Create(ctxT(t), &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: orphan, Name: "gone-web", Labels: labels},
 		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}))
+	return orphan
+}
 
-	eventually(t, "the orphan swept", func() error {
+// waitSwept waits until an orphan's route and Service are gone and its namespace is being deleted.
+func waitSwept(t *testing.T, orphan string) {
+	t.Helper()
+	eventually(t, "the orphan "+orphan+" swept", func() error {
 		if err := rc.Get(ctxT(t), types.NamespacedName{Namespace: orphan, Name: "web"}, &gwv1.HTTPRoute{}); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("route: %v", err)
 		}
@@ -293,10 +327,6 @@ func TestSweep(t *testing.T) {
 		}
 		return nil
 	})
-	if err := rc.Get(ctxT(t), types.NamespacedName{Namespace: "ws-" + live.Name, Name: "web"}, &gwv1.HTTPRoute{}); err != nil {
-		t.Errorf("the live workspace's route was swept: %v", err)
-	}
-	deleteWorkspace(t, live)
 }
 
 // A workspace whose regional cluster is its own cluster: the routes go into its release namespace

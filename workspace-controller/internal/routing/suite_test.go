@@ -58,7 +58,9 @@ var (
 
 	ctlMu sync.Mutex
 	ctl   *controllers
-	uniq  atomic.Int64
+	// sweepEvery is the sweeper's interval of the next startControllers.
+	sweepEvery = time.Second
+	uniq       atomic.Int64
 )
 
 func TestMain(m *testing.M) {
@@ -240,7 +242,7 @@ func startControllers() error {
 		Options:   routing.Options{GatewayNamespace: gwNamespace, GatewayName: gwName, DefaultRegional: def},
 	}
 	if err := mgr.Add(&routing.Sweeper{Clusters: mgr.GetClient(), Workspaces: mgr.GetAPIReader(), Regionals: routes.Regionals,
-		DefaultRegional: def, Interval: time.Second, Log: mgr.GetLogger()}); err != nil {
+		DefaultRegional: def, Interval: sweepEvery, Log: mgr.GetLogger()}); err != nil {
 		return err
 	}
 	events, _ := children.Subscribe()
