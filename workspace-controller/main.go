@@ -1,6 +1,7 @@
 // Command workspace-controller validates WorkspaceClasses and turns WorkspaceDeployments into k0rdent
 // ServiceSets, with the GPU gate, prerequisites and teardown. It only wires flags to options and
-// starts the manager; the behaviour lives in internal/workspaceclass and internal/workspace.
+// starts the manager; the behaviour lives in internal/workspaceclass, internal/workspace and
+// internal/routing.
 package main
 
 import (
@@ -14,6 +15,7 @@ import (
 	"github.com/exalsius/exalsius-operator/common/bootstrap"
 	"github.com/exalsius/exalsius-operator/common/childcluster"
 	"github.com/exalsius/exalsius-operator/common/scheme"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/routing"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/workspace"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/workspaceclass"
 )
@@ -30,8 +32,13 @@ func run() error {
 	opts.AddFlags(flag.CommandLine)
 	maxConcurrent := flag.Int("max-concurrent-reconciles", 4, "WorkspaceDeployments reconciled in parallel (GPU gate decisions on one cluster are serialised).")
 	grace := flag.Duration("prerequisite-grace-period", 10*time.Minute, "How long a shared prerequisite no workspace needs is kept before it is removed.")
-	tenantDomain := flag.String("tenant-domain", "", "DNS domain workspace access URLs are built under (https://<workspace>.<tenant-domain>).")
 	deleteTimeout := flag.Duration("unreachable-delete-timeout", 10*time.Minute, "How long a workspace's deletion waits for a child cluster that cannot be reached while its ClusterDeployment exists; then it completes and a Warning Event names what was not cleaned up. 0 waits for ever.")
+	gatewayName := flag.String("gateway-name", "tenant-gateway", "Name of the tenant Gateway on each regional cluster; its wildcard listener hostname gives the tenant domain of access URLs.")
+	gatewayNamespace := flag.String("gateway-namespace", "istio-ingress", "Namespace of the tenant Gateway on each regional cluster.")
+	defaultRegional := flag.String("default-regional-cluster", "", "Regional ClusterDeployment (<namespace>/<name>, or <name> in the child's namespace) of children whose ClusterDeployment has no label "+routing.RegionalClusterNameLabel+"; empty: none.")
+	routingRetry := flag.Duration("routing-retry", 15*time.Second, "How soon routes that do not serve yet, or missing routing infrastructure, are checked again.")
+	routingResync := flag.Duration("routing-resync", 5*time.Minute, "How often the routes of a workspace whose routes all serve are checked again.")
+	sweepInterval := flag.Duration("route-sweep-interval", 10*time.Minute, "How often routes on regional clusters whose workspace is gone are removed (also done at start).")
 	childIdle := flag.Duration("child-idle-timeout", 0, "Stop a child cluster's informers after this long without use; 0 keeps them while a workspace uses the cluster (Waiting workspaces rely on their events).")
 	flag.Parse()
 	if *maxConcurrent < 1 {
@@ -39,6 +46,18 @@ func run() error {
 	}
 	if *deleteTimeout < 0 {
 		return fmt.Errorf("--unreachable-delete-timeout must not be negative, got %s", *deleteTimeout)
+	}
+	regional, err := routing.ParseRegionalRef(*defaultRegional)
+	if err != nil {
+		return fmt.Errorf("--default-regional-cluster: %w", err)
+	}
+	if *gatewayName == "" || *gatewayNamespace == "" {
+		return fmt.Errorf("--gateway-name and --gateway-namespace must not be empty")
+	}
+	for name, d := range map[string]time.Duration{"--routing-retry": *routingRetry, "--routing-resync": *routingResync, "--route-sweep-interval": *sweepInterval} {
+		if d <= 0 {
+			return fmt.Errorf("%s must be positive, got %s", name, d)
+		}
 	}
 	if *grace < 0 {
 		return fmt.Errorf("--prerequisite-grace-period must not be negative, got %s", *grace)
@@ -61,6 +80,30 @@ func run() error {
 	if err := mgr.Add(children); err != nil {
 		return err
 	}
+	// Regional clusters get a connection cache of their own (with the Gateway API in its scheme), so
+	// that tearing a child down never drops the connection routes use.
+	regionals, err := childcluster.New(childcluster.Options{
+		Reader:    mgr.GetAPIReader(),
+		Scheme:    routing.Scheme(),
+		Logger:    mgr.GetLogger().WithName("regionalcluster"),
+		UserAgent: workspace.Component,
+	})
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(regionals); err != nil {
+		return err
+	}
+	routes := &routing.Gateway{
+		Regionals: routing.CacheRegionals{Cache: regionals},
+		Options:   routing.Options{GatewayName: *gatewayName, GatewayNamespace: *gatewayNamespace, DefaultRegional: regional},
+	}
+	if err := mgr.Add(&routing.Sweeper{
+		Clusters: mgr.GetClient(), Workspaces: mgr.GetAPIReader(), Regionals: routes.Regionals,
+		DefaultRegional: regional, Interval: *sweepInterval, Log: mgr.GetLogger().WithName("routesweeper"),
+	}); err != nil {
+		return err
+	}
 	events, cancel := children.Subscribe()
 	defer cancel()
 
@@ -76,7 +119,8 @@ func run() error {
 		APIReader: mgr.GetAPIReader(),
 		Children:  workspace.CacheChildren{Cache: children},
 		Recorder:  mgr.GetEventRecorder("workspace-controller"),
-		Options:   workspace.Options{TenantDomain: *tenantDomain, UnreachableDeleteTimeout: *deleteTimeout},
+		Routes:    routes,
+		Options:   workspace.Options{RoutingRetry: *routingRetry, RoutingResync: *routingResync, UnreachableDeleteTimeout: *deleteTimeout},
 	}).SetupWithManager(ctx, mgr, copts, events); err != nil {
 		return fmt.Errorf("setting up the WorkspaceDeployment controller: %w", err)
 	}

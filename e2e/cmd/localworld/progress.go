@@ -53,7 +53,12 @@ func quickstartState(ctx context.Context, st *stack.Stack) (string, bool) {
 			msg = msg[:80] + "..."
 		}
 		parts = append(parts, fmt.Sprintf("workspace %s: %s %s", qsWorkspace, orDash(string(ws.Status.Phase)), msg))
-		return strings.Join(parts, " | "), ws.Status.Phase == workspacesv1.PhaseRunning
+		// Done when its URL serves (the routes follow the release by a few seconds).
+		routed := len(ws.Status.Access) > 0 && ws.Status.Access[0].Ready
+		if ws.Status.Phase == workspacesv1.PhaseRunning && !routed {
+			parts = append(parts, "routes pending")
+		}
+		return strings.Join(parts, " | "), ws.Status.Phase == workspacesv1.PhaseRunning && routed
 	}
 	return strings.Join(parts, " | "), false
 }

@@ -13,6 +13,8 @@
 //   - Each ServiceSet labelled ksm.k0rdent.mirantis.com/adapter=kcm-controller-manager is deployed
 //     with the Helm SDK on its child (release name and namespace from the service, namespace created,
 //     wait, timeout and atomic from helmOptions) and its status is written as KCM writes it.
+//   - A ClusterDeployment labelled k0rdent.mirantis.com/kof-cluster-role=regional becomes a regional
+//     cluster with the tenant Gateway, and the simulator plays its Gateway controller (gateway.go).
 //
 // What it does not simulate is listed in docs/LOCAL_WORLD.md.
 package k0rdentsim
@@ -102,6 +104,9 @@ func Start(ctx context.Context, o Options) (*Simulator, error) {
 		return nil, err
 	}
 	if err := (&serviceSetReconciler{client: c, reader: mgr.GetAPIReader(), world: o.World, chartsDir: o.ChartsDir, statusInterval: o.StatusInterval}).setup(mgr); err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(&gatewaySimulator{client: c, world: o.World}); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)

@@ -59,6 +59,10 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (reconcile.R
 	}
 	var left []string
 
+	// Routes first: a removed TCPRoute frees its port (routes.go).
+	if done, err := r.removeRoutes(ctx, s, cd, cdGone); err != nil || !done {
+		return reconcile.Result{RequeueAfter: r.routingRetry()}, err
+	}
 	// A workspace the upstream operator made and this one never adopted has its ServiceSet under the
 	// upstream name (adopt.go): it goes first, like our own.
 	if gone, err := r.deleteLegacyServiceSet(ctx, s); err != nil || !gone {

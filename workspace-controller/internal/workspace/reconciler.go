@@ -22,12 +22,17 @@ import (
 	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/conditions"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/routing"
 )
 
 // Options tune the reconciler.
 type Options struct {
-	// TenantDomain is the DNS domain access URLs are built under.
-	TenantDomain string
+	// RoutingRetry is how soon a workspace whose routes do not all serve yet is looked at again (the
+	// regional cluster's route status is polled, not watched). Default 15s.
+	RoutingRetry time.Duration
+	// RoutingResync is how often the routes of a workspace whose routes all serve are checked again.
+	// Default 5m.
+	RoutingResync time.Duration
 	// RolloutSettle is how long after a ServiceSet change a service state older than the change is
 	// still trusted as current (k0rdent collects states every 10 s and may skip a short Provisioning).
 	RolloutSettle time.Duration
@@ -50,6 +55,8 @@ type Reconciler struct {
 	APIReader client.Reader
 	// Children reaches the child clusters.
 	Children Children
+	// Routes attaches the workspaces' routes (internal/routing); nil leaves routing unconfigured.
+	Routes routing.Provider
 	// Recorder emits events.k8s.io/v1 events.
 	Recorder events.EventRecorder
 	// Options tune timings and URLs.
@@ -161,7 +168,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (reconcile.R
 		}
 	}
 	s.observed = true
-	r.access(s)
+	r.access(ctx, s)
 	return reconcile.Result{RequeueAfter: s.requeueAfter}, nil
 }
 

@@ -113,11 +113,9 @@ func TestWorkspaceRunsThroughServiceSet(t *testing.T) {
 			t.Errorf("condition %s = %+v, want True for generation %d", ct, c, ws.Generation)
 		}
 	}
-	wantAccess := []workspacesv1.AccessStatus{
-		{Name: "web", Protocol: "HTTP", URL: "https://" + ws.Name + "." + tenantDomain},
-		{Name: "api", Protocol: "HTTP", URL: "https://" + ws.Name + "-api." + tenantDomain},
-		{Name: "ssh", Protocol: "SSH"},
-	}
+	// This suite runs without a route provider (internal/routing tests the routes): one entry per
+	// endpoint, not ready, saying why.
+	wantAccess := []workspacesv1.AccessStatus{{Name: "web", Protocol: "HTTP"}, {Name: "api", Protocol: "HTTP"}, {Name: "ssh", Protocol: "SSH"}}
 	if len(ws.Status.Access) != 3 {
 		t.Fatalf("access %+v", ws.Status.Access)
 	}

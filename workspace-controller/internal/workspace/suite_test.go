@@ -39,7 +39,6 @@ const (
 	testGracePeriod = 2 * time.Second
 	// testDeleteTimeout is how long a deletion waits for an unreachable child.
 	testDeleteTimeout = 3 * time.Second
-	tenantDomain      = "tenant.example.test"
 )
 
 var (
@@ -108,7 +107,7 @@ func startControllers() error {
 	if err := (&Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Children: CacheChildren{Cache: children},
 		Recorder: mgr.GetEventRecorder("workspace-controller"),
-		Options: Options{TenantDomain: tenantDomain, UnreachableRetry: 500 * time.Millisecond,
+		Options: Options{UnreachableRetry: 500 * time.Millisecond,
 			UnreachableDeleteTimeout: testDeleteTimeout, ChildRequestTimeout: 5 * time.Second},
 	}).SetupWithManager(ctx, mgr, opts, events); err != nil {
 		cancel()

@@ -103,6 +103,11 @@ const (
 	ReasonServiceTemplateUnavailable = "ServiceTemplateUnavailable"
 	// ReasonRoutingNotConfigured: access URLs are computed but no route serves them yet.
 	ReasonRoutingNotConfigured = "RoutingNotConfigured"
+	// ReasonRoutingInfraNotReady: the routing infrastructure (the regional cluster, its Gateway, a
+	// wildcard listener, TCP listeners for SSH and TCP endpoints) is missing; the message names what.
+	ReasonRoutingInfraNotReady = "RoutingInfraNotReady"
+	// ReasonRoutesReady: every access endpoint's route serves.
+	ReasonRoutesReady = "RoutesReady"
 )
 
 // Condition types and reasons of a WorkspaceClass.

@@ -108,7 +108,8 @@ type AccessEndpoint struct {
 	// +kubebuilder:validation:Maximum=65535
 	Port int32 `json:"port"`
 
-	// ServiceName is the workspace's Service on the child; the release name when empty.
+	// ServiceName is the workspace's Service on the child that serves the endpoint (for charts with
+	// fixed Service names); <release>-<endpoint> when empty.
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
 	ServiceName string `json:"serviceName,omitempty"`

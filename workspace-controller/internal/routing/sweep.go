@@ -1,0 +1,126 @@
+package routing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/common/childcluster"
+)
+
+// Sweeper removes, from every regional cluster, the routes, mirror Services and route namespaces of
+// workspaces that no longer exist. Owner references do not cross clusters, so this is how routes
+// left behind (a workspace deleted while its regional cluster was unreachable, a ClusterDeployment
+// deleted with its KOF label) are cleaned up. It runs when the manager starts and every Interval.
+type Sweeper struct {
+	// Clusters lists the ClusterDeployments whose regional clusters are swept (a cached client is
+	// fine).
+	Clusters client.Reader
+	// Workspaces reads WorkspaceDeployments; use the API reader, so that a workspace created a moment
+	// ago is never taken for gone.
+	Workspaces client.Reader
+	Regionals  Regionals
+	// DefaultRegional is the operator's default regional cluster.
+	DefaultRegional RegionalRef
+	// Interval between sweeps (default 10m).
+	Interval time.Duration
+	Log      logr.Logger
+}
+
+// Start sweeps now and then every Interval until ctx ends. It makes the Sweeper a manager.Runnable.
+func (s *Sweeper) Start(ctx context.Context) error {
+	interval := s.Interval
+	if interval <= 0 {
+		interval = 10 * time.Minute
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if n, err := s.Sweep(ctx); err != nil {
+			s.Log.Error(err, "sweeping routes of deleted workspaces")
+		} else if n > 0 {
+			s.Log.Info("swept routes of deleted workspaces", "namespaces", n)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// NeedLeaderElection returns true: only the active replica writes.
+func (s *Sweeper) NeedLeaderElection() bool { return true }
+
+// Sweep runs one sweep over every regional cluster named by a ClusterDeployment or the default,
+// and returns how many route namespaces it removed (or started removing). An unreachable regional
+// cluster is skipped until the next sweep.
+func (s *Sweeper) Sweep(ctx context.Context) (int, error) {
+	var cds k0rdentv1.ClusterDeploymentList
+	if err := s.Clusters.List(ctx, &cds); err != nil {
+		return 0, fmt.Errorf("listing ClusterDeployments: %w", err)
+	}
+	keys := map[types.NamespacedName]bool{}
+	for i := range cds.Items {
+		if k, _, ok := RegionalCluster(&cds.Items[i], s.DefaultRegional); ok {
+			keys[k] = true
+		}
+	}
+	if !s.DefaultRegional.IsZero() && s.DefaultRegional.Namespace != "" {
+		keys[types.NamespacedName{Namespace: s.DefaultRegional.Namespace, Name: s.DefaultRegional.Name}] = true
+	}
+	total := 0
+	var errs []error
+	for key := range keys {
+		n, err := s.sweepCluster(ctx, key)
+		total += n
+		errs = append(errs, err) // one regional cluster's trouble does not stop the others' sweep
+	}
+	return total, errors.Join(errs...)
+}
+
+func (s *Sweeper) sweepCluster(ctx context.Context, key types.NamespacedName) (int, error) {
+	c, err := s.Regionals.Client(ctx, key)
+	if err != nil {
+		if childcluster.IsUnreachable(err) {
+			s.Log.V(1).Info("regional cluster unreachable, not swept", "clusterDeployment", key.String())
+			return 0, nil
+		}
+		return 0, err
+	}
+	var nss corev1.NamespaceList
+	if err := c.List(ctx, &nss, client.MatchingLabels{ManagedByLabel: ManagedByValue}, client.HasLabels{WorkspaceUIDLabel}); err != nil {
+		return 0, fmt.Errorf("listing route namespaces on regional cluster %s: %w", key, err)
+	}
+	n := 0
+	for _, ns := range nss.Items {
+		wsKey := types.NamespacedName{Namespace: ns.Labels[workspacesv1.WorkspaceNamespaceLabel], Name: ns.Labels[workspacesv1.WorkspaceLabel]}
+		if wsKey.Name == "" || wsKey.Namespace == "" {
+			continue
+		}
+		ws := &workspacesv1.WorkspaceDeployment{}
+		err := s.Workspaces.Get(ctx, wsKey, ws)
+		if err == nil || !apierrors.IsNotFound(err) {
+			if err != nil {
+				return n, fmt.Errorf("reading workspace %s: %w", wsKey, err)
+			}
+			continue
+		}
+		s.Log.Info("removing routes of a deleted workspace", "regionalCluster", key.String(), "namespace", ns.Name, "workspace", wsKey.String())
+		sel := client.MatchingLabels{workspacesv1.WorkspaceLabel: wsKey.Name, workspacesv1.WorkspaceNamespaceLabel: wsKey.Namespace}
+		if _, err := removeNamespace(ctx, c, ns, sel); err != nil {
+			return n, fmt.Errorf("regional cluster %s: %w", key, err)
+		}
+		n++
+	}
+	return n, nil
+}
