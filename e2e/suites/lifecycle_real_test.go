@@ -43,8 +43,9 @@ func allowFromAll(ctx context.Context, t *testing.T, ns string) {
 // joined with "-" would collide, a workspace-controller killed right after an admission, and a chart
 // value that asks for more GPUs than the gate admitted.
 func TestLifecycleRealSequences(t *testing.T) {
+	localOnly(t, "kills the workspace-controller process of the local world")
 	var cdNS, otherNS string
-	var child *w.ChildCluster
+	var child *childCluster
 	const cd = "real"
 	f := features.New("lifecycle under real sequences").
 		Setup(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {

@@ -46,6 +46,7 @@ func routesReadyState(ws *workspacesv1.WorkspaceDeployment) (bool, string) {
 // cluster (KOF's label) carries the tenant Gateway: the URLs serve, the SSH endpoint holds a pool
 // port, and deletion removes the routes (freeing the port) before the release.
 func TestRouting(t *testing.T) {
+	localOnly(t, "a regional cluster of the local world with the simulator as its Gateway controller")
 	const domain = "routing.exalsius.localhost"
 	var ns string
 	var regional client.Client
@@ -62,7 +63,7 @@ func TestRouting(t *testing.T) {
 					Config: jsonOf(t, w.ClusterConfig{Nodes: []w.NodePool{{Name: "cpu", Count: &one, CPU: "8", Memory: "32Gi"}}})},
 			}
 			mustCreate(ctx, t, reg)
-			rc, err := waitChild(ctx, t, ns, "regional").RegionalClient()
+			rc, err := waitChild(ctx, t, ns, "regional").local.RegionalClient()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -135,6 +136,7 @@ func TestRouting(t *testing.T) {
 // TestQuickstartURL checks that the quick start's notebook (TestQuickstart) got a ready https URL
 // through the demo regional cluster, as `kubectl get wsd` shows it.
 func TestQuickstartURL(t *testing.T) {
+	localOnly(t, "examples/quickstart targets the simulator's ClusterTemplate and regional cluster")
 	f := features.New("quick start URL").
 		Assess("the notebook's URL serves and kubectl get wsd shows it", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			const url = "https://my-notebook.demo.exalsius.localhost"
