@@ -68,6 +68,17 @@ func StartChild(name string) (*Child, error) {
 		Scheme: scheme.New(),
 	}
 	configureEnv(env)
+	// Pods of the local world's node reach children on the node's address (envtest puts it in the
+	// serving certificate).
+	if addr, err := servingAddress(); err != nil || addr != "" {
+		if err == nil {
+			err = listenOn(api, addr)
+		}
+		if err != nil {
+			_ = os.RemoveAll(root)
+			return nil, fmt.Errorf("child %s: %w", name, err)
+		}
+	}
 
 	cfg, err := env.Start()
 	if err != nil {

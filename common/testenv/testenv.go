@@ -179,6 +179,20 @@ func StartManagement(opts ...Option) (*Management, error) {
 		Scheme:                s,
 	}
 	configureEnv(env)
+	if addr, err := servingAddress(); err != nil {
+		_ = os.RemoveAll(root)
+		return nil, fmt.Errorf("management: %w", err)
+	} else if addr != "" {
+		api := env.ControlPlane.GetAPIServer()
+		if err := listenOn(api, addr); err != nil {
+			_ = os.RemoveAll(root)
+			return nil, fmt.Errorf("management: %w", err)
+		}
+		if err := writeClusterServingCerts(api, api.CertDir, addr); err != nil {
+			_ = os.RemoveAll(root)
+			return nil, fmt.Errorf("management: serving certificates: %w", err)
+		}
+	}
 	if o.webhook != nil {
 		env.WebhookInstallOptions = *o.webhook
 	}
