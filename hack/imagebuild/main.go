@@ -106,7 +106,7 @@ func build(binary, ref, out, path, user, title string) error {
 	// io.containerd.image.name is what `ctr images import` names the image after;
 	// org.opencontainers.image.ref.name is the OCI layout's own name for it.
 	if err := lp.AppendImage(img, layout.WithAnnotations(map[string]string{
-		"io.containerd.image.name":         ref,
+		"io.containerd.image.name":          ref,
 		"org.opencontainers.image.ref.name": ref,
 	}), layout.WithPlatform(v1.Platform{OS: "linux", Architecture: runtime.GOARCH})); err != nil {
 		return err

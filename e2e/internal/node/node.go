@@ -59,10 +59,10 @@ type Options struct {
 
 // Node is a running node registered with the management cluster.
 type Node struct {
-	opts      Options
-	socket    string
-	procs     []*world.Process
-	lock      *os.File
+	opts       Options
+	socket     string
+	procs      []*world.Process
+	lock       *os.File
 	Kubeconfig string // the kubelet's kubeconfig (system:node:<Name>)
 }
 
@@ -134,8 +134,8 @@ func setupBridge() error {
 	// webhook pod), and bridged traffic through iptables so kube-proxy's DNAT is undone for replies
 	// between pods on the bridge.
 	for path, v := range map[string]string{
-		"/proc/sys/net/ipv4/ip_forward":                  "1",
-		"/proc/sys/net/bridge/bridge-nf-call-iptables":  "1",
+		"/proc/sys/net/ipv4/ip_forward":                "1",
+		"/proc/sys/net/bridge/bridge-nf-call-iptables": "1",
 	} {
 		if err := os.WriteFile(path, []byte(v), 0o644); err != nil {
 			return fmt.Errorf("setting %s=%s: %w", path, v, err)
