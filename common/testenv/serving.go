@@ -41,8 +41,8 @@ func servingAddress() (string, error) {
 	return a, nil
 }
 
-// listenOn makes the API server listen on addr with a free port there. envtest would otherwise pick
-// a loopback address (it overwrites the address when the port is empty).
+// listenOn makes the API server listen on and advertise addr, with a free port there. envtest would
+// otherwise pick a loopback address (it overwrites the address when the port is empty).
 func listenOn(api *envtest.APIServer, addr string) error {
 	l, err := net.Listen("tcp", net.JoinHostPort(addr, "0"))
 	if err != nil {
@@ -53,6 +53,11 @@ func listenOn(api *envtest.APIServer, addr string) error {
 	api.SecureServing.Address = addr
 	api.SecureServing.Port = strconv.Itoa(port)
 	api.SecurePort = port
+	// The default/kubernetes Service's endpoint (kube-apiserver refuses a loopback one, and then
+	// advertises the host's default-route address).
+	if !net.ParseIP(addr).IsLoopback() {
+		api.Configure().Set("advertise-address", addr)
+	}
 	return nil
 }
 

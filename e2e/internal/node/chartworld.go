@@ -46,7 +46,6 @@ type World struct {
 	RunDir     string
 	RepoRoot   string
 	Kubeconfig string // cluster-admin kubeconfig of the management cluster
-	HelmBin    string
 
 	out    io.Writer
 	unlock func()
@@ -77,9 +76,6 @@ func StartWorld(ctx context.Context, o WorldOptions) (w *World, err error) {
 			_ = w.Stop()
 		}
 	}()
-	if w.HelmBin, err = world.FindTool("helm"); err != nil {
-		return w, err
-	}
 	if w.RunDir, err = world.NewRunDir(filepath.Join(o.RepoRoot, ".run")); err != nil {
 		return w, err
 	}
@@ -122,11 +118,14 @@ func (w *World) progress(format string, args ...any) {
 
 // Helm runs helm against the management cluster and returns its combined output.
 func (w *World) Helm(ctx context.Context, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, w.HelmBin, append([]string{"--kubeconfig", w.Kubeconfig}, args...)...)
+	helm, err := world.FindTool("helm")
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.CommandContext(ctx, helm, append([]string{"--kubeconfig", w.Kubeconfig}, args...)...)
 	var b bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &b, &b
-	err := cmd.Run()
-	if err != nil {
+	if err := cmd.Run(); err != nil {
 		return b.String(), fmt.Errorf("helm %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(b.String()))
 	}
 	return b.String(), nil
