@@ -125,6 +125,7 @@ func (w *World) Helm(ctx context.Context, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, helm, append([]string{"--kubeconfig", w.Kubeconfig}, args...)...)
 	var b bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &b, &b
+	cmd.WaitDelay = 10 * time.Second // a canceled helm's children must not hold the output open
 	if err := cmd.Run(); err != nil {
 		return b.String(), fmt.Errorf("helm %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(b.String()))
 	}

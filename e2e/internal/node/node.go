@@ -288,6 +288,10 @@ state = %[2]q
   sandbox_image = %[5]q
   enable_selinux = false
   disable_apparmor = true
+  # This machine's root has no CAP_SYS_RESOURCE (it is not in the bounding set), so no process may
+  # lower its oom_score_adj below 0: kubelet asks -998 for every pod sandbox, and runc's init would
+  # die on it ("can't get final child's PID from pipe"). Clamp to containerd's own value instead.
+  restrict_oom_score_adj = %[9]t
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "overlayfs"
     default_runtime_name = "runc"
@@ -308,7 +312,7 @@ func (n *Node) startContainerd(ctx context.Context) error {
 	}
 	cfg := filepath.Join(runRoot, "containerd.toml")
 	body := fmt.Sprintf(containerdConfig, filepath.Join(stateRoot, "containerd"), filepath.Join(runRoot, "containerd", "state"),
-		n.socket, filepath.Join(dir, "containerd.sock.ttrpc"), PauseImage, runcBin, cniBinDir, filepath.Join(runRoot, "cni", "net.d"))
+		n.socket, filepath.Join(dir, "containerd.sock.ttrpc"), PauseImage, runcBin, cniBinDir, filepath.Join(runRoot, "cni", "net.d"), !canLowerOOMScoreAdj())
 	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
 		return err
 	}
@@ -318,6 +322,21 @@ func (n *Node) startContainerd(ctx context.Context) error {
 	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		return exec.CommandContext(ctx, ctrBin, "--address", n.socket, "version").Run() == nil, nil
 	})
+}
+
+// canLowerOOMScoreAdj reports whether this process may set a negative oom_score_adj (CAP_SYS_RESOURCE),
+// as kubelet does for pod sandboxes and Guaranteed pods. It tries it on itself and puts it back.
+func canLowerOOMScoreAdj() bool {
+	const path = "/proc/self/oom_score_adj"
+	old, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	if err := os.WriteFile(path, []byte("-1"), 0o644); err != nil {
+		return false
+	}
+	_ = os.WriteFile(path, old, 0o644)
+	return true
 }
 
 // Ctr runs ctr in the CRI namespace (k8s.io) of the node's containerd.
@@ -550,7 +569,8 @@ func (n *Node) cleanup() {
 	removePodCgroups()
 }
 
-// unmountUnder unmounts every mount point below dir, deepest first.
+// unmountUnder unmounts dir and every mount point below it, deepest first (kubelet bind-mounts its
+// root folder onto itself to make it shared).
 func unmountUnder(dir string) {
 	b, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
@@ -559,7 +579,7 @@ func unmountUnder(dir string) {
 	var points []string
 	for _, line := range strings.Split(string(b), "\n") {
 		f := strings.Fields(line)
-		if len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
+		if len(f) > 4 && (f[4] == dir || strings.HasPrefix(f[4], dir+"/")) {
 			points = append(points, f[4])
 		}
 	}
