@@ -90,6 +90,7 @@ type options struct {
 	crdDirs  []string
 	scheme   *k8sruntime.Scheme
 	apiFlags map[string]string
+	noOwn    bool
 }
 
 // WithWebhook installs the given webhook configurations on the management server, rewritten to call
@@ -103,6 +104,12 @@ func WithWebhook(o envtest.WebhookInstallOptions) Option {
 // WithCRDDirs installs the CRDs found in dirs in addition to the project's own and the k0rdent mirror.
 func WithCRDDirs(dirs ...string) Option {
 	return func(opts *options) { opts.crdDirs = append(opts.crdDirs, dirs...) }
+}
+
+// WithoutOwnCRDs leaves the project's CRDs (common/config/crd/bases) out, installing only the
+// k0rdent mirror and WithCRDDirs: for a cluster on which the chart installs them, as on a user's.
+func WithoutOwnCRDs() Option {
+	return func(opts *options) { opts.noOwn = true }
 }
 
 // WithScheme replaces the scheme of the management client (the default is common/scheme.New()).
@@ -152,6 +159,9 @@ func StartManagement(opts ...Option) (*Management, error) {
 	dirs, err := crdDirs()
 	if err != nil {
 		return nil, err
+	}
+	if o.noOwn {
+		dirs = dirs[1:] // crdDirs lists the project's own first
 	}
 	dirs = append(dirs, o.crdDirs...)
 	s := o.scheme

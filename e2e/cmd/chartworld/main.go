@@ -74,7 +74,7 @@ func run(repoRoot string, timeout time.Duration, exit bool) error {
 	} else {
 		fmt.Println("[chartworld] the quick start is Running, served by the chart's pods")
 	}
-	kubectl(w, "get", "exalsius", "-A")
+	kubectl(w, "get", "colonies,workspaceclasses,workspacedeployments", "-A")
 	kubectl(w, "-n", node.Namespace, "get", "pods", "-o", "wide")
 	if exit {
 		return nil

@@ -95,7 +95,8 @@ func Prepare() (unlock func(), err error) {
 	return func() { _ = os.Unsetenv(testenv.EnvServingAddress); _ = f.Close() }, nil
 }
 
-// ManagementOptions are the management API server settings a node needs: the Node authorizer (the
+// ManagementOptions are the management API server settings a node needs: no CRDs of the project (the
+// chart brings them), the Node authorizer (the
 // kubelet is system:node:<Name>), NodeRestriction, and the ServiceAccount admission plugin (envtest
 // turns it off) so that pods get their projected service-account tokens.
 func ManagementOptions() []testenv.Option {
@@ -103,6 +104,8 @@ func ManagementOptions() []testenv.Option {
 		testenv.WithAPIServerFlag("authorization-mode", "Node,RBAC"),
 		testenv.WithAPIServerFlag("enable-admission-plugins", "NodeRestriction,ServiceAccount"),
 		testenv.WithAPIServerFlag("disable-admission-plugins", "DefaultIngressClass"),
+		// The chart installs the project's CRDs, as on a user's cluster; k0rdent's are there already.
+		testenv.WithoutOwnCRDs(),
 	}
 }
 
