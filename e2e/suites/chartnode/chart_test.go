@@ -19,6 +19,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -123,7 +124,12 @@ func TestChartOnNode(t *testing.T) {
 			return ctx
 		}).
 		Assess("deleting the leader pod: the other replica leads and reconciles", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
-			checkFailover(ctx, t)
+			checkFailover(ctx, t, nil, "after-delete")
+			return ctx
+		}).
+		Assess("force-deleting the leader pod (no graceful lease release): the other replica leads after the lease expires", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			zero := int64(0)
+			checkFailover(ctx, t, &zero, "after-force-delete")
 			return ctx
 		}).
 		Assess("helm upgrade of one component's image restarts only that component", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
@@ -308,9 +314,10 @@ func checkWebhook(ctx context.Context, t *testing.T) {
 	})
 }
 
-// checkFailover deletes the colony-controller's leader pod and measures how long until the other
-// replica holds the lease and reconciles a new Colony.
-func checkFailover(ctx context.Context, t *testing.T) {
+// checkFailover deletes the colony-controller's leader pod (with grace, or with gracePeriodSeconds 0,
+// when the process is killed without releasing the lease) and measures how long until the other
+// replica holds the lease and reconciles a new Colony named colonyName.
+func checkFailover(ctx context.Context, t *testing.T, grace *int64, colonyName string) {
 	leaseKey := types.NamespacedName{Namespace: node.Namespace, Name: "colony-controller.exalsius.ai"}
 	holder := func(ctx context.Context) string {
 		var l coordinationv1.Lease
@@ -335,7 +342,7 @@ func checkFailover(ctx context.Context, t *testing.T) {
 		t.Fatalf("lease holder %q is none of the pods", leader)
 	}
 	start := time.Now()
-	if err := w.Client.Delete(ctx, leaderPod); err != nil {
+	if err := w.Client.Delete(ctx, leaderPod, &client.DeleteOptions{GracePeriodSeconds: grace}); err != nil {
 		t.Fatal(err)
 	}
 	var next string
@@ -345,7 +352,7 @@ func checkFailover(ctx context.Context, t *testing.T) {
 	})
 	led := time.Since(start)
 	// Reconciling again: a new Colony gets a status from the new leader.
-	colony := &infrav1.Colony{ObjectMeta: metav1.ObjectMeta{Namespace: "e2e-hook", Name: "after-failover"}}
+	colony := &infrav1.Colony{ObjectMeta: metav1.ObjectMeta{Namespace: "e2e-hook", Name: colonyName}}
 	if err := w.Client.Create(ctx, colony); err != nil {
 		t.Fatal(err)
 	}
@@ -356,8 +363,12 @@ func checkFailover(ctx context.Context, t *testing.T) {
 		}
 		return c.Status.ObservedGeneration == c.Generation && c.Status.Phase != "", fmt.Sprintf("phase %q observed %d", c.Status.Phase, c.Status.ObservedGeneration)
 	})
-	t.Logf("leader failover: leader pod %s deleted; %s leads after %s; a new Colony reconciled %s after the deletion",
-		leaderPod.Name, next, led.Round(100*time.Millisecond), time.Since(start).Round(100*time.Millisecond))
+	how := "deleted"
+	if grace != nil {
+		how = fmt.Sprintf("deleted with gracePeriodSeconds=%d", *grace)
+	}
+	t.Logf("leader failover: leader pod %s %s; %s leads after %s; a new Colony reconciled %s after the deletion",
+		leaderPod.Name, how, next, led.Round(100*time.Millisecond), time.Since(start).Round(100*time.Millisecond))
 	_ = w.Client.Delete(ctx, colony)
 }
 
@@ -464,8 +475,9 @@ func checkUninstall(ctx context.Context, t *testing.T) {
 		}
 		return false, fmt.Sprintf("phase %s, conditions %v", ns.Status.Phase, ns.Status.Conditions)
 	})
-	var crd apiextensionsv1.CustomResourceDefinition
-	if err := w.Client.Get(ctx, types.NamespacedName{Name: "colonies.infra.exalsius.ai"}, &crd); err != nil {
+	crd := &unstructured.Unstructured{}
+	crd.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
+	if err := w.Client.Get(ctx, types.NamespacedName{Name: "colonies.infra.exalsius.ai"}, crd); err != nil {
 		t.Errorf("the Colony CRD should stay after uninstall (crds.keep): %v", err)
 	}
 }
