@@ -7,7 +7,9 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -124,12 +126,11 @@ func TestChartOnNode(t *testing.T) {
 			return ctx
 		}).
 		Assess("deleting the leader pod: the other replica leads and reconciles", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
-			checkFailover(ctx, t, nil, "after-delete")
+			checkFailover(ctx, t, false, "after-delete")
 			return ctx
 		}).
-		Assess("force-deleting the leader pod (no graceful lease release): the other replica leads after the lease expires", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
-			zero := int64(0)
-			checkFailover(ctx, t, &zero, "after-force-delete")
+		Assess("killing the leader's process (a crash: no lease release): another replica leads once the lease expires", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			checkFailover(ctx, t, true, "after-crash")
 			return ctx
 		}).
 		Assess("helm upgrade of one component's image restarts only that component", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
@@ -160,22 +161,8 @@ func checkPodSecurity(ctx context.Context, t *testing.T, p *corev1.Pod) {
 			t.Errorf("pod %s container %s: securityContext %+v is not read-only, no-escalation, drop ALL", p.Name, c.Name, csc)
 		}
 	}
-	for _, cs := range p.Status.ContainerStatuses {
-		id := strings.TrimPrefix(cs.ContainerID, "containerd://")
-		out, err := w.Node.Ctr(ctx, "tasks", "ls")
-		if err != nil {
-			t.Fatal(err)
-		}
-		pid := ""
-		for _, l := range strings.Split(out, "\n") {
-			if f := strings.Fields(l); len(f) >= 3 && f[0] == id {
-				pid = f[1]
-			}
-		}
-		if pid == "" {
-			t.Errorf("pod %s: container %s has no running task", p.Name, id)
-			continue
-		}
+	{
+		pid := strconv.Itoa(containerPid(ctx, t, p))
 		status, err := os.ReadFile("/proc/" + pid + "/status")
 		if err != nil {
 			t.Fatal(err)
@@ -210,6 +197,31 @@ func checkPodSecurity(ctx context.Context, t *testing.T, p *corev1.Pod) {
 			}
 		}
 	}
+}
+
+// containerPid returns the host pid of the pod's (only) container's process, from the node's
+// containerd.
+func containerPid(ctx context.Context, t *testing.T, p *corev1.Pod) int {
+	t.Helper()
+	if len(p.Status.ContainerStatuses) != 1 {
+		t.Fatalf("pod %s has %d container statuses, want 1", p.Name, len(p.Status.ContainerStatuses))
+	}
+	id := strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "containerd://")
+	out, err := w.Node.Ctr(ctx, "tasks", "ls")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Fields(l); len(f) >= 3 && f[0] == id && f[2] == "RUNNING" {
+			pid, err := strconv.Atoi(f[1])
+			if err != nil {
+				t.Fatalf("ctr tasks ls: pid %q: %v", f[1], err)
+			}
+			return pid
+		}
+	}
+	t.Fatalf("pod %s: container %s has no running task:\n%s", p.Name, id, out)
+	return 0
 }
 
 func clientset(t *testing.T) *kubernetes.Clientset {
@@ -314,10 +326,10 @@ func checkWebhook(ctx context.Context, t *testing.T) {
 	})
 }
 
-// checkFailover deletes the colony-controller's leader pod (with grace, or with gracePeriodSeconds 0,
-// when the process is killed without releasing the lease) and measures how long until the other
-// replica holds the lease and reconciles a new Colony named colonyName.
-func checkFailover(ctx context.Context, t *testing.T, grace *int64, colonyName string) {
+// checkFailover deletes the colony-controller's leader pod (it releases the lease on SIGTERM), or, with
+// crash, SIGKILLs the leader's process on the node (no release: the lease must expire), and measures
+// how long until another process holds the lease and reconciles a new Colony named colonyName.
+func checkFailover(ctx context.Context, t *testing.T, crash bool, colonyName string) {
 	leaseKey := types.NamespacedName{Namespace: node.Namespace, Name: "colony-controller.exalsius.ai"}
 	holder := func(ctx context.Context) string {
 		var l coordinationv1.Lease
@@ -342,13 +354,20 @@ func checkFailover(ctx context.Context, t *testing.T, grace *int64, colonyName s
 		t.Fatalf("lease holder %q is none of the pods", leader)
 	}
 	start := time.Now()
-	if err := w.Client.Delete(ctx, leaderPod, &client.DeleteOptions{GracePeriodSeconds: grace}); err != nil {
+	how := "deleted"
+	if crash {
+		pid := containerPid(ctx, t, leaderPod)
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatalf("killing pid %d of %s: %v", pid, leaderPod.Name, err)
+		}
+		how = fmt.Sprintf("process %d SIGKILLed", pid)
+	} else if err := w.Client.Delete(ctx, leaderPod); err != nil {
 		t.Fatal(err)
 	}
 	var next string
-	eventually(ctx, t, "another replica leads", 3*time.Minute, func(ctx context.Context) (bool, string) {
+	eventually(ctx, t, "another process leads", 3*time.Minute, func(ctx context.Context) (bool, string) {
 		next = holder(ctx)
-		return next != "" && !strings.HasPrefix(next, leaderPod.Name), "holder " + next
+		return next != "" && next != leader, "holder " + next
 	})
 	led := time.Since(start)
 	// Reconciling again: a new Colony gets a status from the new leader.
@@ -363,11 +382,7 @@ func checkFailover(ctx context.Context, t *testing.T, grace *int64, colonyName s
 		}
 		return c.Status.ObservedGeneration == c.Generation && c.Status.Phase != "", fmt.Sprintf("phase %q observed %d", c.Status.Phase, c.Status.ObservedGeneration)
 	})
-	how := "deleted"
-	if grace != nil {
-		how = fmt.Sprintf("deleted with gracePeriodSeconds=%d", *grace)
-	}
-	t.Logf("leader failover: leader pod %s %s; %s leads after %s; a new Colony reconciled %s after the deletion",
+	t.Logf("leader failover: leader pod %s: %s; %s leads after %s; a new Colony reconciled %s after the deletion",
 		leaderPod.Name, how, next, led.Round(100*time.Millisecond), time.Since(start).Round(100*time.Millisecond))
 	_ = w.Client.Delete(ctx, colony)
 }
