@@ -11,7 +11,7 @@ echo "[verify] go vet"
 for m in common colony-controller workspace-controller inventory-collector webhook e2e; do
   (cd "$m" && go vet ./...) || fail=1
 done
-(cd hack/imagebuild && GOWORK=off go vet ./...) || fail=1 # its own module, outside go.work
+(cd hack/nodeimage && GOWORK=off go vet ./...) || fail=1 # its own module, outside go.work
 
 echo "[verify] generated files"
 before=$(git status --porcelain --untracked-files=all -- common/api common/config '*/config/rbac' '*/config/webhook' charts | sort; git diff -- common/api common/config '*/config/rbac' '*/config/webhook' charts | sha256sum)

@@ -1,15 +1,16 @@
 package node
 
 import (
+	"archive/tar"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -34,7 +35,7 @@ const (
 	IP = "10.88.0.1"
 	// PodCIDR is the pods' range, allocated by CNI host-local.
 	PodCIDR = "10.88.0.0/16"
-	// PauseImage is the sandbox image, built by hack/images.sh pause.
+	// PauseImage is the sandbox image, built by hack/pause-image.sh.
 	PauseImage = "exalsius.local/pause:1.0"
 )
 
@@ -47,7 +48,7 @@ const (
 
 // Options configure a node.
 type Options struct {
-	// RepoRoot is the repository (hack/images.sh, charts).
+	// RepoRoot is the repository (hack/pause-image.sh).
 	RepoRoot string
 	// LogDir receives the logs of containerd, kubelet, kube-proxy and kube-scheduler.
 	LogDir string
@@ -191,7 +192,7 @@ func Start(ctx context.Context, mgmt *testenv.Management, adminKubeconfig string
 	opts.Out("containerd running (%s)", time.Since(start).Round(time.Millisecond))
 	pauseDir := filepath.Join(stateRoot, "images")
 	if _, err := os.Stat(filepath.Join(pauseDir, "pause.tar")); err != nil {
-		if err := runLogged(ctx, filepath.Join(opts.LogDir, "images.log"), filepath.Join(opts.RepoRoot, "hack", "images.sh"), "pause", pauseDir); err != nil {
+		if err := runLogged(ctx, filepath.Join(opts.LogDir, "images.log"), filepath.Join(opts.RepoRoot, "hack", "pause-image.sh"), pauseDir); err != nil {
 			return n, fmt.Errorf("building the pause image: %w", err)
 		}
 	}
@@ -351,10 +352,69 @@ func (n *Node) Ctr(ctx context.Context, args ...string) (string, error) {
 	return string(out), nil
 }
 
-// Import imports an OCI image-layout tarball into the CRI namespace, named as its index says.
+// ComponentRegistry is the chart's default image repository prefix.
+const ComponentRegistry = "ghcr.io/exalsius/exalsius-operator"
+
+// Import imports an OCI image-layout tarball into the CRI namespace, named as its index says
+// (io.containerd.image.name). A short name <component>:<tag> is also tagged
+// ComponentRegistry/<component>:<tag>, the chart's default reference.
 func (n *Node) Import(ctx context.Context, tarball string) error {
-	_, err := n.Ctr(ctx, "images", "import", "--no-unpack=false", tarball)
-	return err
+	names, err := layoutNames(tarball)
+	if err != nil {
+		return err
+	}
+	if _, err := n.Ctr(ctx, "images", "import", tarball); err != nil {
+		return err
+	}
+	for _, name := range names {
+		if !strings.Contains(name, "/") {
+			if _, err := n.Ctr(ctx, "images", "tag", "--force", name, ComponentRegistry+"/"+name); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// layoutNames reads the image names (io.containerd.image.name) from the index.json of an OCI
+// image-layout tarball.
+func layoutNames(tarball string) ([]string, error) {
+	f, err := os.Open(tarball)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	tr := tar.NewReader(f)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return nil, fmt.Errorf("%s: no index.json: not an OCI image layout", tarball)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", tarball, err)
+		}
+		if strings.TrimPrefix(h.Name, "./") != "index.json" {
+			continue
+		}
+		var idx struct {
+			Manifests []struct {
+				Annotations map[string]string `json:"annotations"`
+			} `json:"manifests"`
+		}
+		if err := json.NewDecoder(tr).Decode(&idx); err != nil {
+			return nil, fmt.Errorf("%s: index.json: %w", tarball, err)
+		}
+		var names []string
+		for _, m := range idx.Manifests {
+			if name := m.Annotations["io.containerd.image.name"]; name != "" {
+				names = append(names, name)
+			}
+		}
+		if len(names) == 0 {
+			return nil, fmt.Errorf("%s: no manifest of index.json names its image (io.containerd.image.name)", tarball)
+		}
+		return names, nil
+	}
 }
 
 func writeCNIConfig(dir string) error {
@@ -614,5 +674,3 @@ func removePodCgroups() {
 		}
 	}
 }
-
-var _ = strconv.Itoa

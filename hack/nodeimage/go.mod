@@ -1,4 +1,4 @@
-module github.com/exalsius/exalsius-operator/hack/imagebuild
+module github.com/exalsius/exalsius-operator/hack/nodeimage
 
 go 1.26.0
 

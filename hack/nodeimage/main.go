@@ -1,4 +1,4 @@
-// Command imagebuild packages one static binary as a single-layer OCI image and writes it as an OCI
+// Command nodeimage packages one static binary as a single-layer OCI image and writes it as an OCI
 // image-layout tarball (oci-layout, index.json, blobs/), which `ctr images import` and
 // `docker load`/`podman load` read. It needs no container engine, so that the local world's node can
 // run the project's own images on machines without Docker.
@@ -45,7 +45,7 @@ func main() {
 	title := flag.String("title", "", "org.opencontainers.image.title label")
 	flag.Parse()
 	if err := build(*binary, *ref, *out, *path, *user, *title); err != nil {
-		fmt.Fprintln(os.Stderr, "imagebuild:", err)
+		fmt.Fprintln(os.Stderr, "nodeimage:", err)
 		os.Exit(1)
 	}
 }
@@ -94,7 +94,7 @@ func build(binary, ref, out, path, user, title string) error {
 	if img, err = mutate.ConfigFile(img, cfg); err != nil {
 		return err
 	}
-	dir, err := os.MkdirTemp("", "imagebuild-")
+	dir, err := os.MkdirTemp("", "nodeimage-")
 	if err != nil {
 		return err
 	}
