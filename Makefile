@@ -35,11 +35,11 @@ run: tools build ## Start the local world: management cluster, child clusters, k
 	cd e2e && go run ./cmd/localworld --bin-dir "$(EXALSIUS_BIN_DIR)" --repo-root "$(CURDIR)"
 
 .PHONY: run-chart
-run-chart: tools ## The local world with a real node (containerd, kubelet, kube-proxy; root), the chart installed with helm from the project's images, the quick start.
+run-chart: tools ## The local world with a real node (containerd, kubelet, kube-proxy; root), the chart installed with helm from the project's images, the quick start (RUN_CHART_FLAGS=--exit stops once it runs).
 	hack/node-deps.sh
 	hack/tools.sh node
 	hack/images.sh
-	cd e2e && go run ./cmd/chartworld --repo-root "$(CURDIR)"
+	cd e2e && go run ./cmd/chartworld --repo-root "$(CURDIR)" $(RUN_CHART_FLAGS)
 
 .PHONY: test
 test: tools verify build test-unit test-chart test-e2e test-node ## Every module's unit and integration tests, chart checks and the e2e suites.
