@@ -34,8 +34,15 @@ help: ## List every target.
 run: tools build ## Start the local world: management cluster, child clusters, k0rdent simulator, all components, the quick start.
 	cd e2e && go run ./cmd/localworld --bin-dir "$(EXALSIUS_BIN_DIR)" --repo-root "$(CURDIR)"
 
+.PHONY: run-chart
+run-chart: tools ## The local world with a real node (containerd, kubelet, kube-proxy; root), the chart installed with helm from the project's images, the quick start (RUN_CHART_FLAGS=--exit stops once it runs).
+	hack/node-deps.sh
+	hack/tools.sh node
+	hack/images.sh
+	cd e2e && go run ./cmd/chartworld --repo-root "$(CURDIR)" $(RUN_CHART_FLAGS)
+
 .PHONY: test
-test: tools verify build test-unit test-unit-real-crds test-chart test-e2e ## Every module's unit and integration tests, chart checks and the e2e suite (plus the controller suites against K0RDENT_CRDS when set).
+test: tools verify build test-unit test-unit-real-crds test-chart test-e2e test-node ## Every module's unit and integration tests, chart checks and the e2e suites (plus the controller suites against K0RDENT_CRDS when set, and the chart on a real node where the host can run containers).
 
 ##@ Development
 
@@ -85,6 +92,10 @@ test-chart: ## Lint the umbrella chart, render it under default and CI values, c
 .PHONY: test-e2e
 test-e2e: build ## End-to-end suites on the local world (k0rdent simulator, KWOK GPU nodes).
 	cd e2e && env -u K0RDENT_CRDS go test $(GO_TEST_FLAGS) ./...
+
+.PHONY: test-node
+test-node: ## The chart installed with helm on a real node (docs/NODE.md); says loudly why and skips where the host cannot run containers.
+	hack/test-node.sh
 
 .PHONY: bench
 bench: tools ## Benchmarks that print speed and memory figures.

@@ -6,6 +6,9 @@
 #   hack/tools.sh assets     print the KUBEBUILDER_ASSETS directory
 #   hack/tools.sh bindir     print the directory holding every tool (put it on PATH)
 #   hack/tools.sh <tool>...  build only the named tools
+#   hack/tools.sh node       build the node's tools (kubelet, kube-proxy): only the local
+#                            world's node needs them (make run-chart, make test-node), so a plain
+#                            `hack/tools.sh` does not pay for them
 #
 # The cache lives under ${XDG_CACHE_HOME:-$HOME/.cache}/exalsius-operator/tools; each binary sits in a
 # folder named after its version, so a version bump rebuilds only what changed.
@@ -58,9 +61,11 @@ go_install() {
 
 # kube_build NAME: builds k8s.io/kubernetes/cmd/NAME in a scratch module whose go.mod pins every
 # staging module (k8s.io/api, k8s.io/apiserver, ...) to its published version, and stamps the version
-# so that discovery reports KUBE_VERSION rather than v0.0.0.
+# so that discovery reports KUBE_VERSION rather than v0.0.0. The node's binaries (kubelet, kube-proxy)
+# get a scratch module of their own, so building them never rewrites the control plane's go.mod.
 kube_module() {
-  local dir="$CACHE/src/kubernetes-$KUBE_VERSION"
+  local set=${1:-control} dir="$CACHE/src/kubernetes-$KUBE_VERSION" cmds="kube-apiserver kube-controller-manager kube-scheduler kubectl"
+  if [ "$set" = node ]; then dir="$CACHE/src/kubernetes-node-$KUBE_VERSION"; cmds="kubelet kube-proxy"; fi
   if [ ! -f "$dir/.ready" ]; then
     mkdir -p "$dir"
     local mod
@@ -76,18 +81,11 @@ kube_module() {
       sed -n 's#^\s*\(k8s.io/[a-z0-9-]*\) => ./staging/src/.*#\t\1 => \1 '"$KUBE_STAGING_VERSION"'#p' "$mod"
       echo ")"
     } >"$dir/go.mod"
-    cat >"$dir/tools.go" <<'EOF'
-//go:build tools
-
-package kubebuild
-
-import (
-	_ "k8s.io/kubernetes/cmd/kube-apiserver"
-	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
-	_ "k8s.io/kubernetes/cmd/kube-scheduler"
-	_ "k8s.io/kubernetes/cmd/kubectl"
-)
-EOF
+    {
+      printf '//go:build tools\n\npackage kubebuild\n\nimport (\n'
+      for c in $cmds; do printf '\t_ "k8s.io/kubernetes/cmd/%s"\n' "$c"; done
+      printf ')\n'
+    } >"$dir/tools.go"
     (cd "$dir" && go mod tidy -e >/dev/null 2>&1 || true; cd "$dir" && go mod download)
     touch "$dir/.ready"
   fi
@@ -95,8 +93,9 @@ EOF
 }
 
 kube_build() {
-  local name=$1 dir minor ld=""
-  dir=$(kube_module)
+  local name=$1 dir minor ld="" set=control
+  case "$name" in kubelet | kube-proxy) set=node ;; esac
+  dir=$(kube_module "$set")
   minor=$(echo "$KUBE_VERSION" | cut -d. -f2)
   for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
     ld+=" -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
@@ -135,7 +134,7 @@ build() {
   case "$1" in
   controller-gen) timed controller-gen "$CONTROLLER_GEN_VERSION" go_install controller-gen "$CONTROLLER_GEN_VERSION" "sigs.k8s.io/controller-tools/cmd/controller-gen@$CONTROLLER_GEN_VERSION" ;;
   etcd) timed etcd "$ETCD_VERSION" etcd_build ;;
-  kube-apiserver | kube-controller-manager | kube-scheduler | kubectl) timed "$1" "$KUBE_VERSION" kube_build "$1" ;;
+  kube-apiserver | kube-controller-manager | kube-scheduler | kubectl | kubelet | kube-proxy) timed "$1" "$KUBE_VERSION" kube_build "$1" ;;
   kwok) timed kwok "$KWOK_VERSION" go_install kwok "$KWOK_VERSION" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" ;;
   actionlint) timed actionlint "$ACTIONLINT_VERSION" go_install actionlint "$ACTIONLINT_VERSION" "github.com/rhysd/actionlint/cmd/actionlint@$ACTIONLINT_VERSION" ;;
   helm) timed helm "$HELM_VERSION" go_install helm "$HELM_VERSION" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" ;;
@@ -145,6 +144,7 @@ build() {
 }
 
 ALL=(controller-gen etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok helm crd-ref-docs actionlint)
+NODE=(kubelet kube-proxy)
 
 case "${1:-all}" in
 assets) echo "$ASSETS" ;;
@@ -153,6 +153,11 @@ all)
   start=$SECONDS
   for t in "${ALL[@]}"; do build "$t"; done
   log "all tools ready in $BIN (envtest assets: $ASSETS), $((SECONDS - start))s"
+  ;;
+node)
+  start=$SECONDS
+  for t in "${NODE[@]}"; do build "$t"; done
+  log "node tools ready in $BIN, $((SECONDS - start))s"
   ;;
 *) for t in "$@"; do build "$t"; done ;;
 esac

@@ -73,6 +73,17 @@ func StartChild(name string, opts ...ChildOption) (*Child, error) {
 		Scheme: scheme.New(),
 	}
 	configureEnv(env)
+	// Pods of the local world's node reach children on the node's address (envtest puts it in the
+	// serving certificate).
+	if addr, err := servingAddress(); err != nil || addr != "" {
+		if err == nil {
+			err = listenOn(api, addr)
+		}
+		if err != nil {
+			_ = os.RemoveAll(root)
+			return nil, fmt.Errorf("child %s: %w", name, err)
+		}
+	}
 	var closeLogs func() error
 	if o.logDir != "" {
 		if closeLogs, err = serverLogs(env, o.logDir); err != nil {

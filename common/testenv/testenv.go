@@ -97,6 +97,7 @@ type options struct {
 	scheme   *k8sruntime.Scheme
 	apiFlags map[string]string
 	logDir   string
+	noOwn    bool
 }
 
 // WithWebhook installs the given webhook configurations on the management server, rewritten to call
@@ -110,6 +111,12 @@ func WithWebhook(o envtest.WebhookInstallOptions) Option {
 // WithCRDDirs installs the CRDs found in dirs in addition to the project's own and the k0rdent mirror.
 func WithCRDDirs(dirs ...string) Option {
 	return func(opts *options) { opts.crdDirs = append(opts.crdDirs, dirs...) }
+}
+
+// WithoutOwnCRDs leaves the project's CRDs (common/config/crd/bases) out, installing only the
+// k0rdent mirror and WithCRDDirs: for a cluster on which the chart installs them, as on a user's.
+func WithoutOwnCRDs() Option {
+	return func(opts *options) { opts.noOwn = true }
 }
 
 // WithScheme replaces the scheme of the management client (the default is common/scheme.New()).
@@ -161,6 +168,9 @@ func StartManagement(opts ...Option) (*Management, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.noOwn {
+		dirs = dirs[1:] // crdDirs lists the project's own first
+	}
 	dirs = append(dirs, o.crdDirs...)
 	s := o.scheme
 	if s == nil {
@@ -187,6 +197,20 @@ func StartManagement(opts ...Option) (*Management, error) {
 		Scheme:                s,
 	}
 	configureEnv(env)
+	if addr, err := servingAddress(); err != nil {
+		_ = os.RemoveAll(root)
+		return nil, fmt.Errorf("management: %w", err)
+	} else if addr != "" {
+		api := env.ControlPlane.GetAPIServer()
+		if err := listenOn(api, addr); err != nil {
+			_ = os.RemoveAll(root)
+			return nil, fmt.Errorf("management: %w", err)
+		}
+		if err := writeClusterServingCerts(api, api.CertDir, addr); err != nil {
+			_ = os.RemoveAll(root)
+			return nil, fmt.Errorf("management: serving certificates: %w", err)
+		}
+	}
 	if o.webhook != nil {
 		env.WebhookInstallOptions = *o.webhook
 	}
