@@ -291,13 +291,20 @@ func kubectl(ctx context.Context, args ...string) (string, error) {
 	return kubectlRaw(ctx, append([]string{"--kubeconfig", tgt.Kubeconfig()}, args...)...)
 }
 
-// kubectlRaw runs kubectl with exactly these arguments.
+// kubectlRaw runs kubectl with these arguments and a discovery cache of its own: kubectl caches
+// discovery per host:port, and test API servers reuse loopback ports, so a shared cache can describe
+// another server that had the port before (one without our CRDs).
 func kubectlRaw(ctx context.Context, args ...string) (string, error) {
 	bin, err := w.FindTool("kubectl")
 	if err != nil {
 		return "", err
 	}
-	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
+	cache, err := os.MkdirTemp("", "e2e-kubectl-cache-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(cache)
+	out, err := exec.CommandContext(ctx, bin, append([]string{"--cache-dir", cache}, args...)...).CombinedOutput()
 	return string(out), err
 }
 
