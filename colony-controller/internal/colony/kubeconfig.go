@@ -283,8 +283,7 @@ func (r *Reconciler) writeKubeconfigSecret(ctx context.Context, colony *infrav1.
 		return nil, fmt.Errorf("reading Secret %s: %w", name, err)
 	}
 	if !isControlledBy(current, colony) {
-		return nil, &entryError{msg: fmt.Sprintf("Secret %s exists and is not controlled by this Colony; "+
-			"delete or rename it to get the Colony's kubeconfig", name)}
+		return nil, &entryError{msg: r.foreignSecretMessage(ctx, colony, name)}
 	}
 	if secretUpToDate(current, colony, data) {
 		return metadataOf(current), nil
@@ -316,4 +315,19 @@ func secretUpToDate(s *corev1.Secret, colony *infrav1.Colony, data map[string][]
 
 func metadataOf(s *corev1.Secret) *metav1.PartialObjectMetadata {
 	return &metav1.PartialObjectMetadata{ObjectMeta: *s.ObjectMeta.DeepCopy()}
+}
+
+// foreignSecretMessage says why the Colony's kubeconfig Secret name is taken. When a
+// ClusterDeployment is named like the Colony, the Secret is that cluster's kubeconfig: Colony `a-b`
+// and Colony `a`'s cluster `b` clash.
+func (r *Reconciler) foreignSecretMessage(ctx context.Context, colony *infrav1.Colony, name string) string {
+	cd := &kcmv1.ClusterDeployment{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: colony.Namespace, Name: colony.Name}, cd); err == nil {
+		who := "ClusterDeployment " + cd.Name
+		if owner := colonyControllerOf(cd); owner != "" {
+			who = fmt.Sprintf("ClusterDeployment %s (cluster %s of Colony %s)", cd.Name, cd.GetLabels()[infrav1.ColonyClusterLabel], owner)
+		}
+		return fmt.Sprintf("Secret %s is the kubeconfig Secret of %s: the names clash; rename this Colony or that cluster", name, who)
+	}
+	return fmt.Sprintf("Secret %s exists and is not controlled by this Colony; delete or rename it to get the Colony's kubeconfig", name)
 }

@@ -26,6 +26,8 @@ type entryState struct {
 	exists bool
 	// invalid names the field of an entry that could not be applied.
 	invalid string
+	// refused: the API server (or an admission webhook or policy) refused the ClusterDeployment.
+	refused bool
 	// applyError is a transient error applying the entry.
 	applyError string
 	// phase and message describe the existing ClusterDeployment's readiness.
