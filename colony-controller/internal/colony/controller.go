@@ -49,6 +49,9 @@ type Reconciler struct {
 	APIReader client.Reader
 	// Recorder records events.k8s.io/v1 Events on condition transitions.
 	Recorder events.EventRecorder
+	// ShardBytes is the budget of kubeconfig bytes per kubeconfig Secret of a Colony (default
+	// DefaultShardBytes); more clusters go to further Secrets.
+	ShardBytes int
 	// RetryRefused is how long an entry whose ClusterDeployment the API server refused waits before
 	// it is sent again when nothing the Colony watches changed (default 2m).
 	RetryRefused time.Duration
@@ -77,7 +80,7 @@ func newReconciler(c client.Client, apiReader client.Reader, recorder events.Eve
 // +kubebuilder:rbac:groups=infra.exalsius.ai,resources=colonies/finalizers,verbs=update
 // +kubebuilder:rbac:groups=k0rdent.mirantis.com,resources=clusterdeployments,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=k0rdent.mirantis.com,resources=clustertemplates;credentials,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // SetupWithManager registers the controller: it watches Colonies, the ClusterDeployments they control

@@ -22,7 +22,7 @@ import (
 )
 
 // blackHole accepts TCP connections and never answers, like a child behind a dropped route.
-func blackHole(t *testing.T) string {
+func blackHole(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -52,7 +52,7 @@ func blackHole(t *testing.T) string {
 	return "https://" + l.Addr().String()
 }
 
-func kubeconfigOf(t *testing.T, server string, auth *clientcmdapi.AuthInfo) []byte {
+func kubeconfigOf(t testing.TB, server string, auth *clientcmdapi.AuthInfo) []byte {
 	t.Helper()
 	b, err := clientcmd.Write(clientcmdapi.Config{
 		Clusters:       map[string]*clientcmdapi.Cluster{"c": {Server: server, InsecureSkipTLSVerify: true}},

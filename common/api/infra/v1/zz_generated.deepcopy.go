@@ -13,6 +13,7 @@ import (
 func (in *ClusterGPUInventory) DeepCopyInto(out *ClusterGPUInventory) {
 	*out = *in
 	in.LastUpdated.DeepCopyInto(&out.LastUpdated)
+	in.LastContact.DeepCopyInto(&out.LastContact)
 	if in.Offerings != nil {
 		in, out := &in.Offerings, &out.Offerings
 		*out = make([]GPUOffering, len(*in))
