@@ -17,7 +17,10 @@
 // per Get call) or a cache restricted to kubeconfig Secrets (for example by the label
 // cluster.x-k8s.io/cluster-name); never a cache of every Secret's data cluster-wide. The caller's RBAC
 // needs `get` on secrets in the ClusterDeployments' namespaces (plus `list` and `watch` when a
-// caching reader is used). The child side needs get/list/watch on nodes and pods, which a
+// caching reader is used), and, for adopted and regional clusters (locate.go), `get` on
+// sveltosclusters (lib.projectsveltos.io), credentials and regions (k0rdent.mirantis.com) and on the
+// Secrets they name; the Region's kubeconfig needs `get` on secrets of the ClusterDeployments'
+// namespaces on the regional cluster. The child side needs get/list/watch on nodes and pods, which a
 // ClusterDeployment's admin kubeconfig has. Kubeconfig contents never reach logs or errors.
 package childcluster
 
@@ -87,6 +90,9 @@ type Options struct {
 	Burst int
 	// UserAgent is sent to the children (default "exalsius-childcluster").
 	UserAgent string
+	// SystemNamespace is k0rdent's system namespace, where a Region's kubeconfig Secret lives
+	// (default DefaultSystemNamespace, "kcm-system").
+	SystemNamespace string
 	// OnConnect, when set, is called after each connect attempt with its duration and error.
 	OnConnect func(cd types.NamespacedName, took time.Duration, err error)
 }
@@ -124,6 +130,9 @@ func (o *Options) defaults() {
 	}
 	if o.Burst <= 0 {
 		o.Burst = 40
+	}
+	if o.SystemNamespace == "" {
+		o.SystemNamespace = DefaultSystemNamespace
 	}
 	if o.UserAgent == "" {
 		o.UserAgent = "exalsius-childcluster"
@@ -205,15 +214,26 @@ func (c *Cache) TryGet(ctx context.Context, namespace, name string) (*Cluster, e
 }
 
 func (c *Cache) get(ctx context.Context, key types.NamespacedName, wait bool) (*Cluster, error) {
+	var data []byte
+	var hash [32]byte
 	rv, err := c.secretVersion(ctx, key)
+	if UnreachableReason(err) == ReasonKubeconfigMissing {
+		// No `<cd>-kubeconfig`: an adopted or a regional cluster, or one not up yet.
+		indirect, found, ierr := c.readIndirect(ctx, key)
+		switch {
+		case !found && ierr == nil:
+		case ierr != nil:
+			err = ierr
+		default:
+			data, err = indirect, nil
+		}
+	}
 	if err != nil {
 		if UnreachableReason(err) == ReasonKubeconfigMissing {
 			c.Forget(key)
 		}
 		return nil, err
 	}
-	var data []byte
-	var hash [32]byte
 	c.mu.Lock()
 	e := c.entries[key]
 	known := e != nil && rv != "" && e.secretRV == rv
@@ -221,19 +241,26 @@ func (c *Cache) get(ctx context.Context, key types.NamespacedName, wait bool) (*
 		hash = e.hash
 	}
 	c.mu.Unlock()
-	if !known {
+	if data == nil && !known {
 		var readRV string
 		data, readRV, err = c.readKubeconfig(ctx, key)
+		if UnreachableReason(err) == ReasonKubeconfigMissing {
+			if indirect, found, ierr := c.readIndirect(ctx, key); found || ierr != nil {
+				data, readRV, err = indirect, "", ierr
+			}
+		}
 		if err != nil {
 			if UnreachableReason(err) == ReasonKubeconfigMissing {
 				c.Forget(key)
 			}
 			return nil, err
 		}
-		hash = sha256.Sum256(data)
 		if rv == "" {
 			rv = readRV
 		}
+	}
+	if data != nil {
+		hash = sha256.Sum256(data)
 	}
 
 	c.mu.Lock()

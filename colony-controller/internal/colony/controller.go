@@ -313,7 +313,7 @@ func (r *Reconciler) reconcileEntry(ctx context.Context, colony *infrav1.Colony,
 		st.phase, st.message = clusterProvisioning, err.Error()
 		return st, errors.Join(retErr, err)
 	}
-	if owner := colonyControllerOf(secret); owner != "" {
+	if owner := colonyControllerOf(secret); secret != nil && owner != "" {
 		// Colony `a`'s cluster `b` and Colony `a-b` both want the Secret `a-b-kubeconfig`; the
 		// webhook refuses such names, but Colonies made without it (or before it) can still clash.
 		st.invalid = fmt.Sprintf("%s: the kubeconfig Secret %s of ClusterDeployment %s is Colony %s's own kubeconfig Secret: "+
@@ -330,7 +330,7 @@ func (r *Reconciler) reconcileEntry(ctx context.Context, colony *infrav1.Colony,
 }
 
 // colonyControllerOf returns the name of the Colony that controls obj, or "".
-func colonyControllerOf(obj metav1.Object) string {
+func colonyControllerOf(obj *metav1.PartialObjectMetadata) string {
 	if obj == nil {
 		return ""
 	}

@@ -144,8 +144,8 @@ func TestRefusedClusterDeployments(t *testing.T) {
 	})
 	waitColony(t, ns, "col", "Degraded naming both refusals", all(phaseIs(infrav1.ColonyPhaseDegraded),
 		conditionIs(infrav1.ColonyClustersReadyCondition, metav1.ConditionFalse, infrav1.ColonyReasonInvalidEntry,
-			"spec.colonyClusters[clusterName=a]: ClusterDeployment col-a rejected (403 Forbidden)", "ClusterTemplate is not allowed",
-			"spec.colonyClusters[clusterName=b]: ClusterDeployment col-b rejected (403 Forbidden)", "Credential is not allowed"),
+			"ClusterDeployment col-a rejected (403 Forbidden): spec.colonyClusters[clusterName=a]", "ClusterTemplate is not allowed",
+			"ClusterDeployment col-b rejected (403 Forbidden): spec.colonyClusters[clusterName=b]", "Credential is not allowed"),
 		conditionIs(infrav1.ColonyReadyCondition, metav1.ConditionFalse, infrav1.ColonyReasonInvalidEntry)))
 	if got := getCD(t, ns, "col-a").Spec.Template; got != "t1" {
 		t.Fatalf("col-a template %q, want t1 (refused upgrade)", got)

@@ -47,6 +47,8 @@ const (
 // +kubebuilder:rbac:groups=infra.exalsius.ai,resources=colonies,verbs=get;list;watch
 // +kubebuilder:rbac:groups=infra.exalsius.ai,resources=colonies/status,verbs=get;patch
 // +kubebuilder:rbac:groups=k0rdent.mirantis.com,resources=clusterdeployments,verbs=get;list;watch
+// +kubebuilder:rbac:groups=k0rdent.mirantis.com,resources=credentials;regions,verbs=get
+// +kubebuilder:rbac:groups=lib.projectsveltos.io,resources=sveltosclusters,verbs=get
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 

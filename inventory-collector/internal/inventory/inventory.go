@@ -48,11 +48,12 @@ func (r *Reconciler) collect(ctx context.Context, colony *infrav1.Colony, cds []
 		case err == nil:
 			e := infrav1.ClusterGPUInventory{Reachable: true, Offerings: gpu.Offerings(cl.Nodes(), cl.Pods())}
 			e.LastUpdated = now
-			e.LastContact = contactTime(cl.LastContact(), now)
+			contact := contactTime(cl.LastContact(), now)
+			e.LastContact = &contact
 			if hadPrev && sameContent(prev, e) {
 				e.LastUpdated = prev.LastUpdated
 				// Unchanged: keep the stored contact time until it is older than the refresh interval.
-				if !prev.LastContact.IsZero() && e.LastContact.Sub(prev.LastContact.Time) < r.ContactRefresh {
+				if prev.LastContact != nil && contact.Sub(prev.LastContact.Time) < r.ContactRefresh {
 					e.LastContact = prev.LastContact
 				}
 			}
@@ -133,7 +134,7 @@ func desiredInventory(colony *infrav1.Colony, all []types.NamespacedName, collec
 // sameContent reports whether two entries differ only in lastUpdated and lastContact.
 func sameContent(a, b infrav1.ClusterGPUInventory) bool {
 	a.LastUpdated, b.LastUpdated = metav1.Time{}, metav1.Time{}
-	a.LastContact, b.LastContact = metav1.Time{}, metav1.Time{}
+	a.LastContact, b.LastContact = nil, nil
 	return bytes.Equal(mustJSON(a), mustJSON(b))
 }
 
@@ -145,7 +146,7 @@ func inventoriesEqual(a, b map[string]infrav1.ClusterGPUInventory) bool {
 	}
 	for k, av := range a {
 		bv, ok := b[k]
-		if !ok || !av.LastUpdated.Equal(&bv.LastUpdated) || !av.LastContact.Equal(&bv.LastContact) || !sameContent(av, bv) {
+		if !ok || !av.LastUpdated.Equal(&bv.LastUpdated) || !av.LastContact.Equal(bv.LastContact) || !sameContent(av, bv) {
 			return false
 		}
 	}

@@ -76,7 +76,7 @@ func TestChildrenCollectedIndependently(t *testing.T) {
 	_, stop, err := startCollectorWith([]string{ns}, sharding.Shard{Count: 1}, func(o *childcluster.Options) {
 		o.SyncTimeout = time.Hour
 		o.MaxConcurrentConnects = 2
-	})
+	}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestChildrenCollectedIndependently(t *testing.T) {
 	key := types.NamespacedName{Namespace: ns, Name: "mixed"}
 	waitInventory(t, key, "the healthy child is published", func(inv map[string]infrav1.ClusterGPUInventory) bool {
 		e := inv["mixed-z-good"]
-		return e.Reachable && len(e.Offerings) == 1 && e.Offerings[0].Total == 8 && !e.LastContact.IsZero()
+		return e.Reachable && len(e.Offerings) == 1 && e.Offerings[0].Total == 8 && e.LastContact != nil
 	})
 	if err := childtest.CreateNode(ctx, child.Client, childtest.Node{Name: "g2", Labels: map[string]string{labelModel: "H100"},
 		Allocatable: childtest.GPUs(gpu.ResourceNVIDIA, 8)}); err != nil {
@@ -126,7 +126,7 @@ func TestBadCredentialsReportedAtOnce(t *testing.T) {
 		o.SyncTimeout = time.Hour
 		o.BackoffBase = time.Hour
 		o.BackoffMax = time.Hour
-	})
+	}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,4 +170,39 @@ func TestBadCredentialsReportedAtOnce(t *testing.T) {
 		e := inv["auth-a"]
 		return e.Reachable && e.Message == ""
 	})
+}
+
+// TestLastContactTellsQuietFromStale: a quiet, reachable child keeps its lastUpdated while its
+// lastContact moves on (every ContactRefresh, 2s here); once it stops answering, lastContact stays.
+func TestLastContactTellsQuietFromStale(t *testing.T) {
+	ns := "inventory-contact"
+	_, stop, err := startCollectorWith([]string{ns}, sharding.Shard{Count: 1}, nil, func(r *Reconciler) { r.ContactRefresh = 2 * time.Second })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	child, err := testenv.StartChild("contact")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = child.Stop() }()
+	colonyFixture(t, ns, "quiet", map[string]*testenv.Child{"a": child})
+	key := types.NamespacedName{Namespace: ns, Name: "quiet"}
+	first := waitInventory(t, key, "reachable", func(inv map[string]infrav1.ClusterGPUInventory) bool {
+		return inv["quiet-a"].Reachable && inv["quiet-a"].LastContact != nil
+	})["quiet-a"]
+	later := waitInventory(t, key, "lastContact moves on, lastUpdated stays", func(inv map[string]infrav1.ClusterGPUInventory) bool {
+		e := inv["quiet-a"]
+		return e.LastContact != nil && e.LastContact.After(first.LastContact.Time) && e.LastUpdated.Equal(&first.LastUpdated)
+	})["quiet-a"]
+	if err := child.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = child.Resume() }()
+	gone := waitInventory(t, key, "unreachable", func(inv map[string]infrav1.ClusterGPUInventory) bool {
+		return !inv["quiet-a"].Reachable
+	})["quiet-a"]
+	if gone.LastContact == nil || gone.LastContact.Before(later.LastContact) {
+		t.Fatalf("an unreachable child keeps its last contact: before %v, now %v", later.LastContact, gone.LastContact)
+	}
 }

@@ -80,11 +80,12 @@ func runTests(m *testing.M) int {
 
 // startCollector runs a manager with the inventory reconciler for the given namespaces and shard.
 func startCollector(namespaces []string, shard sharding.Shard) (*Reconciler, context.CancelFunc, error) {
-	return startCollectorWith(namespaces, shard, nil)
+	return startCollectorWith(namespaces, shard, nil, nil)
 }
 
 // startCollectorWith is startCollector with the child-cluster cache's options adjusted by tune.
-func startCollectorWith(namespaces []string, shard sharding.Shard, tune func(*childcluster.Options)) (*Reconciler, context.CancelFunc, error) {
+// tuneReconciler, when set, adjusts the reconciler before it is set up.
+func startCollectorWith(namespaces []string, shard sharding.Shard, tune func(*childcluster.Options), tuneReconciler func(*Reconciler)) (*Reconciler, context.CancelFunc, error) {
 	for _, ns := range namespaces {
 		if err := mgmt.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return nil, nil, err
@@ -126,6 +127,9 @@ func startCollectorWith(namespaces []string, shard sharding.Shard, tune func(*ch
 		return nil, nil, err
 	}
 	r := &Reconciler{Client: mgr.GetClient(), Clusters: clusters, Shard: shard, Recorder: mgr.GetEventRecorder("inventory-collector")}
+	if tuneReconciler != nil {
+		tuneReconciler(r)
+	}
 	if err := r.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 2}); err != nil {
 		return nil, nil, err
 	}

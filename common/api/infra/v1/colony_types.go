@@ -161,7 +161,7 @@ type ClusterGPUInventory struct {
 	// default): a reachable child's lastContact is at most that old, an unreachable child's says since
 	// when it is gone.
 	// +optional
-	LastContact metav1.Time `json:"lastContact,omitempty"`
+	LastContact *metav1.Time `json:"lastContact,omitempty"`
 
 	// Reachable is false while the child's API server cannot be reached; the offerings are then the
 	// last ones seen.
