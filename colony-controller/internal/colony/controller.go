@@ -52,12 +52,16 @@ type Reconciler struct {
 	// ShardBytes is the budget of kubeconfig bytes per kubeconfig Secret of a Colony (default
 	// DefaultShardBytes); more clusters go to further Secrets.
 	ShardBytes int
+	// APIEndpointConfigMap turns on the API-endpoint ConfigMap kube-system/cp-api-endpoint on each
+	// ready child whose control plane k0smotron hosts (see apiendpoint.go).
+	APIEndpointConfigMap bool
 	// RetryRefused is how long an entry whose ClusterDeployment the API server refused waits before
 	// it is sent again when nothing the Colony watches changed (default 2m).
 	RetryRefused time.Duration
 
 	applied     *appliedCache
 	kubeconfigs *kubeconfigMemo
+	endpoints   endpointMemo
 }
 
 // NewReconciler returns a Reconciler wired to the manager's client, API reader and event recorder.
@@ -81,6 +85,7 @@ func newReconciler(c client.Client, apiReader client.Reader, recorder events.Eve
 // +kubebuilder:rbac:groups=k0rdent.mirantis.com,resources=clusterdeployments,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=k0rdent.mirantis.com,resources=clustertemplates;credentials,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;delete
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // SetupWithManager registers the controller: it watches Colonies, the ClusterDeployments they control
@@ -96,7 +101,12 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 	if r.RetryRefused <= 0 {
 		r.RetryRefused = defaultRetryRefused
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr)
+	if r.APIEndpointConfigMap {
+		b = b.Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.serviceToColony),
+			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetLabels()["app"] == "k0smotron" })))
+	}
+	return b.
 		Named("colony").
 		WithOptions(opts).
 		For(&infrav1.Colony{}, builder.WithPredicates(colonyChanged())).
@@ -266,12 +276,14 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, colony *infrav1.Colony
 		errs = append(errs, err)
 		obs.kubeconfig.secretName = colony.Status.KubeconfigSecretName
 	}
-	res := ctrl.Result{}
+	res := ctrl.Result{RequeueAfter: r.reconcileAPIEndpoints(ctx, colony, ready)}
 	for _, st := range obs.entries {
 		if st.refused {
 			// The ClusterTemplate and Credential watches retry a refusal at once when they change;
 			// this catches causes nothing here watches (KCM's Management object, a webhook policy).
-			res.RequeueAfter = r.RetryRefused
+			if res.RequeueAfter == 0 || r.RetryRefused < res.RequeueAfter {
+				res.RequeueAfter = r.RetryRefused
+			}
 		}
 	}
 	return res, errors.Join(errs...)
