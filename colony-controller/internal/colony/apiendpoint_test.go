@@ -100,6 +100,10 @@ func TestAPIEndpointConfigMap(t *testing.T) {
 	}
 	svc2 := svc.DeepCopy()
 	svc2.ResourceVersion, svc2.Namespace, svc2.Status = "", off, corev1.ServiceStatus{}
+	svc2.Spec.ClusterIP, svc2.Spec.ClusterIPs = "", nil
+	for i := range svc2.Spec.Ports {
+		svc2.Spec.Ports[i].NodePort = 0
+	}
 	if err := mgmt.Client.Create(ctx, svc2); err != nil {
 		t.Fatal(err)
 	}
