@@ -270,7 +270,7 @@ func (r *Reconciler) ownKubeconfigSecrets(ctx context.Context, colony *infrav1.C
 // ready, then rewritten whenever a ready cluster's kubeconfig Secret changes, a cluster becomes ready
 // or stops being ready, or someone edits one of them. ready lists the ready entries in spec order.
 // The kubeconfigs are split over as many Secrets as needed (see docs/design/colony-kubeconfig.md);
-// Secrets no longer needed are deleted.
+// further Secrets no longer needed are emptied.
 func (r *Reconciler) reconcileKubeconfigSecret(ctx context.Context, colony *infrav1.Colony, ready []*entryState) (kubeconfigResult, error) {
 	name := KubeconfigSecretName(colony.Name)
 	key := types.NamespacedName{Namespace: colony.Namespace, Name: colony.Name}
@@ -342,11 +342,17 @@ func (r *Reconciler) reconcileKubeconfigSecret(ctx context.Context, colony *infr
 		written = append(written, *m)
 		res.shards = append(res.shards, m.Name)
 	}
+	// Further Secrets no longer needed are emptied, not deleted (the controller may not delete
+	// Secrets): they hold a kubeconfig without contexts until they are needed again or the Colony
+	// goes, and garbage collection removes them with it.
 	for _, o := range own {
 		if n, ok := shardIndexOf(&o); ok && n >= len(shards) {
-			if err := r.Client.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: o.Namespace, Name: o.Name}},
-				client.Preconditions{UID: &o.UID}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-				return kubeconfigResult{}, fmt.Errorf("deleting Secret %s: %w", o.Name, err)
+			m, err := r.writeKubeconfigSecret(ctx, colony, n, map[string][]byte{KubeconfigKey: emptyKubeconfig()})
+			if err != nil && !isEntryError(err) {
+				return kubeconfigResult{}, err
+			}
+			if m != nil {
+				written = append(written, *m)
 			}
 		}
 	}
@@ -355,6 +361,15 @@ func (r *Reconciler) reconcileKubeconfigSecret(ctx context.Context, colony *infr
 		r.kubeconfigs.put(key, fingerprint(written, ready), res)
 	}
 	return res, nil
+}
+
+// emptyKubeconfig is a valid kubeconfig without contexts.
+func emptyKubeconfig() []byte {
+	b, err := clientcmd.Write(*clientcmdapi.NewConfig())
+	if err != nil {
+		return nil
+	}
+	return b
 }
 
 // shardIndexOf returns n of a Colony's further kubeconfig Secret (ShardLabel), or false.
