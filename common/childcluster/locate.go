@@ -43,10 +43,18 @@ const DefaultSystemNamespace = "kcm-system"
 // readIndirect finds the kubeconfig of an adopted or a regional cluster. It returns found=false when
 // the ClusterDeployment is neither.
 func (c *Cache) readIndirect(ctx context.Context, key types.NamespacedName) (data []byte, found bool, err error) {
-	if data, found, err = c.readAdopted(ctx, key); found || err != nil {
-		return data, found, err
+	data, found, err = c.readAdopted(ctx, key)
+	if !found && err == nil {
+		data, found, err = c.readRegional(ctx, key)
 	}
-	return c.readRegional(ctx, key)
+	if err != nil && !IsUnreachable(err) {
+		// The lookup itself failed (say RBAC refuses SveltosClusters): the cluster's kubeconfig is
+		// still missing as far as anyone can tell; say why without failing harder than that.
+		err = &UnreachableError{Cluster: key, Reason: ReasonKubeconfigMissing,
+			Err: fmt.Errorf("Secret %s not found, and looking for an adopted or regional cluster failed: %w", SecretName(key.Name), err)}
+		found = true
+	}
+	return data, found, err
 }
 
 // readAdopted reads the kubeconfig of the SveltosCluster named like the ClusterDeployment.
