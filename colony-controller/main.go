@@ -27,6 +27,8 @@ func run() error {
 	opts := bootstrap.NewOptions(colony.Component)
 	opts.AddFlags(flag.CommandLine)
 	maxConcurrent := flag.Int("max-concurrent-reconciles", 2, "Colonies reconciled in parallel.")
+	apiEndpoint := flag.Bool("api-endpoint-configmap", false,
+		"Write kube-system/cp-api-endpoint ({host, port} of the k0smotron control plane Service) on each ready child, for Cilium without kube-proxy.")
 	flag.Parse()
 	if *maxConcurrent < 1 {
 		return fmt.Errorf("--max-concurrent-reconciles must be at least 1, got %d", *maxConcurrent)
@@ -37,6 +39,7 @@ func run() error {
 		return err
 	}
 	r := colony.NewReconciler(mgr)
+	r.APIEndpointConfigMap = *apiEndpoint
 	if err := r.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: *maxConcurrent}); err != nil {
 		return fmt.Errorf("setting up the Colony controller: %w", err)
 	}

@@ -33,6 +33,7 @@ type flags struct {
 	debounce                time.Duration
 	childQPS                float64
 	childBurst              int
+	contactRefresh          time.Duration
 }
 
 func (f *flags) add(fs *flag.FlagSet) {
@@ -46,6 +47,8 @@ func (f *flags) add(fs *flag.FlagSet) {
 	fs.DurationVar(&f.debounce, "debounce", 2*time.Second, "Window in which a child's Node and Pod changes are folded into one status update.")
 	fs.Float64Var(&f.childQPS, "child-api-qps", 20, "Queries per second to each child's API server.")
 	fs.IntVar(&f.childBurst, "child-api-burst", 40, "Burst of queries to each child's API server.")
+	fs.DurationVar(&f.contactRefresh, "contact-refresh", inventory.DefaultContactRefresh,
+		"How old a quiet, reachable child's status lastContact may get before it is rewritten (one status write per Colony per interval).")
 }
 
 func main() {
@@ -88,9 +91,11 @@ func run() error {
 	}
 	log := ctrl.Log.WithName(component)
 
-	// Kubeconfig Secrets are read one at a time through the API reader, never cached.
+	// Kubeconfig Secret data are read through the API reader, never cached, and only when the
+	// Secret's resourceVersion (from the controller's metadata-only watch) moved.
 	clusters, err := childcluster.New(childcluster.Options{
 		Reader:                mgr.GetAPIReader(),
+		MetadataReader:        mgr.GetClient(),
 		Logger:                log.WithName("childcluster"),
 		MaxConcurrentConnects: f.maxConcurrentConnects,
 		SyncTimeout:           f.childSyncTimeout,
@@ -109,7 +114,8 @@ func run() error {
 	if err := mgr.Add(clusters); err != nil {
 		return fmt.Errorf("adding the child-cluster cache: %w", err)
 	}
-	r := &inventory.Reconciler{Client: mgr.GetClient(), Clusters: clusters, Shard: shard, Recorder: mgr.GetEventRecorder(component)}
+	r := &inventory.Reconciler{Client: mgr.GetClient(), Clusters: clusters, Shard: shard, Recorder: mgr.GetEventRecorder(component),
+		ContactRefresh: f.contactRefresh}
 	if err := r.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: f.maxConcurrentReconciles}); err != nil {
 		return fmt.Errorf("setting up the inventory controller: %w", err)
 	}

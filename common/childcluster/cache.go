@@ -17,7 +17,10 @@
 // per Get call) or a cache restricted to kubeconfig Secrets (for example by the label
 // cluster.x-k8s.io/cluster-name); never a cache of every Secret's data cluster-wide. The caller's RBAC
 // needs `get` on secrets in the ClusterDeployments' namespaces (plus `list` and `watch` when a
-// caching reader is used). The child side needs get/list/watch on nodes and pods, which a
+// caching reader is used), and, for adopted and regional clusters (locate.go), `get` on
+// sveltosclusters (lib.projectsveltos.io), credentials and regions (k0rdent.mirantis.com) and on the
+// Secrets they name; the Region's kubeconfig needs `get` on secrets of the ClusterDeployments'
+// namespaces on the regional cluster. The child side needs get/list/watch on nodes and pods, which a
 // ClusterDeployment's admin kubeconfig has. Kubeconfig contents never reach logs or errors.
 package childcluster
 
@@ -32,6 +35,7 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -53,6 +57,11 @@ func SecretName(cdName string) string { return cdName + SecretSuffix }
 type Options struct {
 	// Reader reads the kubeconfig Secrets (required): an APIReader or a narrowly filtered cache.
 	Reader client.Reader
+	// MetadataReader, when set, reads the kubeconfig Secrets' metadata, typically the manager's
+	// client backed by a metadata-only watch of Secrets (WatchesMetadata). Get then reads a Secret's
+	// data through Reader only when its resourceVersion differs from the one last read, so a busy
+	// child costs no Secret GET per change. Nil reads the data on every Get.
+	MetadataReader client.Reader
 	// Scheme is the scheme of each cluster's direct client (default: common/scheme.New()).
 	Scheme *runtime.Scheme
 	// Logger logs connects and disconnects, by ClusterDeployment name only.
@@ -81,6 +90,9 @@ type Options struct {
 	Burst int
 	// UserAgent is sent to the children (default "exalsius-childcluster").
 	UserAgent string
+	// SystemNamespace is k0rdent's system namespace, where a Region's kubeconfig Secret lives
+	// (default DefaultSystemNamespace, "kcm-system").
+	SystemNamespace string
 	// OnConnect, when set, is called after each connect attempt with its duration and error.
 	OnConnect func(cd types.NamespacedName, took time.Duration, err error)
 }
@@ -119,6 +131,9 @@ func (o *Options) defaults() {
 	if o.Burst <= 0 {
 		o.Burst = 40
 	}
+	if o.SystemNamespace == "" {
+		o.SystemNamespace = DefaultSystemNamespace
+	}
 	if o.UserAgent == "" {
 		o.UserAgent = "exalsius-childcluster"
 	}
@@ -128,6 +143,8 @@ func (o *Options) defaults() {
 type entry struct {
 	key      types.NamespacedName
 	hash     [32]byte
+	secretRV string // resourceVersion of the Secret the data were read from
+	cancel   context.CancelFunc
 	done     chan struct{} // closed when the connect attempt finished
 	cluster  *Cluster      // set when connected
 	err      error         // set when the attempt failed
@@ -154,6 +171,8 @@ type Cache struct {
 
 	// inFlight and peakInFlight count connects running now and at most, for tests and debugging.
 	inFlight, peakInFlight atomic.Int32
+	// secretReads counts reads of Secret data.
+	secretReads atomic.Int64
 }
 
 // New returns a Cache. It fails when opts.Reader is nil.
@@ -174,44 +193,116 @@ func New(opts Options) (*Cache, error) {
 	}, nil
 }
 
-// Get returns the connection to the child of ClusterDeployment namespace/name, connecting when needed.
+// Get returns the connection to the child of ClusterDeployment namespace/name, connecting when needed
+// and waiting for the connect.
 //
 // Errors: an *UnreachableError (see IsUnreachable) when the kubeconfig Secret is missing or unusable,
-// when the connect failed (a new attempt waits for the backoff; RetryAfter says how long), or when a
-// connected child stopped answering (the connection stays and recovers by itself); any other error
-// when the Secret could not be read or ctx ended.
+// when the child refuses the credentials (ReasonUnauthorized, at the first refusal), when the connect
+// failed (a new attempt waits for the backoff; RetryAfter says how long), or when a connected child
+// stopped answering (the connection stays and recovers by itself); any other error when the Secret
+// could not be read or ctx ended.
 func (c *Cache) Get(ctx context.Context, namespace, name string) (*Cluster, error) {
-	key := types.NamespacedName{Namespace: namespace, Name: name}
-	data, err := c.readKubeconfig(ctx, key)
+	return c.get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, true)
+}
+
+// TryGet is Get without the wait: while a connect is under way it returns an *UnreachableError with
+// ReasonConnecting at once, and subscribers (Subscribe, Source) are notified when the connect ends,
+// successful or not. A caller that serves many children, like the inventory, uses it so that one slow
+// or unreachable child never holds up the others.
+func (c *Cache) TryGet(ctx context.Context, namespace, name string) (*Cluster, error) {
+	return c.get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, false)
+}
+
+func (c *Cache) get(ctx context.Context, key types.NamespacedName, wait bool) (*Cluster, error) {
+	var data []byte
+	var hash [32]byte
+	rv, err := c.secretVersion(ctx, key)
+	if UnreachableReason(err) == ReasonKubeconfigMissing {
+		// No `<cd>-kubeconfig`: an adopted or a regional cluster, or one not up yet.
+		indirect, found, ierr := c.readIndirect(ctx, key)
+		switch {
+		case !found && ierr == nil:
+		case ierr != nil:
+			err = ierr
+		default:
+			data, err = indirect, nil
+		}
+	}
 	if err != nil {
 		if UnreachableReason(err) == ReasonKubeconfigMissing {
 			c.Forget(key)
 		}
 		return nil, err
 	}
-	hash := sha256.Sum256(data)
+	c.mu.Lock()
+	e := c.entries[key]
+	known := e != nil && rv != "" && e.secretRV == rv
+	if known {
+		hash = e.hash
+	}
+	c.mu.Unlock()
+	if data == nil && !known {
+		var readRV string
+		data, readRV, err = c.readKubeconfig(ctx, key)
+		if UnreachableReason(err) == ReasonKubeconfigMissing {
+			if indirect, found, ierr := c.readIndirect(ctx, key); found || ierr != nil {
+				data, readRV, err = indirect, "", ierr
+			}
+		}
+		if err != nil {
+			if UnreachableReason(err) == ReasonKubeconfigMissing {
+				c.Forget(key)
+			}
+			return nil, err
+		}
+		if rv == "" {
+			rv = readRV
+		}
+	}
+	if data != nil {
+		hash = sha256.Sum256(data)
+	}
 
 	c.mu.Lock()
 	if c.stopped {
 		c.mu.Unlock()
 		return nil, ErrStopped
 	}
-	e := c.entries[key]
+	e = c.entries[key]
 	now := time.Now()
 	switch {
+	case e == nil && data != nil:
+		e = c.connectLocked(key, hash, rv, data, 0)
 	case e == nil:
-		e = c.connectLocked(key, hash, data, 0)
+		// Forgotten meanwhile: start over, reading the data.
+		c.mu.Unlock()
+		return c.get(ctx, key, wait)
 	case e.hash != hash:
 		c.log.Info("kubeconfig Secret changed, reconnecting", "clusterDeployment", key.String())
 		c.removeLocked(e)
-		e = c.connectLocked(key, hash, data, 0)
+		e = c.connectLocked(key, hash, rv, data, 0)
 	case e.err != nil && !now.Before(e.retryAt):
+		if data == nil {
+			// The data are needed for a new attempt: read them on the next call.
+			e.secretRV = ""
+			c.mu.Unlock()
+			return c.get(ctx, key, wait)
+		}
 		c.removeLocked(e)
-		e = c.connectLocked(key, hash, data, e.failures)
+		e = c.connectLocked(key, hash, rv, data, e.failures)
+	default:
+		e.secretRV = rv // same data under a new resourceVersion (a label edit)
 	}
 	e.lastUsed = now
 	c.mu.Unlock()
 
+	if !wait {
+		select {
+		case <-e.done:
+		default:
+			return nil, &UnreachableError{Cluster: key, Reason: ReasonConnecting, Err: fmt.Errorf("connecting")}
+		}
+	}
 	select {
 	case <-e.done:
 	case <-ctx.Done():
@@ -226,45 +317,74 @@ func (c *Cache) Get(ctx context.Context, namespace, name string) (*Cluster, erro
 	return e.cluster, nil
 }
 
+// secretVersion returns the kubeconfig Secret's resourceVersion from the MetadataReader, or "" when
+// there is none.
+func (c *Cache) secretVersion(ctx context.Context, key types.NamespacedName) (string, error) {
+	if c.opts.MetadataReader == nil {
+		return "", nil
+	}
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	name := types.NamespacedName{Namespace: key.Namespace, Name: SecretName(key.Name)}
+	if err := c.opts.MetadataReader.Get(ctx, name, m); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", &UnreachableError{Cluster: key, Reason: ReasonKubeconfigMissing,
+				Err: fmt.Errorf("Secret %s not found", name)}
+		}
+		return "", fmt.Errorf("reading kubeconfig Secret %s metadata: %w", name, err)
+	}
+	return m.ResourceVersion, nil
+}
+
 // readKubeconfig reads the kubeconfig Secret's value.
-func (c *Cache) readKubeconfig(ctx context.Context, key types.NamespacedName) ([]byte, error) {
+func (c *Cache) readKubeconfig(ctx context.Context, key types.NamespacedName) ([]byte, string, error) {
+	c.secretReads.Add(1)
 	secret := &corev1.Secret{}
 	name := types.NamespacedName{Namespace: key.Namespace, Name: SecretName(key.Name)}
 	if err := c.opts.Reader.Get(ctx, name, secret); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, &UnreachableError{Cluster: key, Reason: ReasonKubeconfigMissing,
+			return nil, "", &UnreachableError{Cluster: key, Reason: ReasonKubeconfigMissing,
 				Err: fmt.Errorf("Secret %s not found", name)}
 		}
-		return nil, fmt.Errorf("reading kubeconfig Secret %s: %w", name, err)
+		return nil, "", fmt.Errorf("reading kubeconfig Secret %s: %w", name, err)
 	}
 	data := secret.Data[SecretKey]
 	if len(data) == 0 {
-		return nil, &UnreachableError{Cluster: key, Reason: ReasonKubeconfigInvalid,
+		return nil, "", &UnreachableError{Cluster: key, Reason: ReasonKubeconfigInvalid,
 			Err: fmt.Errorf("Secret %s has no data key %q", name, SecretKey)}
 	}
-	return data, nil
+	return data, secret.ResourceVersion, nil
 }
 
+// SecretReads returns how many times the cache read a kubeconfig Secret's data, for tests and
+// debugging.
+func (c *Cache) SecretReads() int64 { return c.secretReads.Load() }
+
 // connectLocked adds a connecting entry and starts its connect in the background.
-func (c *Cache) connectLocked(key types.NamespacedName, hash [32]byte, data []byte, failures int) *entry {
-	e := &entry{key: key, hash: hash, done: make(chan struct{}), failures: failures}
+func (c *Cache) connectLocked(key types.NamespacedName, hash [32]byte, rv string, data []byte, failures int) *entry {
+	ctx, cancel := context.WithCancel(c.ctx)
+	e := &entry{key: key, hash: hash, secretRV: rv, cancel: cancel, done: make(chan struct{}), failures: failures}
 	c.entries[key] = e
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		c.connect(e, data)
+		defer c.notifier.trigger(key) // TryGet callers learn that the connect ended
+		c.connect(ctx, e, data)
 	}()
 	return e
 }
 
 // connect builds and starts the cluster of an entry, within the connect concurrency bound.
-func (c *Cache) connect(e *entry, data []byte) {
+func (c *Cache) connect(ctx context.Context, e *entry, data []byte) {
 	defer close(e.done)
 	select {
 	case c.sem <- struct{}{}:
 		defer func() { <-c.sem }()
-	case <-c.ctx.Done():
+	case <-ctx.Done():
 		e.err = ErrStopped
+		if c.ctx.Err() == nil {
+			e.err = &UnreachableError{Cluster: e.key, Reason: ReasonConnectFailed, Err: fmt.Errorf("connection was replaced while waiting to connect")}
+		}
 		return
 	}
 	n := c.inFlight.Add(1)
@@ -274,7 +394,7 @@ func (c *Cache) connect(e *entry, data []byte) {
 	start := time.Now()
 	cl, err := newCluster(e.key, data, connectConfig{opts: &c.opts, onChange: func() { c.notifier.trigger(e.key) }})
 	if err == nil {
-		err = cl.start(c.ctx, c.opts.SyncTimeout, probeConfig{interval: c.opts.HealthInterval, timeout: c.opts.ProbeTimeout, threshold: c.opts.ProbeFailureThreshold})
+		err = cl.start(ctx, c.opts.SyncTimeout, probeConfig{interval: c.opts.HealthInterval, timeout: c.opts.ProbeTimeout, threshold: c.opts.ProbeFailureThreshold})
 	}
 	if c.opts.OnConnect != nil {
 		c.opts.OnConnect(e.key, time.Since(start), err)
@@ -319,6 +439,9 @@ func (c *Cache) removeLocked(e *entry) {
 	if c.entries[e.key] == e {
 		delete(c.entries, e.key)
 	}
+	if e.cancel != nil {
+		e.cancel() // a connect still under way (say with a revoked credential) ends now
+	}
 	if cl := e.cluster; cl != nil {
 		c.wg.Add(1)
 		go func() {
@@ -347,6 +470,9 @@ func (c *Cache) Forget(key types.NamespacedName) {
 		}
 	default:
 		// Still connecting: connect sees the entry gone and stops what it built.
+	}
+	if e.cancel != nil {
+		e.cancel()
 	}
 	c.log.V(1).Info("child cluster forgotten", "clusterDeployment", key.String())
 }

@@ -51,10 +51,16 @@ type Cluster struct {
 	// health is the current *UnreachableError, or nil while the child answers.
 	health       atomic.Pointer[UnreachableError]
 	lastWatchErr atomic.Int64 // unix nanos of the last list/watch failure
+	lastContact  atomic.Int64 // unix nanos of the last answer from the child
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	once   sync.Once
+
+	// listFailed is closed at the first failed list or watch; a connect waiting for the initial
+	// listing gives up then instead of waiting for the sync timeout (the cache's backoff retries).
+	listFailed chan struct{}
+	failOnce   sync.Once
 }
 
 // Key returns the ClusterDeployment this cluster belongs to.
@@ -148,7 +154,8 @@ func newCluster(key types.NamespacedName, data []byte, cc connectConfig) (*Clust
 	if err != nil {
 		return nil, &UnreachableError{Cluster: key, Reason: ReasonKubeconfigInvalid, Err: fmt.Errorf("building a client: %w", err)}
 	}
-	c := &Cluster{key: key, client: cl, clientset: cs, dialer: dialer, httpClient: httpClient, onChange: cc.onChange}
+	c := &Cluster{key: key, client: cl, clientset: cs, dialer: dialer, httpClient: httpClient, onChange: cc.onChange,
+		listFailed: make(chan struct{})}
 
 	c.nodes = toolscache.NewSharedIndexInformer(&toolscache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -215,7 +222,20 @@ func newCluster(key types.NamespacedName, data []byte, cc connectConfig) (*Clust
 	return c, nil
 }
 
+// LastContact returns when the child last answered: the end of the initial listing, a watch event
+// or a successful probe (every HealthInterval).
+func (c *Cluster) LastContact() time.Time { return time.Unix(0, c.lastContact.Load()) }
+
+func (c *Cluster) contact() { c.lastContact.Store(time.Now().UnixNano()) }
+
+// changed notifies a change seen on the child's watches, which is also a contact.
 func (c *Cluster) changed() {
+	c.contact()
+	c.notify()
+}
+
+// notify tells the cache's subscribers about the child.
+func (c *Cluster) notify() {
 	if c.onChange != nil {
 		c.onChange()
 	}
@@ -240,7 +260,25 @@ func (c *Cluster) start(parent context.Context, timeout time.Duration, probe pro
 	}
 	syncCtx, syncCancel := context.WithTimeout(ctx, timeout)
 	defer syncCancel()
+	go func() {
+		// A child that refuses the credentials, refuses the connection or does not answer within the
+		// dial and TLS handshake timeouts (10s each) does not get better by waiting: stop at the first
+		// failed list, free the connect slot, and let the backoff retry.
+		select {
+		case <-c.listFailed:
+			syncCancel()
+		case <-syncCtx.Done():
+		}
+	}()
 	if !toolscache.WaitForCacheSync(syncCtx.Done(), c.nodes.HasSynced, c.pods.HasSynced) {
+		if u := c.health.Load(); u != nil && u.Reason == ReasonUnauthorized && parent.Err() == nil {
+			c.stop()
+			return &UnreachableError{Cluster: c.key, Reason: ReasonUnauthorized, Err: u.Err}
+		}
+		if u := c.health.Load(); u != nil && u.Err != nil && parent.Err() == nil {
+			c.stop()
+			return &UnreachableError{Cluster: c.key, Reason: ReasonConnectFailed, Err: fmt.Errorf("listing nodes and pods: %w", u.Err)}
+		}
 		err := fmt.Errorf("nodes and pods not listed within %s", timeout)
 		if u := c.health.Load(); u != nil && u.Err != nil {
 			err = fmt.Errorf("%w: %w", err, u.Err)
@@ -252,6 +290,7 @@ func (c *Cluster) start(parent context.Context, timeout time.Duration, probe pro
 		return &UnreachableError{Cluster: c.key, Reason: ReasonConnectFailed, Err: err}
 	}
 	c.health.Store(nil)
+	c.contact()
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
@@ -278,7 +317,12 @@ func (c *Cluster) watchError(_ context.Context, _ *toolscache.Reflector, err err
 		return
 	}
 	c.lastWatchErr.Store(time.Now().UnixNano())
-	c.setUnhealthy(err)
+	if isAuthError(err) {
+		c.setUnhealthyReason(ReasonUnauthorized, err)
+	} else {
+		c.setUnhealthy(err)
+	}
+	c.failOnce.Do(func() { close(c.listFailed) })
 }
 
 // benignWatchError reports errors that are part of normal watching: expired resource versions and
@@ -288,10 +332,12 @@ func benignWatchError(err error) bool {
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, context.Canceled)
 }
 
-func (c *Cluster) setUnhealthy(err error) {
-	u := &UnreachableError{Cluster: c.key, Reason: ReasonUnhealthy, Err: err}
-	if prev := c.health.Swap(u); prev == nil {
-		c.changed()
+func (c *Cluster) setUnhealthy(err error) { c.setUnhealthyReason(ReasonUnhealthy, err) }
+
+func (c *Cluster) setUnhealthyReason(reason string, err error) {
+	u := &UnreachableError{Cluster: c.key, Reason: reason, Err: err}
+	if prev := c.health.Swap(u); prev == nil || prev.Reason != reason {
+		c.notify()
 	}
 }
 
@@ -316,17 +362,23 @@ func (c *Cluster) probe(ctx context.Context, p probeConfig) {
 			return
 		}
 		if err != nil {
+			if isAuthError(err) {
+				c.lastWatchErr.Store(time.Now().UnixNano())
+				c.setUnhealthyReason(ReasonUnauthorized, err)
+				continue
+			}
 			if failures++; failures >= p.threshold {
 				c.setUnhealthy(err)
 			}
 			continue
 		}
 		failures = 0
+		c.contact()
 		if time.Since(time.Unix(0, c.lastWatchErr.Load())) < p.interval {
 			continue
 		}
 		if prev := c.health.Swap(nil); prev != nil {
-			c.changed()
+			c.notify()
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -17,6 +18,12 @@ const (
 	// ReasonConnectFailed: the child's API server could not be listed and watched within the sync
 	// timeout.
 	ReasonConnectFailed = "ConnectFailed"
+	// ReasonUnauthorized: the child's API server refused the kubeconfig's credentials (401 or 403). It
+	// is reported at the first refusal, not after the sync timeout; a rotated Secret is used at once.
+	ReasonUnauthorized = "Unauthorized"
+	// ReasonConnecting: a connect is under way (only from TryGet, which never waits for it). The
+	// cache notifies subscribers when it ends.
+	ReasonConnecting = "Connecting"
 	// ReasonUnhealthy: the child was connected but its API server stopped answering; the watches keep
 	// retrying and the last seen Nodes and Pods stay in the cache.
 	ReasonUnhealthy = "Unhealthy"
@@ -75,4 +82,9 @@ func RetryAfter(err error) time.Duration {
 		}
 	}
 	return 0
+}
+
+// isAuthError reports whether err is the child's API server refusing the credentials.
+func isAuthError(err error) bool {
+	return apierrors.IsUnauthorized(err) || apierrors.IsForbidden(err)
 }

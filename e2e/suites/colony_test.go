@@ -164,13 +164,9 @@ func colonyKubeconfig(ctx context.Context, t *testing.T, ns, name string, cluste
 			return false, err.Error()
 		}
 		data = s.Data["kubeconfig"]
-		perCluster := 0
-		for k := range s.Data {
-			if strings.HasSuffix(k, ".kubeconfig") {
-				perCluster++
-			}
-		}
-		return len(data) > 0 && perCluster == clusters, fmt.Sprintf("keys %d, merged %d bytes", len(s.Data), len(data))
+		// The index names each ready cluster's Secret, one line each.
+		indexed := strings.Count(string(s.Data["index"]), "\n")
+		return len(data) > 0 && indexed == clusters, fmt.Sprintf("keys %d, %d clusters indexed, merged %d bytes", len(s.Data), indexed, len(data))
 	})
 	return writeTemp(t, "colony.kubeconfig", string(data))
 }

@@ -48,6 +48,9 @@ func entryField(clusterName string, rest ...string) string {
 // entryError is an entry the API server or the controller refuses; its message names the field.
 type entryError struct {
 	msg string
+	// refused: the API server or an admission webhook or policy refused the object; something outside
+	// the Colony (a ClusterTemplate, a Credential) may fix it.
+	refused bool
 }
 
 func (e *entryError) Error() string { return e.msg }
@@ -57,6 +60,12 @@ func (e *entryError) Error() string { return e.msg }
 func isEntryError(err error) bool {
 	var ee *entryError
 	return errors.As(err, &ee)
+}
+
+// isRefusedEntry reports whether err is an entry the API server refused.
+func isRefusedEntry(err error) bool {
+	var ee *entryError
+	return errors.As(err, &ee) && ee.refused
 }
 
 // decodeClusterDeploymentSpec decodes an entry's clusterDeploymentSpec. It returns the spec as a
@@ -182,8 +191,8 @@ func (r *Reconciler) applyClusterDeployment(ctx context.Context, colony *infrav1
 		if msg, ok := schemaRejection(entry.ClusterName, desired.GetName(), err); ok {
 			return &entryError{msg: msg}
 		}
-		if apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) {
-			return &entryError{msg: rejectionMessage(entry.ClusterName, desired.GetName(), err)}
+		if isRefusal(err) {
+			return &entryError{msg: rejectionMessage(entry.ClusterName, desired.GetName(), err), refused: true}
 		}
 		return fmt.Errorf("applying ClusterDeployment %s: %w", desired.GetName(), err)
 	}
@@ -191,19 +200,55 @@ func (r *Reconciler) applyClusterDeployment(ctx context.Context, colony *infrav1
 	return nil
 }
 
+// isRefusal reports whether the API server, or an admission webhook or policy behind it, refused the
+// ClusterDeployment, as opposed to failing for a while. KCM's webhook answers 403 Forbidden when it
+// refuses a ClusterDeployment (a template that is not allowed or not valid, a Credential that is not
+// ready, an immutable field changed); a schema answers 422 or 400; an admission policy may pick any
+// 4xx, a webhook any code. Every 4xx is a refusal but 408 (timeout), 409 (conflict) and 429 (too many
+// requests), which pass by themselves; a 5xx is a refusal only when a webhook denied the request (a
+// webhook that cannot be called also answers 500, and that passes).
+func isRefusal(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return false
+	}
+	code := status.Status().Code
+	switch {
+	case code == 408 || code == 409 || code == 429:
+		return false
+	case code >= 400 && code < 500:
+		return true
+	default:
+		return strings.Contains(status.Status().Message, "denied the request")
+	}
+}
+
 // rejectionMessage turns the API server's refusal of a ClusterDeployment into a message naming the
 // entry's fields as the user wrote them in the Colony.
 func rejectionMessage(clusterName, cdName string, err error) string {
 	var status apierrors.APIStatus
 	if !errors.As(err, &status) || status.Status().Details == nil || len(status.Status().Details.Causes) == 0 {
-		return fmt.Sprintf("%s: ClusterDeployment %s rejected: %s", entryField(clusterName), cdName, err.Error())
+		return fmt.Sprintf("%s: ClusterDeployment %s rejected%s: %s", entryField(clusterName), cdName, statusCodeOf(err), err.Error())
 	}
 	parts := make([]string, 0, len(status.Status().Details.Causes))
 	for _, c := range status.Status().Details.Causes {
 		parts = append(parts, fmt.Sprintf("%s: %s", colonyFieldFor(clusterName, c.Field), c.Message))
 	}
 	sort.Strings(parts)
-	return fmt.Sprintf("ClusterDeployment %s rejected: %s", cdName, strings.Join(parts, "; "))
+	return fmt.Sprintf("ClusterDeployment %s rejected%s: %s", cdName, statusCodeOf(err), strings.Join(parts, "; "))
+}
+
+// statusCodeOf renders the HTTP status of an API error for a message, " (403 Forbidden)", or "".
+func statusCodeOf(err error) string {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) || status.Status().Code == 0 {
+		return ""
+	}
+	s := status.Status()
+	if s.Reason != "" {
+		return fmt.Sprintf(" (%d %s)", s.Code, s.Reason)
+	}
+	return fmt.Sprintf(" (%d)", s.Code)
 }
 
 // typedPatchError matches one field error of a server-side apply the API server cannot fit to the

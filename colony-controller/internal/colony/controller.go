@@ -5,10 +5,12 @@ package colony
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -47,9 +49,19 @@ type Reconciler struct {
 	APIReader client.Reader
 	// Recorder records events.k8s.io/v1 Events on condition transitions.
 	Recorder events.EventRecorder
+	// ShardBytes is the budget of kubeconfig bytes per kubeconfig Secret of a Colony (default
+	// DefaultShardBytes); more clusters go to further Secrets.
+	ShardBytes int
+	// APIEndpointConfigMap turns on the API-endpoint ConfigMap kube-system/cp-api-endpoint on each
+	// ready child whose control plane k0smotron hosts (see apiendpoint.go).
+	APIEndpointConfigMap bool
+	// RetryRefused is how long an entry whose ClusterDeployment the API server refused waits before
+	// it is sent again when nothing the Colony watches changed (default 2m).
+	RetryRefused time.Duration
 
 	applied     *appliedCache
 	kubeconfigs *kubeconfigMemo
+	endpoints   endpointMemo
 }
 
 // NewReconciler returns a Reconciler wired to the manager's client, API reader and event recorder.
@@ -71,7 +83,9 @@ func newReconciler(c client.Client, apiReader client.Reader, recorder events.Eve
 // +kubebuilder:rbac:groups=infra.exalsius.ai,resources=colonies/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=infra.exalsius.ai,resources=colonies/finalizers,verbs=update
 // +kubebuilder:rbac:groups=k0rdent.mirantis.com,resources=clusterdeployments,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=k0rdent.mirantis.com,resources=clustertemplates;credentials,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // SetupWithManager registers the controller: it watches Colonies, the ClusterDeployments they control
@@ -84,13 +98,53 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 	if r.kubeconfigs == nil {
 		r.kubeconfigs = newKubeconfigMemo()
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	if r.RetryRefused <= 0 {
+		r.RetryRefused = defaultRetryRefused
+	}
+	b := ctrl.NewControllerManagedBy(mgr)
+	if r.APIEndpointConfigMap {
+		b = b.Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.serviceToColony),
+			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetLabels()["app"] == "k0smotron" })))
+	}
+	return b.
 		Named("colony").
 		WithOptions(opts).
 		For(&infrav1.Colony{}, builder.WithPredicates(colonyChanged())).
 		Owns(&kcmv1.ClusterDeployment{}).
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.secretToColony)).
+		// What KCM's admission checks a ClusterDeployment against: a refused entry is retried as soon
+		// as its template or credential changes (created, made valid or ready), not on a slow requeue.
+		WatchesMetadata(&kcmv1.ClusterTemplate{}, handler.EnqueueRequestsFromMapFunc(r.referencingColonies(specTemplate))).
+		WatchesMetadata(&kcmv1.Credential{}, handler.EnqueueRequestsFromMapFunc(r.referencingColonies(specCredential))).
 		Complete(r)
+}
+
+// specTemplate and specCredential pick the name of the ClusterTemplate or the Credential out of an
+// entry's clusterDeploymentSpec.
+func specTemplate(s *kcmv1.ClusterDeploymentSpec) string   { return s.Template }
+func specCredential(s *kcmv1.ClusterDeploymentSpec) string { return s.Credential }
+
+// referencingColonies returns a map function from a ClusterTemplate or Credential to the Colonies of
+// its namespace with an entry that names it, read from the Colony cache.
+func (r *Reconciler) referencingColonies(ref func(*kcmv1.ClusterDeploymentSpec) string) handler.MapFunc {
+	return func(ctx context.Context, obj client.Object) []reconcile.Request {
+		list := &infrav1.ColonyList{}
+		if err := r.Client.List(ctx, list, client.InNamespace(obj.GetNamespace())); err != nil {
+			return nil
+		}
+		var out []reconcile.Request
+		for i := range list.Items {
+			c := &list.Items[i]
+			for _, e := range c.Spec.ColonyClusters {
+				var spec kcmv1.ClusterDeploymentSpec
+				if json.Unmarshal(e.ClusterDeploymentSpec.Raw, &spec) == nil && ref(&spec) == obj.GetName() {
+					out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(c)})
+					break
+				}
+			}
+		}
+		return out
+	}
 }
 
 // colonyChanged lets through the Colony updates the controller acts on: spec (generation), deletion,
@@ -222,8 +276,21 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, colony *infrav1.Colony
 		errs = append(errs, err)
 		obs.kubeconfig.secretName = colony.Status.KubeconfigSecretName
 	}
-	return ctrl.Result{}, errors.Join(errs...)
+	res := ctrl.Result{RequeueAfter: r.reconcileAPIEndpoints(ctx, colony, ready)}
+	for _, st := range obs.entries {
+		if st.refused {
+			// The ClusterTemplate and Credential watches retry a refusal at once when they change;
+			// this catches causes nothing here watches (KCM's Management object, a webhook policy).
+			if res.RequeueAfter == 0 || r.RetryRefused < res.RequeueAfter {
+				res.RequeueAfter = r.RetryRefused
+			}
+		}
+	}
+	return res, errors.Join(errs...)
 }
+
+// defaultRetryRefused is the default of Reconciler.RetryRefused.
+const defaultRetryRefused = 2 * time.Minute
 
 // reconcileEntry applies one entry's ClusterDeployment and reads its readiness. An entry the API
 // server (or the decoder) refuses is reported in the state, not returned: retrying cannot fix it,
@@ -236,6 +303,7 @@ func (r *Reconciler) reconcileEntry(ctx context.Context, colony *infrav1.Colony,
 	if err := r.applyClusterDeployment(ctx, colony, entry, live); err != nil {
 		if isEntryError(err) {
 			st.invalid = err.Error()
+			st.refused = isRefusedEntry(err)
 		} else {
 			countError(stageApply)
 			st.applyError = err.Error()
@@ -257,6 +325,13 @@ func (r *Reconciler) reconcileEntry(ctx context.Context, colony *infrav1.Colony,
 		st.phase, st.message = clusterProvisioning, err.Error()
 		return st, errors.Join(retErr, err)
 	}
+	if owner := colonyControllerOf(secret); secret != nil && owner != "" {
+		// Colony `a`'s cluster `b` and Colony `a-b` both want the Secret `a-b-kubeconfig`; the
+		// webhook refuses such names, but Colonies made without it (or before it) can still clash.
+		st.invalid = fmt.Sprintf("%s: the kubeconfig Secret %s of ClusterDeployment %s is Colony %s's own kubeconfig Secret: "+
+			"the names clash; rename this entry or that Colony", entryField(entry.ClusterName, "clusterName"), secretName, st.cdName, owner)
+		secret = nil
+	}
 	st.secret = secret
 	var conds []metav1.Condition
 	if live != nil {
@@ -264,6 +339,18 @@ func (r *Reconciler) reconcileEntry(ctx context.Context, colony *infrav1.Colony,
 	}
 	st.phase, st.message = readiness(conds, secretName, secret != nil)
 	return st, retErr
+}
+
+// colonyControllerOf returns the name of the Colony that controls obj, or "".
+func colonyControllerOf(obj *metav1.PartialObjectMetadata) string {
+	if obj == nil {
+		return ""
+	}
+	if ref := metav1.GetControllerOfNoCopy(obj); ref != nil && ref.Kind == "Colony" &&
+		strings.HasPrefix(ref.APIVersion, infrav1.GroupVersion.Group+"/") {
+		return ref.Name
+	}
+	return ""
 }
 
 // recordTransitions emits an event for each of the Colony's condition transitions.

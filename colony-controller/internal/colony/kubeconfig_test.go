@@ -24,12 +24,12 @@ import (
 func TestBuildKubeconfigs(t *testing.T) {
 	a := fakeKubeconfig(t, "https://a.example:6443", "token-a")
 	b := fakeKubeconfig(t, "https://b.example:6443", "token-b")
-	data, included, problems := buildKubeconfigs([]childKubeconfig{
+	shards, included, problems := buildKubeconfigs([]childKubeconfig{
 		{clusterName: "alpha", data: a},
 		{clusterName: "broken", data: []byte("not: [a kubeconfig")},
 		{clusterName: "empty", data: nil},
 		{clusterName: "beta", data: b},
-	})
+	}, DefaultShardBytes)
 	if strings.Join(included, ",") != "alpha,beta" {
 		t.Errorf("included %v", included)
 	}
@@ -41,7 +41,10 @@ func TestBuildKubeconfigs(t *testing.T) {
 			t.Errorf("problem quotes the Secret: %q", p)
 		}
 	}
-	merged, err := clientcmd.Load(data[KubeconfigKey])
+	if len(shards) != 1 {
+		t.Fatalf("%d shards, want 1", len(shards))
+	}
+	merged, err := clientcmd.Load(shards[0].data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,26 +59,69 @@ func TestBuildKubeconfigs(t *testing.T) {
 		if merged.Clusters[name].Server != want.server || merged.AuthInfos[name].Token != want.token {
 			t.Errorf("context %s reaches %s with %q", name, merged.Clusters[name].Server, merged.AuthInfos[name].Token)
 		}
-		single, err := clientcmd.Load(data[PerClusterKey(name)])
-		if err != nil {
-			t.Fatal(err)
-		}
-		if single.CurrentContext != name || len(single.Contexts) != 1 || single.Clusters[name].Server != want.server {
-			t.Errorf("per-cluster kubeconfig %s: %+v", name, single)
-		}
 	}
-	if len(data) != 3 {
-		t.Errorf("keys %d, want merged + 2 per cluster", len(data))
+	// Each kubeconfig once: the merged kubeconfig is about the size of the two on their own.
+	if len(shards[0].data) > len(a)+len(b)+200 {
+		t.Errorf("merged kubeconfig %d bytes for two of %d and %d", len(shards[0].data), len(a), len(b))
+	}
+	if got := string(kubeconfigIndex("col", shards)); got != "alpha col-kubeconfig\nbeta col-kubeconfig\n" {
+		t.Errorf("index %q", got)
 	}
 	// Deterministic: the same input gives the same bytes, so an unchanged Secret is not rewritten.
-	again, _, _ := buildKubeconfigs([]childKubeconfig{{clusterName: "alpha", data: a}, {clusterName: "beta", data: b}})
-	if !bytes.Equal(again[KubeconfigKey], data[KubeconfigKey]) {
+	again, _, _ := buildKubeconfigs([]childKubeconfig{{clusterName: "alpha", data: a}, {clusterName: "beta", data: b}}, DefaultShardBytes)
+	if !bytes.Equal(again[0].data, shards[0].data) {
 		t.Error("merged kubeconfig is not deterministic")
 	}
 	// Nothing ready: an empty but valid kubeconfig.
-	empty, included, _ := buildKubeconfigs(nil)
-	if cfg, err := clientcmd.Load(empty[KubeconfigKey]); err != nil || len(cfg.Contexts) != 0 || len(included) != 0 {
+	empty, included, _ := buildKubeconfigs(nil, DefaultShardBytes)
+	if cfg, err := clientcmd.Load(empty[0].data); len(empty) != 1 || err != nil || len(cfg.Contexts) != 0 || len(included) != 0 {
 		t.Errorf("empty kubeconfig: %v %+v", err, cfg)
+	}
+}
+
+// TestBuildKubeconfigShards: kubeconfigs that do not fit one Secret's budget are spread over
+// several, each once, in order; one that alone exceeds the budget is left out and said why.
+func TestBuildKubeconfigShards(t *testing.T) {
+	var children []childKubeconfig
+	for i := range 5 {
+		children = append(children, childKubeconfig{clusterName: fmt.Sprintf("c%d", i),
+			data: fakeKubeconfig(t, fmt.Sprintf("https://c%d.example:6443", i), strings.Repeat("t", 300))})
+	}
+	children = append(children, childKubeconfig{clusterName: "huge", data: fakeKubeconfig(t, "https://h.example:6443", strings.Repeat("t", 3000))})
+	budget := 2*len(children[0].data) + 100 // two per Secret
+	shards, included, problems := buildKubeconfigs(children, budget)
+	if len(shards) != 3 || len(included) != 5 {
+		t.Fatalf("%d shards, %d included; want 3 and 5", len(shards), len(included))
+	}
+	seen := map[string]int{}
+	for i, sh := range shards {
+		cfg, err := clientcmd.Load(sh.data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(sh.data) > budget+200 {
+			t.Errorf("shard %d: %d bytes over a budget of %d", i, len(sh.data), budget)
+		}
+		for name := range cfg.Contexts {
+			seen[name]++
+		}
+		if cfg.CurrentContext != sh.clusters[0] {
+			t.Errorf("shard %d current context %q", i, cfg.CurrentContext)
+		}
+	}
+	for _, c := range included {
+		if seen[c] != 1 {
+			t.Errorf("%s in %d shards", c, seen[c])
+		}
+	}
+	if !strings.Contains(problems["huge"], "does not fit in a Secret") {
+		t.Errorf("problems %v", problems)
+	}
+	index := string(kubeconfigIndex("col", shards))
+	for _, want := range []string{"c0 col-kubeconfig\n", "c2 col-kubeconfig-1\n", "c4 col-kubeconfig-2\n"} {
+		if !strings.Contains(index, want) {
+			t.Errorf("index %q lacks %q", index, want)
+		}
 	}
 }
 
@@ -119,14 +165,14 @@ func FuzzBuildKubeconfigs(f *testing.F) {
 	f.Add([]byte("{}"))
 	f.Add([]byte("clusters: [{name: c, cluster: {server: x}}]\ncontexts: [{name: x, context: {cluster: c, user: missing}}]"))
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		data, included, problems := buildKubeconfigs([]childKubeconfig{{clusterName: "c", data: raw}})
+		shards, included, problems := buildKubeconfigs([]childKubeconfig{{clusterName: "c", data: raw}}, DefaultShardBytes)
 		if len(included)+len(problems) != 1 {
 			t.Fatalf("the cluster is neither included nor reported: %v %v", included, problems)
 		}
 		if len(raw) > 8 && strings.Contains(problems["c"], string(raw)) {
 			t.Fatal("problem quotes the kubeconfig")
 		}
-		if _, err := clientcmd.Load(data[KubeconfigKey]); err != nil {
+		if _, err := clientcmd.Load(shards[0].data); err != nil {
 			t.Fatalf("merged kubeconfig does not load: %v", err)
 		}
 	})
@@ -226,18 +272,17 @@ func TestKubeconfigAggregation(t *testing.T) {
 	if ref := metav1.GetControllerOf(secret); ref == nil || ref.Kind != "Colony" || ref.Name != "fleet" {
 		t.Errorf("merged Secret's controller: %+v", ref)
 	}
-	if _, ok := secret.Data[PerClusterKey("late")]; ok {
+	if strings.Contains(string(secret.Data[IndexKey]), "late") {
 		t.Error("a cluster that is not ready is in the Secret")
+	}
+	if string(secret.Data[IndexKey]) != "east fleet-kubeconfig\nwest fleet-kubeconfig\n" || len(secret.Data) != 2 {
+		t.Errorf("keys %d, index %q", len(secret.Data), secret.Data[IndexKey])
 	}
 	seen := reachAll(t, secret.Data[KubeconfigKey])
 	for name := range children {
 		other := map[string]string{"east": "west", "west": "east"}[name]
 		if !seen[name]["only-on-"+name] || seen[name]["only-on-"+other] {
 			t.Errorf("context %s sees %v: it must reach child %s and only it", name, seen[name], name)
-		}
-		single := reachAll(t, secret.Data[PerClusterKey(name)])
-		if len(single) != 1 || !single[name]["only-on-"+name] {
-			t.Errorf("per-cluster kubeconfig %s sees %v", name, single)
 		}
 	}
 
@@ -265,13 +310,6 @@ func TestKubeconfigAggregation(t *testing.T) {
 		}
 		if !bytes.Equal(cfg.AuthInfos["east"].ClientCertificateData, wantCert) {
 			return errors.New("east still has the old credential")
-		}
-		single, err := clientcmd.Load(s.Data[PerClusterKey("east")])
-		if err != nil {
-			return err
-		}
-		if !bytes.Equal(single.AuthInfos["east"].ClientCertificateData, wantCert) {
-			return errors.New("east's own key still has the old credential")
 		}
 		return nil
 	})
@@ -322,7 +360,7 @@ func TestKubeconfigAggregation(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if cfg.Contexts["west"] != nil || s.Data[PerClusterKey("west")] != nil || cfg.Contexts["east"] == nil {
+		if cfg.Contexts["west"] != nil || strings.Contains(string(s.Data[IndexKey]), "west") || cfg.Contexts["east"] == nil {
 			return fmt.Errorf("contexts %v", cfg.Contexts)
 		}
 		return nil

@@ -26,6 +26,8 @@ type entryState struct {
 	exists bool
 	// invalid names the field of an entry that could not be applied.
 	invalid string
+	// refused: the API server (or an admission webhook or policy) refused the ClusterDeployment.
+	refused bool
 	// applyError is a transient error applying the entry.
 	applyError string
 	// phase and message describe the existing ClusterDeployment's readiness.
@@ -144,6 +146,10 @@ func computeStatus(colony *infrav1.Colony, obs *observation) infrav1.ColonyStatu
 	case obs.kubeconfig.conflict != "":
 		setCondition(&st, infrav1.ColonyReadyCondition, metav1.ConditionFalse, infrav1.ColonyReasonKubeconfigSecretFailed,
 			truncate(obs.kubeconfig.conflict, maxConditionMessage))
+	case status == metav1.ConditionTrue && len(obs.kubeconfig.shards) > 1:
+		setCondition(&st, infrav1.ColonyReadyCondition, status, reason,
+			truncate(msg+fmt.Sprintf(". Kubeconfigs in Secrets %s (index in %s)", strings.Join(obs.kubeconfig.shards, ", "),
+				st.KubeconfigSecretName), maxConditionMessage))
 	case status == metav1.ConditionTrue && st.KubeconfigSecretName != "":
 		setCondition(&st, infrav1.ColonyReadyCondition, status, reason,
 			truncate(msg+fmt.Sprintf(". Kubeconfig in Secret %s", st.KubeconfigSecretName), maxConditionMessage))

@@ -77,6 +77,12 @@ type runningManager struct {
 // at the end of the test (or earlier by stop).
 func startManager(t *testing.T, namespace string) *runningManager {
 	t.Helper()
+	return startManagerWith(t, namespace, nil)
+}
+
+// startManagerWith is startManager with the reconciler adjusted by tune before it starts.
+func startManagerWith(t *testing.T, namespace string, tune func(*Reconciler)) *runningManager {
+	t.Helper()
 	mgr, err := ctrl.NewManager(mgmt.Config, ctrl.Options{
 		Scheme:                 mgmt.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -87,7 +93,11 @@ func startManager(t *testing.T, namespace string) *runningManager {
 	if err != nil {
 		t.Fatalf("creating manager: %v", err)
 	}
-	if err := NewReconciler(mgr).SetupWithManager(mgr, controller.Options{}); err != nil {
+	r := NewReconciler(mgr)
+	if tune != nil {
+		tune(r)
+	}
+	if err := r.SetupWithManager(mgr, controller.Options{}); err != nil {
 		t.Fatalf("setting up the reconciler: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -33,6 +33,9 @@ import (
 // FieldManager is the server-side apply field manager of status.gpuInventory.
 const FieldManager = "inventory-collector"
 
+// DefaultContactRefresh is the default of Reconciler.ContactRefresh.
+const DefaultContactRefresh = 10 * time.Minute
+
 // Requeue intervals for children that cannot be watched right now. Recovery of a connected child is
 // notified by the child-cluster cache; these are safety nets.
 const (
@@ -44,6 +47,8 @@ const (
 // +kubebuilder:rbac:groups=infra.exalsius.ai,resources=colonies,verbs=get;list;watch
 // +kubebuilder:rbac:groups=infra.exalsius.ai,resources=colonies/status,verbs=get;patch
 // +kubebuilder:rbac:groups=k0rdent.mirantis.com,resources=clusterdeployments,verbs=get;list;watch
+// +kubebuilder:rbac:groups=k0rdent.mirantis.com,resources=credentials;regions,verbs=get
+// +kubebuilder:rbac:groups=lib.projectsveltos.io,resources=sveltosclusters,verbs=get
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -60,6 +65,9 @@ type Reconciler struct {
 	Recorder events.EventRecorder
 	// Now is the clock of lastUpdated (default time.Now).
 	Now func() time.Time
+	// ContactRefresh is how old a reachable, unchanged child's stored lastContact may get before it
+	// is rewritten (default 10m). Every refresh is a status write.
+	ContactRefresh time.Duration
 
 	mu sync.Mutex
 	// tracked maps a Colony to the ClusterDeployments watched for it.
@@ -81,6 +89,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 	r.colonyOf = map[types.NamespacedName]types.NamespacedName{}
 	if r.Now == nil {
 		r.Now = time.Now
+	}
+	if r.ContactRefresh <= 0 {
+		r.ContactRefresh = DefaultContactRefresh
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("inventory").
@@ -278,6 +289,10 @@ func (r *Reconciler) clusterDeployments(ctx context.Context, colony *infrav1.Col
 
 // track records the ClusterDeployments watched for a Colony and stops the watches of those no longer
 // in the list (nil stops them all).
+//
+// Order matters to readers of Watched: a dropped ClusterDeployment's metrics are deleted and its
+// connection is stopped first, and only then does it leave the tracked set. So once Watched no longer
+// lists it, nothing of it is left (no series, no watch).
 func (r *Reconciler) track(colony types.NamespacedName, cds []types.NamespacedName) {
 	want := make(map[types.NamespacedName]struct{}, len(cds))
 	for _, cd := range cds {
@@ -288,9 +303,32 @@ func (r *Reconciler) track(colony types.NamespacedName, cds []types.NamespacedNa
 	for cd := range r.tracked[colony] {
 		if _, ok := want[cd]; !ok {
 			dropped = append(dropped, cd)
-			if r.colonyOf[cd] == colony {
-				delete(r.colonyOf, cd)
-			}
+		}
+	}
+	// New ClusterDeployments are tracked before anything is collected for them.
+	if len(want) > 0 {
+		if r.tracked[colony] == nil {
+			r.tracked[colony] = map[types.NamespacedName]struct{}{}
+		}
+		for cd := range want {
+			r.tracked[colony][cd] = struct{}{}
+			r.colonyOf[cd] = colony
+		}
+	}
+	r.mu.Unlock()
+
+	for _, cd := range dropped {
+		forgetCluster(colony, cd.Name)
+		r.Clusters.Forget(cd)
+	}
+	if len(want) == 0 {
+		forgetColony(colony)
+	}
+
+	r.mu.Lock()
+	for _, cd := range dropped {
+		if r.colonyOf[cd] == colony {
+			delete(r.colonyOf, cd)
 		}
 	}
 	if len(want) == 0 {
@@ -298,18 +336,8 @@ func (r *Reconciler) track(colony types.NamespacedName, cds []types.NamespacedNa
 	} else {
 		r.tracked[colony] = want
 	}
-	for cd := range want {
-		r.colonyOf[cd] = colony
-	}
 	watchedClusters.Set(float64(len(r.colonyOf)))
 	r.mu.Unlock()
-	for _, cd := range dropped {
-		r.Clusters.Forget(cd)
-		forgetCluster(colony, cd.Name)
-	}
-	if len(want) == 0 {
-		forgetColony(colony)
-	}
 }
 
 // Watched returns the ClusterDeployments this reconciler watches, for tests and debugging.

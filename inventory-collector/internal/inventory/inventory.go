@@ -24,8 +24,11 @@ const maxMessage = 1024
 
 // collect computes the inventory entry of each ClusterDeployment of this shard. It returns the
 // entries it could compute, the earliest time a child that cannot be watched now should be retried,
-// and the errors that are not about reachability (reading the kubeconfig Secret failed, ...). A
-// failing child never stops the others.
+// and the errors that are not about reachability (reading the kubeconfig Secret failed, ...).
+//
+// Children are collected independently: TryGet never waits for a connect, so a slow or black-holed
+// child never delays the others. A child still connecting keeps its previous entry (or gets none
+// yet); the cache notifies when its connect ends, which brings the Colony back here.
 func (r *Reconciler) collect(ctx context.Context, colony *infrav1.Colony, cds []types.NamespacedName) (map[string]infrav1.ClusterGPUInventory, time.Duration, []string) {
 	logger := log.FromContext(ctx)
 	colonyKey := client.ObjectKeyFromObject(colony)
@@ -40,15 +43,28 @@ func (r *Reconciler) collect(ctx context.Context, colony *infrav1.Colony, cds []
 	}
 	for _, cd := range cds {
 		prev, hadPrev := colony.Status.GPUInventory[cd.Name]
-		cl, err := r.Clusters.Get(ctx, cd.Namespace, cd.Name)
+		cl, err := r.Clusters.TryGet(ctx, cd.Namespace, cd.Name)
 		switch {
 		case err == nil:
 			e := infrav1.ClusterGPUInventory{Reachable: true, Offerings: gpu.Offerings(cl.Nodes(), cl.Pods())}
 			e.LastUpdated = now
+			contact := contactTime(cl.LastContact(), now)
+			e.LastContact = &contact
 			if hadPrev && sameContent(prev, e) {
 				e.LastUpdated = prev.LastUpdated
+				// Unchanged: keep the stored contact time until it is older than the refresh interval.
+				if prev.LastContact != nil && contact.Sub(prev.LastContact.Time) < r.ContactRefresh {
+					e.LastContact = prev.LastContact
+				}
 			}
 			out[cd.Name] = e
+			// A quiet child raises no event: come back to refresh its lastContact.
+			later(r.ContactRefresh)
+		case childcluster.UnreachableReason(err) == childcluster.ReasonConnecting:
+			if hadPrev {
+				out[cd.Name] = prev
+			}
+			continue
 		case childcluster.IsUnreachable(err):
 			reason := childcluster.UnreachableReason(err)
 			scrapeErrors.WithLabelValues(colonyKey.Namespace, colonyKey.Name, cd.Name, reason).Inc()
@@ -58,7 +74,7 @@ func (r *Reconciler) collect(ctx context.Context, colony *infrav1.Colony, cds []
 			}
 			out[cd.Name] = e
 			switch reason {
-			case childcluster.ReasonConnectFailed, childcluster.ReasonKubeconfigInvalid:
+			case childcluster.ReasonConnectFailed, childcluster.ReasonKubeconfigInvalid, childcluster.ReasonUnauthorized:
 				later(max(childcluster.RetryAfter(err), time.Second))
 			case childcluster.ReasonUnhealthy:
 				later(recheckUnhealthy)
@@ -75,6 +91,14 @@ func (r *Reconciler) collect(ctx context.Context, colony *infrav1.Colony, cds []
 	return out, requeue, errs
 }
 
+// contactTime is the child's last contact at the status' one-second precision, never after now.
+func contactTime(t time.Time, now metav1.Time) metav1.Time {
+	if t.IsZero() || t.After(now.Time) {
+		return now
+	}
+	return metav1.NewTime(t.Truncate(time.Second))
+}
+
 // unreachableEntry keeps the last offerings and their lastUpdated (the age of what is shown) and says
 // why the child cannot be reached. While the reason stays the same, the first message is kept, so that
 // retries with slightly different errors do not rewrite the status.
@@ -84,6 +108,7 @@ func unreachableEntry(prev infrav1.ClusterGPUInventory, hadPrev bool, reason str
 	if hadPrev {
 		e.Offerings = prev.Offerings
 		e.LastUpdated = prev.LastUpdated
+		e.LastContact = prev.LastContact
 		if !prev.Reachable && len(prev.Message) >= len(reason) && prev.Message[:len(reason)] == reason {
 			e.Message = prev.Message
 		}
@@ -106,9 +131,10 @@ func desiredInventory(colony *infrav1.Colony, all []types.NamespacedName, collec
 	return out
 }
 
-// sameContent reports whether two entries differ only in lastUpdated.
+// sameContent reports whether two entries differ only in lastUpdated and lastContact.
 func sameContent(a, b infrav1.ClusterGPUInventory) bool {
 	a.LastUpdated, b.LastUpdated = metav1.Time{}, metav1.Time{}
+	a.LastContact, b.LastContact = nil, nil
 	return bytes.Equal(mustJSON(a), mustJSON(b))
 }
 
@@ -120,7 +146,7 @@ func inventoriesEqual(a, b map[string]infrav1.ClusterGPUInventory) bool {
 	}
 	for k, av := range a {
 		bv, ok := b[k]
-		if !ok || !av.LastUpdated.Equal(&bv.LastUpdated) || !sameContent(av, bv) {
+		if !ok || !av.LastUpdated.Equal(&bv.LastUpdated) || !av.LastContact.Equal(bv.LastContact) || !sameContent(av, bv) {
 			return false
 		}
 	}

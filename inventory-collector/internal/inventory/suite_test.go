@@ -80,6 +80,12 @@ func runTests(m *testing.M) int {
 
 // startCollector runs a manager with the inventory reconciler for the given namespaces and shard.
 func startCollector(namespaces []string, shard sharding.Shard) (*Reconciler, context.CancelFunc, error) {
+	return startCollectorWith(namespaces, shard, nil, nil)
+}
+
+// startCollectorWith is startCollector with the child-cluster cache's options adjusted by tune.
+// tuneReconciler, when set, adjusts the reconciler before it is set up.
+func startCollectorWith(namespaces []string, shard sharding.Shard, tune func(*childcluster.Options), tuneReconciler func(*Reconciler)) (*Reconciler, context.CancelFunc, error) {
 	for _, ns := range namespaces {
 		if err := mgmt.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return nil, nil, err
@@ -100,15 +106,20 @@ func startCollector(namespaces []string, shard sharding.Shard) (*Reconciler, con
 	if err != nil {
 		return nil, nil, err
 	}
-	clusters, err := childcluster.New(childcluster.Options{
+	opts := childcluster.Options{
 		Reader:         mgr.GetAPIReader(),
+		MetadataReader: mgr.GetClient(),
 		Debounce:       debounce,
 		HealthInterval: time.Second,
 		SyncTimeout:    30 * time.Second,
 		BackoffBase:    time.Second,
 		BackoffMax:     2 * time.Second,
 		OnConnect:      func(cd types.NamespacedName, _ time.Duration, err error) { ObserveConnect(cd, err) },
-	})
+	}
+	if tune != nil {
+		tune(&opts)
+	}
+	clusters, err := childcluster.New(opts)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -116,6 +127,9 @@ func startCollector(namespaces []string, shard sharding.Shard) (*Reconciler, con
 		return nil, nil, err
 	}
 	r := &Reconciler{Client: mgr.GetClient(), Clusters: clusters, Shard: shard, Recorder: mgr.GetEventRecorder("inventory-collector")}
+	if tuneReconciler != nil {
+		tuneReconciler(r)
+	}
 	if err := r.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 2}); err != nil {
 		return nil, nil, err
 	}

@@ -15,12 +15,14 @@
 // +kubebuilder:rbac:groups=workspaces.exalsius.ai,resources=workspaceclasses,verbs=get;list;watch
 // +kubebuilder:rbac:groups=workspaces.exalsius.ai,resources=workspacedeployments,verbs=list
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups=infra.exalsius.ai,resources=colonies,verbs=list
 package admission
 
 import (
 	"encoding/json"
 
 	"context"
+	"fmt"
 	"net/http"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -72,7 +74,7 @@ func Register(srv Registrar, scheme *runtime.Scheme, opts Options) {
 		decodes: func(raw []byte) bool { return json.Unmarshal(raw, &workspacesv1.WorkspaceDeployment{}) == nil }}
 	srv.Register(DefaultWorkspaceDeploymentPath, (&admission.Webhook{Handler: defaulter}).WithRecoverPanic(true))
 	srv.Register(ValidateColonyPath, admission.WithValidator[*infrav1.Colony](scheme,
-		&ColonyValidator{}).WithRecoverPanic(true))
+		&ColonyValidator{Reader: opts.LiveReader}).WithRecoverPanic(true))
 }
 
 // invalid turns a non-empty error list into the API's 422 Invalid error, which the API server
@@ -91,19 +93,45 @@ var (
 )
 
 // ColonyValidator validates Colonies.
-type ColonyValidator struct{}
+type ColonyValidator struct {
+	// Reader lists the Colonies of a namespace, to refuse names that clash with theirs; it should
+	// read the API server directly. Nil skips that check.
+	Reader client.Reader
+}
 
 // ValidateCreate checks a new Colony.
-func (v *ColonyValidator) ValidateCreate(_ context.Context, c *infrav1.Colony) (admission.Warnings, error) {
-	return nil, invalid(colonyKind, c.Name, validation.Colony(c))
+func (v *ColonyValidator) ValidateCreate(ctx context.Context, c *infrav1.Colony) (admission.Warnings, error) {
+	errs := validation.Colony(c)
+	more, err := v.collisions(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	return nil, invalid(colonyKind, c.Name, append(errs, more...))
 }
 
 // ValidateUpdate checks a changed Colony; a Colony being deleted is never held up.
-func (v *ColonyValidator) ValidateUpdate(_ context.Context, oldC, newC *infrav1.Colony) (admission.Warnings, error) {
+func (v *ColonyValidator) ValidateUpdate(ctx context.Context, oldC, newC *infrav1.Colony) (admission.Warnings, error) {
 	if newC.DeletionTimestamp != nil || specEqual(oldC.Spec, newC.Spec) {
 		return nil, nil
 	}
-	return nil, invalid(colonyKind, newC.Name, validation.Colony(newC))
+	errs := validation.Colony(newC)
+	more, err := v.collisions(ctx, newC)
+	if err != nil {
+		return nil, err
+	}
+	return nil, invalid(colonyKind, newC.Name, append(errs, more...))
+}
+
+// collisions lists the namespace's Colonies and checks c's names against theirs.
+func (v *ColonyValidator) collisions(ctx context.Context, c *infrav1.Colony) (field.ErrorList, error) {
+	if v.Reader == nil {
+		return nil, nil
+	}
+	list := &infrav1.ColonyList{}
+	if err := v.Reader.List(ctx, list, client.InNamespace(c.Namespace)); err != nil {
+		return nil, apierrors.NewInternalError(fmt.Errorf("listing the Colonies of namespace %s: %w", c.Namespace, err))
+	}
+	return validation.ColonyCollisions(c, list.Items), nil
 }
 
 // ValidateDelete allows every deletion.

@@ -101,3 +101,45 @@ func article(kind string) string {
 	}
 	return "a " + kind
 }
+
+// ColonyCollisions checks that the names a Colony gives its objects do not clash with those of the
+// other Colonies of its namespace (others; c itself is skipped by name). A Colony `a` makes the
+// ClusterDeployment `a-<clusterName>` per entry, whose kubeconfig Secret k0rdent names
+// `a-<clusterName>-kubeconfig`, and its own kubeconfig Secret `a-kubeconfig`. So Colony `a-b` clashes
+// with Colony `a`'s entry `b` (both want the Secret `a-b-kubeconfig`), and Colony `a-b`'s entry `c`
+// with Colony `a`'s entry `b-c` (both want the ClusterDeployment `a-b-c`).
+func ColonyCollisions(c *infrav1.Colony, others []infrav1.Colony) field.ErrorList {
+	type owner struct{ colony, cluster string }
+	clusters := map[string]owner{} // ClusterDeployment name -> the other Colony's entry
+	colonies := map[string]bool{}  // names of the other Colonies
+	for i := range others {
+		o := &others[i]
+		if o.Name == c.Name || o.DeletionTimestamp != nil {
+			continue
+		}
+		colonies[o.Name] = true
+		for _, cc := range o.Spec.ColonyClusters {
+			clusters[o.Name+"-"+cc.ClusterName] = owner{o.Name, cc.ClusterName}
+		}
+	}
+	var errs field.ErrorList
+	if o, ok := clusters[c.Name]; ok {
+		errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), c.Name, fmt.Sprintf(
+			"clashes with entry %q of Colony %q: both would use the Secret %s-kubeconfig; choose another name",
+			o.cluster, o.colony, c.Name)))
+	}
+	p := field.NewPath("spec", "colonyClusters")
+	for i, cc := range c.Spec.ColonyClusters {
+		cd := c.Name + "-" + cc.ClusterName
+		np := p.Index(i).Child("clusterName")
+		if o, ok := clusters[cd]; ok {
+			errs = append(errs, field.Invalid(np, cc.ClusterName, fmt.Sprintf(
+				"clashes with entry %q of Colony %q: both would make the ClusterDeployment %s", o.cluster, o.colony, cd)))
+		}
+		if colonies[cd] {
+			errs = append(errs, field.Invalid(np, cc.ClusterName, fmt.Sprintf(
+				"clashes with Colony %q: its kubeconfig Secret and this cluster's would both be named %s-kubeconfig", cd, cd)))
+		}
+	}
+	return Sort(errs)
+}

@@ -56,3 +56,31 @@ func TestColonyRules(t *testing.T) {
 		})
 	}
 }
+
+func TestColonyCollisions(t *testing.T) {
+	mk := func(name string, clusters ...string) infrav1.Colony {
+		c := infrav1.Colony{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"}}
+		for _, cl := range clusters {
+			c.Spec.ColonyClusters = append(c.Spec.ColonyClusters, infrav1.ColonyCluster{ClusterName: cl})
+		}
+		return c
+	}
+	others := []infrav1.Colony{mk("a", "b", "b-c"), mk("x-y")}
+	// Colony a-b: its Secret a-b-kubeconfig is that of a's cluster b; its cluster c makes a-b-c, a's b-c too.
+	c := mk("a-b", "c", "d")
+	expectPaths(t, ColonyCollisions(&c, others), "metadata.name", "spec.colonyClusters[0].clusterName")
+	// Colony x's cluster y makes x-y, whose kubeconfig Secret is Colony x-y's.
+	c = mk("x", "y", "z")
+	expectPaths(t, ColonyCollisions(&c, others), "spec.colonyClusters[0].clusterName")
+	// No clash; and a Colony never clashes with itself (an update lists it too).
+	c = mk("a", "b", "b-c")
+	expectPaths(t, ColonyCollisions(&c, others))
+	c = mk("q", "b")
+	expectPaths(t, ColonyCollisions(&c, others))
+	// A Colony being deleted no longer reserves its names.
+	gone := mk("a", "b")
+	now := metav1.Now()
+	gone.DeletionTimestamp = &now
+	c = mk("a-b")
+	expectPaths(t, ColonyCollisions(&c, []infrav1.Colony{gone}))
+}

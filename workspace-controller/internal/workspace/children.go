@@ -27,6 +27,11 @@ type Children interface {
 	Size() int
 }
 
+// Adopted and regional clusters are reached through their SveltosCluster or their Region
+// (common/childcluster), which the cache reads:
+// +kubebuilder:rbac:groups=k0rdent.mirantis.com,resources=credentials;regions,verbs=get
+// +kubebuilder:rbac:groups=lib.projectsveltos.io,resources=sveltosclusters,verbs=get
+
 // CacheChildren adapts a common/childcluster Cache to Children.
 type CacheChildren struct {
 	Cache *childcluster.Cache

@@ -150,9 +150,18 @@ type ColonyStatus struct {
 
 // ClusterGPUInventory is the GPU inventory of one child cluster.
 type ClusterGPUInventory struct {
-	// LastUpdated is when the inventory last changed or the child was last reached.
+	// LastUpdated is when the offerings (or reachability) last changed: the age of what is shown. A
+	// quiet cluster keeps an old lastUpdated; compare lastContact to tell quiet from stale.
 	// +optional
 	LastUpdated metav1.Time `json:"lastUpdated,omitempty"`
+
+	// LastContact is when the child's API server last answered (a list, a watch event or the periodic
+	// probe). To keep status writes rare it is refreshed only when the entry changes anyway or when the
+	// stored value is older than the inventory-collector's --contact-refresh interval (10 minutes by
+	// default): a reachable child's lastContact is at most that old, an unreachable child's says since
+	// when it is gone.
+	// +optional
+	LastContact *metav1.Time `json:"lastContact,omitempty"`
 
 	// Reachable is false while the child's API server cannot be reached; the offerings are then the
 	// last ones seen.

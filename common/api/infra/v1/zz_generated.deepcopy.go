@@ -13,6 +13,10 @@ import (
 func (in *ClusterGPUInventory) DeepCopyInto(out *ClusterGPUInventory) {
 	*out = *in
 	in.LastUpdated.DeepCopyInto(&out.LastUpdated)
+	if in.LastContact != nil {
+		in, out := &in.LastContact, &out.LastContact
+		*out = (*in).DeepCopy()
+	}
 	if in.Offerings != nil {
 		in, out := &in.Offerings, &out.Offerings
 		*out = make([]GPUOffering, len(*in))

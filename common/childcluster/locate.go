@@ -1,0 +1,205 @@
+package childcluster
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kcmv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+)
+
+// k0rdent's other cluster kinds. Most ClusterDeployments have their kubeconfig Secret
+// `<cd>-kubeconfig` next to them on the management cluster; two kinds do not, and are found the way
+// k0rdent's own controllers find them:
+//
+//   - an adopted cluster has a SveltosCluster of the ClusterDeployment's name and namespace, whose
+//     kubeconfig is in the Secret spec.kubeconfigName (default `<name>-sveltos-kubeconfig`), key
+//     spec.kubeconfigKeyName (default: the Secret's first key);
+//   - a regional cluster's ClusterDeployment names a Credential with spec.region: its Cluster and its
+//     `<cd>-kubeconfig` Secret live on the regional cluster, reached through the Region's kubeconfig
+//     (spec.kubeConfig, a Secret key in the system namespace, or spec.clusterDeployment, whose own
+//     `<cd>-kubeconfig` Secret is on the management cluster).
+//
+// These are read through Options.Reader (the API reader) and only when `<cd>-kubeconfig` is missing,
+// so the common case costs nothing more. Their data are read on every Get (no metadata watch covers
+// them); a changed kubeconfig is still found by its hash.
+
+var (
+	sveltosClusterGVK = schema.GroupVersionKind{Group: "lib.projectsveltos.io", Version: "v1beta1", Kind: "SveltosCluster"}
+	regionGVK         = kcmv1.GroupVersion.WithKind("Region")
+)
+
+// DefaultSystemNamespace is k0rdent's system namespace, where a Region's kubeconfig Secret lives.
+const DefaultSystemNamespace = "kcm-system"
+
+// readIndirect finds the kubeconfig of an adopted or a regional cluster. It returns found=false when
+// the ClusterDeployment is neither.
+func (c *Cache) readIndirect(ctx context.Context, key types.NamespacedName) (data []byte, found bool, err error) {
+	data, found, err = c.readAdopted(ctx, key)
+	if !found && err == nil {
+		data, found, err = c.readRegional(ctx, key)
+	}
+	if err != nil && !IsUnreachable(err) {
+		// The lookup itself failed (say RBAC refuses SveltosClusters): the cluster's kubeconfig is
+		// still missing as far as anyone can tell; say why without failing harder than that.
+		err = &UnreachableError{Cluster: key, Reason: ReasonKubeconfigMissing,
+			Err: fmt.Errorf("Secret %s not found, and looking for an adopted or regional cluster failed: %w", SecretName(key.Name), err)}
+		found = true
+	}
+	return data, found, err
+}
+
+// readAdopted reads the kubeconfig of the SveltosCluster named like the ClusterDeployment.
+func (c *Cache) readAdopted(ctx context.Context, key types.NamespacedName) ([]byte, bool, error) {
+	sc := &unstructured.Unstructured{}
+	sc.SetGroupVersionKind(sveltosClusterGVK)
+	if err := c.opts.Reader.Get(ctx, key, sc); err != nil {
+		if apierrors.IsNotFound(err) || isNoKind(err) {
+			return nil, false, nil
+		}
+		return nil, false, fmt.Errorf("reading SveltosCluster %s: %w", key, err)
+	}
+	name, _, _ := unstructured.NestedString(sc.Object, "spec", "kubeconfigName")
+	if name == "" {
+		name = key.Name + "-sveltos-kubeconfig"
+	}
+	dataKey, _, _ := unstructured.NestedString(sc.Object, "spec", "kubeconfigKeyName")
+	secret := &corev1.Secret{}
+	ref := types.NamespacedName{Namespace: key.Namespace, Name: name}
+	c.secretReads.Add(1)
+	if err := c.opts.Reader.Get(ctx, ref, secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, true, &UnreachableError{Cluster: key, Reason: ReasonKubeconfigMissing,
+				Err: fmt.Errorf("Secret %s of SveltosCluster %s not found", ref, key)}
+		}
+		return nil, true, fmt.Errorf("reading Secret %s of SveltosCluster %s: %w", ref, key, err)
+	}
+	data := pickKey(secret, dataKey)
+	if len(data) == 0 {
+		return nil, true, &UnreachableError{Cluster: key, Reason: ReasonKubeconfigInvalid,
+			Err: fmt.Errorf("Secret %s of SveltosCluster %s has no kubeconfig under key %q", ref, key, dataKey)}
+	}
+	return data, true, nil
+}
+
+// pickKey returns the Secret's value under key, or, without a key, under its first key in order (as
+// Sveltos does).
+func pickKey(s *corev1.Secret, key string) []byte {
+	if key != "" {
+		return s.Data[key]
+	}
+	keys := make([]string, 0, len(s.Data))
+	for k := range s.Data {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	if len(keys) == 0 {
+		return nil
+	}
+	return s.Data[keys[0]]
+}
+
+// readRegional reads the kubeconfig of a ClusterDeployment whose Credential has a region from the
+// regional cluster.
+func (c *Cache) readRegional(ctx context.Context, key types.NamespacedName) ([]byte, bool, error) {
+	cd := &kcmv1.ClusterDeployment{}
+	if err := c.opts.Reader.Get(ctx, key, cd); err != nil || cd.Spec.Credential == "" {
+		return nil, false, client.IgnoreNotFound(err)
+	}
+	cred := &kcmv1.Credential{}
+	if err := c.opts.Reader.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: cd.Spec.Credential}, cred); err != nil || cred.Spec.Region == "" {
+		return nil, false, client.IgnoreNotFound(err)
+	}
+	regional, err := c.regionKubeconfig(ctx, key, cred.Spec.Region)
+	if err != nil {
+		return nil, true, err
+	}
+	cfg, err := restConfigFrom(regional)
+	if err != nil {
+		return nil, true, &UnreachableError{Cluster: key, Reason: ReasonKubeconfigInvalid,
+			Err: fmt.Errorf("the kubeconfig of Region %s: %w", cred.Spec.Region, err)}
+	}
+	cfg.UserAgent = c.opts.UserAgent
+	cfg.Timeout = c.opts.ProbeTimeout
+	rc, err := client.New(cfg, client.Options{Scheme: c.opts.Scheme})
+	if err != nil {
+		return nil, true, &UnreachableError{Cluster: key, Reason: ReasonKubeconfigInvalid, Err: fmt.Errorf("a client for Region %s: %w", cred.Spec.Region, err)}
+	}
+	secret := &corev1.Secret{}
+	ref := types.NamespacedName{Namespace: key.Namespace, Name: SecretName(key.Name)}
+	c.secretReads.Add(1)
+	if err := rc.Get(ctx, ref, secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, true, &UnreachableError{Cluster: key, Reason: ReasonKubeconfigMissing,
+				Err: fmt.Errorf("Secret %s not found on the cluster of Region %s", ref, cred.Spec.Region)}
+		}
+		reason := ReasonConnectFailed
+		if isAuthError(err) {
+			reason = ReasonUnauthorized
+		}
+		return nil, true, &UnreachableError{Cluster: key, Reason: reason,
+			Err: fmt.Errorf("reading Secret %s on the cluster of Region %s: %w", ref, cred.Spec.Region, err)}
+	}
+	data := secret.Data[SecretKey]
+	if len(data) == 0 {
+		return nil, true, &UnreachableError{Cluster: key, Reason: ReasonKubeconfigInvalid,
+			Err: fmt.Errorf("Secret %s on the cluster of Region %s has no data key %q", ref, cred.Spec.Region, SecretKey)}
+	}
+	return data, true, nil
+}
+
+// regionKubeconfig reads the kubeconfig of a Region's cluster.
+func (c *Cache) regionKubeconfig(ctx context.Context, key types.NamespacedName, region string) ([]byte, error) {
+	r := &unstructured.Unstructured{}
+	r.SetGroupVersionKind(regionGVK)
+	if err := c.opts.Reader.Get(ctx, types.NamespacedName{Name: region}, r); err != nil {
+		if apierrors.IsNotFound(err) || isNoKind(err) {
+			return nil, &UnreachableError{Cluster: key, Reason: ReasonKubeconfigMissing, Err: fmt.Errorf("Region %s not found", region)}
+		}
+		return nil, fmt.Errorf("reading Region %s: %w", region, err)
+	}
+	var ref types.NamespacedName
+	dataKey := SecretKey
+	if name, _, _ := unstructured.NestedString(r.Object, "spec", "kubeConfig", "name"); name != "" {
+		ref = types.NamespacedName{Namespace: c.opts.SystemNamespace, Name: name}
+		if k, _, _ := unstructured.NestedString(r.Object, "spec", "kubeConfig", "key"); k != "" {
+			dataKey = k
+		}
+	} else if name, _, _ := unstructured.NestedString(r.Object, "spec", "clusterDeployment", "name"); name != "" {
+		ns, _, _ := unstructured.NestedString(r.Object, "spec", "clusterDeployment", "namespace")
+		if ns == "" {
+			ns = c.opts.SystemNamespace
+		}
+		ref = types.NamespacedName{Namespace: ns, Name: SecretName(name)}
+	} else {
+		return nil, &UnreachableError{Cluster: key, Reason: ReasonKubeconfigInvalid,
+			Err: fmt.Errorf("Region %s names neither spec.kubeConfig nor spec.clusterDeployment", region)}
+	}
+	secret := &corev1.Secret{}
+	c.secretReads.Add(1)
+	if err := c.opts.Reader.Get(ctx, ref, secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, &UnreachableError{Cluster: key, Reason: ReasonKubeconfigMissing, Err: fmt.Errorf("Secret %s of Region %s not found", ref, region)}
+		}
+		return nil, fmt.Errorf("reading Secret %s of Region %s: %w", ref, region, err)
+	}
+	if len(secret.Data[dataKey]) == 0 {
+		return nil, &UnreachableError{Cluster: key, Reason: ReasonKubeconfigInvalid,
+			Err: fmt.Errorf("Secret %s of Region %s has no data key %q", ref, region, dataKey)}
+	}
+	return secret.Data[dataKey], nil
+}
+
+// isNoKind reports an API group the management cluster does not serve (Sveltos or Regions not
+// installed): that kind of cluster simply does not exist there.
+func isNoKind(err error) bool {
+	return apierrors.IsNotFound(err) || meta.IsNoMatchError(err)
+}

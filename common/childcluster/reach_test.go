@@ -1,0 +1,179 @@
+package childcluster
+
+import (
+	"context"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// blackHole accepts TCP connections and never answers, like a child behind a dropped route.
+func blackHole(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = l.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	return "https://" + l.Addr().String()
+}
+
+// withCredentials returns the child's kubeconfig with its user replaced.
+func withCredentials(t *testing.T, kubeconfig []byte, auth *clientcmdapi.AuthInfo) []byte {
+	t.Helper()
+	cfg, err := clientcmd.Load(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := cfg.Contexts[cfg.CurrentContext]
+	cfg.AuthInfos[ctx.AuthInfo] = auth
+	out, err := clientcmd.Write(*cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestUnauthorizedReportedAtOnce: a child that refuses the credentials (401 for an unknown token,
+// 403 for a user without rights) is reported as Unauthorized at the first refusal, not after the
+// sync timeout (an hour here); a valid Secret written next is used at once, despite the backoff (an
+// hour too).
+func TestUnauthorizedReportedAtOnce(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	child := startChild(t, "auth")
+	c := newCache(t, Options{SyncTimeout: time.Hour, BackoffBase: time.Hour})
+	nobody, err := child.Env.AddUser(envtest.User{Name: "nobody"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forbidden, err := nobody.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, kc := range map[string][]byte{
+		"unknown-token": withCredentials(t, child.Kubeconfig, &clientcmdapi.AuthInfo{Token: "not-a-valid-token"}),
+		"no-rights":     forbidden,
+	} {
+		if err := mgmt.WriteKubeconfigSecret(ctx, "auth", name, kc); err != nil {
+			t.Fatal(err)
+		}
+		_, err := c.Get(ctx, "auth", name)
+		if UnreachableReason(err) != ReasonUnauthorized {
+			t.Fatalf("%s: want Unauthorized at once, got %v", name, err)
+		}
+		// Rotated to a valid kubeconfig: used at once, the backoff does not apply to new data.
+		if err := mgmt.WriteKubeconfigSecret(ctx, "auth", name, child.Kubeconfig); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Get(ctx, "auth", name); err != nil {
+			t.Fatalf("%s: the rotated Secret is not used: %v", name, err)
+		}
+	}
+}
+
+// TestTryGetNeverWaits: TryGet returns at once while a child is connecting (here one that never
+// answers, with an hour of sync timeout), and a subscriber hears when a connect ends.
+func TestTryGetNeverWaits(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	child := startChild(t, "tryget")
+	c := newCache(t, Options{SyncTimeout: time.Hour})
+	keys, unsubscribe := c.Subscribe()
+	defer unsubscribe()
+	hole, err := clientcmd.Write(kubeconfigFor(blackHole(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mgmt.WriteKubeconfigSecret(ctx, "tryget", "hole", hole); err != nil {
+		t.Fatal(err)
+	}
+	if err := mgmt.WriteKubeconfigSecret(ctx, "tryget", "good", child.Kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.TryGet(ctx, "tryget", "hole"); UnreachableReason(err) != ReasonConnecting {
+		t.Fatalf("black hole: want Connecting, got %v", err)
+	}
+	if _, err := c.TryGet(ctx, "tryget", "hole"); UnreachableReason(err) != ReasonConnecting {
+		t.Fatalf("black hole again: want Connecting, got %v", err)
+	}
+	_, _ = c.TryGet(ctx, "tryget", "good")
+	good := types.NamespacedName{Namespace: "tryget", Name: "good"}
+	expectKey(t, keys, good)
+	if _, err := c.TryGet(ctx, "tryget", "good"); err != nil {
+		t.Fatalf("after the connect notification: %v", err)
+	}
+}
+
+// TestSecretDataReadOnlyWhenChanged: with a MetadataReader, Get reads the kubeconfig Secret's data
+// only when its resourceVersion moved; a rotation is still followed.
+func TestSecretDataReadOnlyWhenChanged(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	child := startChild(t, "metaonly")
+	meta, err := cache.New(mgmt.Config, cache.Options{Scheme: mgmt.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(context.Background())
+	defer stop()
+	go func() { _ = meta.Start(runCtx) }()
+	if err := mgmt.WriteKubeconfigSecret(ctx, "metaonly", "a", child.Kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	c := newCache(t, Options{MetadataReader: meta})
+	first, err := c.Get(ctx, "metaonly", "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 20 {
+		if cl, err := c.Get(ctx, "metaonly", "a"); err != nil || cl != first {
+			t.Fatalf("Get: %v", err)
+		}
+	}
+	if n := c.SecretReads(); n != 1 {
+		t.Fatalf("21 Gets of an unchanged Secret read its data %d times, want 1", n)
+	}
+	user, err := child.Env.AddUser(envtest.User{Name: "rotated", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, err := user.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mgmt.WriteKubeconfigSecret(ctx, "metaonly", "a", kc); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the rotation is followed", func() (bool, string) {
+		cl, err := c.Get(ctx, "metaonly", "a")
+		return err == nil && cl != first, "same connection"
+	})
+}
