@@ -35,7 +35,7 @@ run: tools build ## Start the local world: management cluster, child clusters, k
 	cd e2e && go run ./cmd/localworld --bin-dir "$(EXALSIUS_BIN_DIR)" --repo-root "$(CURDIR)"
 
 .PHONY: test
-test: tools verify build test-unit test-chart test-e2e ## Every module's unit and integration tests, chart checks and the e2e suite.
+test: tools verify build test-unit test-chart test-e2e test-chaos-short ## Every module's unit and integration tests, chart checks, the e2e suite and the short chaos suite.
 
 ##@ Development
 
@@ -69,6 +69,14 @@ test-chart: ## Lint the umbrella chart, render it under default and CI values, c
 .PHONY: test-e2e
 test-e2e: build ## End-to-end suites on the local world (k0rdent simulator, KWOK GPU nodes).
 	cd e2e && go test $(GO_TEST_FLAGS) ./...
+
+.PHONY: test-chaos-short
+test-chaos-short: build ## The chaos suite, short: a few rounds of small rollouts with faults injected (part of `make test`; CHAOS_SEED replays).
+	cd e2e && CHAOS=short go test -count=1 -timeout 30m -run '^TestChaos$$' -v ./chaos/
+
+.PHONY: chaos
+chaos: tools build ## The chaos suite, full: 20 rounds of 200-workspace rollouts with faults; figures into docs/benchmarks.md (CHAOS_SEED replays).
+	cd e2e && CHAOS=full CHAOS_DOC="$(CURDIR)/docs/benchmarks.md" go test -count=1 -timeout 12h -run '^TestChaos$$' -v ./chaos/
 
 .PHONY: bench
 bench: tools ## Benchmarks that print speed and memory figures.
