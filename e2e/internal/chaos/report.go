@@ -35,9 +35,29 @@ type Figures struct {
 	Duration time.Duration
 }
 
+// About describes the chaos suite at the top of its section.
+const About = "`make chaos` rolls out 200 workspaces per round for 20 rounds, a third of them asking for GPUs on two\n" +
+	"clusters that have fewer GPUs than asked in total, and injects one fault per round at a moment drawn\n" +
+	"from a seeded random source: kill -9 of each component in turn (the local world runs one replica of\n" +
+	"each), a child API server stopped for 60 s, a child's kubeconfig Secret replaced by a credential the\n" +
+	"child refuses (certificates cannot be revoked, so revocation is played by a client certificate of an\n" +
+	"untrusted CA) and then rotated to a new identity, the management API server restarted, and the\n" +
+	"webhook down while the round's workspaces are deleted; a few workspaces are also deleted while each\n" +
+	"fault is on. After each round it checks: exactly one ServiceSet per workspace; no ServiceSet, `ws-`\n" +
+	"namespace or Helm release without its workspace; no Running workspace without its ServiceSet; GPUs\n" +
+	"admitted (Running and Deploying, not being deleted) never above a cluster's GPUs, sampled twice a\n" +
+	"second during the whole round; every workspace Running, or Waiting while the admitted GPUs really\n" +
+	"leave no room, within a bound, and none Failed; the inventory marking the stopped child (and the\n" +
+	"refused credential, naming Unauthorized) `reachable: false` and recovering; every deletion\n" +
+	"completing. `make test` runs a short version (`make test-chaos-short`: 4 rounds of 15 workspaces).\n" +
+	"`CHAOS_SEED=<n>` replays a run; `CHAOS_ROUNDS`, `CHAOS_WORKSPACES` and `CHAOS_FAULTS` (comma-separated:\n" +
+	"kill-<component>, child-stop, credential, mgmt-restart, webhook-outage) change its size and faults.\n" +
+	"This section is rewritten by each `make chaos` run.\n"
+
 // Markdown renders the figures as the docs/benchmarks.md section (without its heading).
 func (f Figures) Markdown() string {
 	var b strings.Builder
+	b.WriteString(About + "\n")
 	fmt.Fprintf(&b, "Last `make chaos` run (%s, seed %d, replay with `CHAOS_SEED=%d make chaos`):\n\n", f.Mode, f.Seed, f.Seed)
 	fmt.Fprintf(&b, "| figure | value |\n|---|---|\n")
 	fmt.Fprintf(&b, "| rounds | %d |\n", f.Rounds)
