@@ -285,7 +285,8 @@ func poll(ctx context.Context, timeout time.Duration, cond func(ctx context.Cont
 	last := ""
 	err := wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
 		ok, state := cond(ctx)
-		if ok || ctx.Err() == nil { // keep the last state seen before the bound, not the cancelled call
+		// Keep the last state seen before the bound, not the error of a call cut short by it.
+		if ok || (ctx.Err() == nil && !strings.Contains(state, "context deadline")) {
 			last = state
 		}
 		return ok, nil
