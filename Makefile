@@ -42,7 +42,7 @@ run-chart: tools ## The local world with a real node (containerd, kubelet, kube-
 	cd e2e && go run ./cmd/chartworld --repo-root "$(CURDIR)" $(RUN_CHART_FLAGS)
 
 .PHONY: test
-test: tools verify build test-unit test-unit-real-crds test-chart test-e2e test-node ## Every module's unit and integration tests, chart checks and the e2e suites (plus the controller suites against K0RDENT_CRDS when set, and the chart on a real node where the host can run containers).
+test: tools verify build test-unit test-unit-real-crds test-chart test-e2e test-chaos-short test-node ## Every module's unit and integration tests, chart checks, the e2e suites and the short chaos suite (plus the controller suites against K0RDENT_CRDS when set, and the chart on a real node where the host can run containers).
 
 ##@ Development
 
@@ -96,6 +96,18 @@ test-e2e: build ## End-to-end suites on the local world (k0rdent simulator, KWOK
 .PHONY: test-node
 test-node: ## The chart installed with helm on a real node (docs/NODE.md); says loudly why and skips where the host cannot run containers.
 	hack/test-node.sh
+
+# make test runs the short chaos suite with a fixed seed, so that a red run can be replayed exactly and
+# a green one means the same faults at the same moments; `make chaos` draws a new seed each time.
+CHAOS_SHORT_SEED ?= 1796129239489346714
+
+.PHONY: test-chaos-short
+test-chaos-short: build ## The chaos suite, short: a few rounds of small rollouts with faults injected (part of `make test`, with a fixed seed unless CHAOS_SEED is set).
+	cd e2e && CHAOS=short CHAOS_SEED=$${CHAOS_SEED:-$(CHAOS_SHORT_SEED)} env -u K0RDENT_CRDS go test -count=1 -timeout 30m -run '^TestChaos$$' -v ./chaos/
+
+.PHONY: chaos
+chaos: tools build ## The chaos suite, full: 20 rounds of 200-workspace rollouts with faults; figures into docs/benchmarks.md (CHAOS_SEED replays).
+	cd e2e && CHAOS=full CHAOS_DOC="$(CURDIR)/docs/benchmarks.md" go test -count=1 -timeout 12h -run '^TestChaos$$' -v ./chaos/
 
 .PHONY: bench
 bench: tools ## Benchmarks that print speed and memory figures.
