@@ -848,20 +848,17 @@ func (s *suite) inject(ctx context.Context, r int, fault string) {
 	var err error
 	switch {
 	case strings.HasPrefix(fault, faultKill):
+		// Kill holds the world's supervisor off the component until Start, so that the fault, not
+		// the supervisor's restart, decides when it comes back.
 		c := s.st.Components[strings.TrimPrefix(fault, faultKill)]
-		if err = c.Process.Kill(); err == nil {
-			err = c.Process.Start()
-		}
-		if err == nil {
-			err = c.WaitReady(ctx, 5*time.Minute)
+		if err = c.Kill(); err == nil {
+			err = c.Start(ctx)
 		}
 	case fault == faultWebhook:
 		c := s.st.Components["webhook"]
-		if err = c.Process.Kill(); err == nil {
+		if err = c.Kill(); err == nil {
 			hold(ctx, s.set.hold)
-			if err = c.Process.Start(); err == nil {
-				err = c.WaitReady(ctx, 5*time.Minute)
-			}
+			err = c.Start(ctx)
 		}
 	case fault == faultChildStop:
 		err = s.childOutage(ctx, r, cdName("b"))
