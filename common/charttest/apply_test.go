@@ -157,9 +157,10 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 		{"webhook", secret("list", releaseNamespace, ""), false},
 		{"webhook", secret("get", "team-a", "cd-kubeconfig"), false},
 		{"webhook", res("delete", "workspaces.exalsius.ai", "workspaceclasses", "", ""), false},
-		// Controllers that need kubeconfigs read Secrets; only the colony-controller writes them.
+		// Controllers that need kubeconfigs read Secrets; the colony-controller writes the aggregated
+		// kubeconfig and the workspace-controller each workspace's values Secret (chart README).
 		{"workspace-controller", secret("get", "team-a", "cd-kubeconfig"), true},
-		{"workspace-controller", secret("create", "team-a", ""), false},
+		{"workspace-controller", secret("create", "team-a", ""), true},
 		{"inventory-collector", secret("get", "team-a", "cd-kubeconfig"), true},
 		{"inventory-collector", secret("update", "team-a", "cd-kubeconfig"), false},
 		{"colony-controller", secret("create", "team-a", ""), true},

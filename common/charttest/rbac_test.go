@@ -30,11 +30,23 @@ var allowed = map[string]map[string][]string{
 		"infra.exalsius.ai/colonies/status":     {"get", "patch", "update"},
 		// The ClusterDeployments of Colonies, created, changed and deleted on teardown.
 		"k0rdent.mirantis.com/clusterdeployments": {"create", "delete", "get", "list", "patch", "update", "watch"},
+		// A refused ClusterDeployment is applied again as soon as the template or credential it
+		// waits for changes.
+		"k0rdent.mirantis.com/clustertemplates": {"get", "list", "watch"},
+		"k0rdent.mirantis.com/credentials":      {"get", "list", "watch"},
+		// The hosted control plane's Service, for the API-endpoint ConfigMap on each child.
+		"/services": {"get", "list", "watch"},
 	},
 	"workspace-controller": {
-		"/namespaces":          {"get", "list", "watch"},
-		"/secrets":             {"get", "list", "watch"},
-		"events.k8s.io/events": {"create", "list", "patch"},
+		"/namespaces": {"get", "list", "watch"},
+		// Kubeconfig and valuesFrom Secrets read; each workspace's values Secret written (chart README).
+		"/secrets":    {"create", "delete", "get", "list", "patch", "update", "watch"},
+		"/configmaps": {"get", "list", "watch"}, // spec.valuesFrom ConfigMaps
+		// Adopted clusters (SveltosCluster) and regional clusters (Credential.region -> Region).
+		"k0rdent.mirantis.com/credentials":                       {"get"},
+		"k0rdent.mirantis.com/regions":                           {"get"},
+		"lib.projectsveltos.io/sveltosclusters":                  {"get"},
+		"events.k8s.io/events":                                   {"create", "list", "patch"},
 		"k0rdent.mirantis.com/clusterdeployments":                {"get", "list", "watch"},
 		"k0rdent.mirantis.com/servicetemplates":                  {"get", "list", "watch"},
 		"k0rdent.mirantis.com/servicesets":                       {"create", "delete", "get", "list", "patch", "update", "watch"},
@@ -51,6 +63,10 @@ var allowed = map[string]map[string][]string{
 		"infra.exalsius.ai/colonies":              {"get", "list", "watch"},
 		"infra.exalsius.ai/colonies/status":       {"get", "patch"},
 		"k0rdent.mirantis.com/clusterdeployments": {"get", "list", "watch"},
+		// Adopted clusters (SveltosCluster) and regional clusters (Credential.region -> Region).
+		"k0rdent.mirantis.com/credentials":      {"get"},
+		"k0rdent.mirantis.com/regions":          {"get"},
+		"lib.projectsveltos.io/sveltosclusters": {"get"},
 	},
 	"webhook": {
 		"/namespaces": {"get", "list", "watch"},
@@ -61,6 +77,7 @@ var allowed = map[string]map[string][]string{
 		"authorization.k8s.io/subjectaccessreviews":                    {"create"},
 		"workspaces.exalsius.ai/workspaceclasses":                      {"get", "list", "watch"},
 		"workspaces.exalsius.ai/workspacedeployments":                  {"list"},
+		"infra.exalsius.ai/colonies":                                   {"list"}, // name collisions between Colonies
 	},
 }
 
