@@ -82,8 +82,17 @@ func TestAdoptedAndRegionalEntries(t *testing.T) {
 
 	// The ClusterDeployment's kubeconfig Secret on the regional cluster, and the adopted cluster's.
 	create(children["regional"].Client, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
-	create(children["regional"].Client, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fleet-regional-kubeconfig"},
-		Data: map[string][]byte{"value": children["leaf"].Kubeconfig}})
+	// First a kubeconfig that does not parse: found, so the entry is up, but left out of the Colony's
+	// kubeconfig, saying why; then a good one, picked up without any change on the management cluster.
+	regionalSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fleet-regional-kubeconfig"},
+		Data: map[string][]byte{"value": []byte("not a kubeconfig")}}
+	create(children["regional"].Client, regionalSecret)
+	waitColony(t, ns, "fleet", "regional kubeconfig unusable", conditionIs(infrav1.ColonyClustersReadyCondition, metav1.ConditionFalse,
+		infrav1.ColonyReasonClustersNotReady, "regional (ClusterDeployment fleet-regional): the kubeconfig of the adopted or regional cluster: its kubeconfig does not parse"))
+	regionalSecret.Data = map[string][]byte{"value": children["leaf"].Kubeconfig}
+	if err := children["regional"].Client.Update(ctx, regionalSecret); err != nil {
+		t.Fatal(err)
+	}
 	if haveSveltos {
 		sc := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{}}}
 		sc.SetAPIVersion("lib.projectsveltos.io/v1beta1")

@@ -324,7 +324,17 @@ func (r *Reconciler) reconcileKubeconfigSecret(ctx context.Context, colony *infr
 	for _, n := range included {
 		res.included[n] = true
 	}
+	indirect := map[string]bool{}
+	for _, e := range ready {
+		if e.secret == nil {
+			indirect[e.clusterName] = true
+		}
+	}
 	for n, p := range problems {
+		if indirect[n] {
+			res.problems[n] = "the kubeconfig of the adopted or regional cluster: " + p
+			continue
+		}
 		res.problems[n] = fmt.Sprintf("kubeconfig Secret %s: %s", kcmv1.KubeconfigSecretName(ClusterDeploymentName(colony.Name, n)), p)
 	}
 
