@@ -10,6 +10,7 @@ import (
 	"os"
 	"time"
 
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	"github.com/exalsius/exalsius-operator/common/bootstrap"
@@ -68,12 +69,11 @@ func run() error {
 		return err
 	}
 	ctx := bootstrap.SetupSignalHandler()
-	children, err := childcluster.New(childcluster.Options{
-		Reader:      mgr.GetAPIReader(),
+	children, err := childcluster.New(withSecretReaders(mgr, childcluster.Options{
 		Logger:      mgr.GetLogger().WithName("childcluster"),
 		IdleTimeout: *childIdle,
 		UserAgent:   workspace.Component,
-	})
+	}))
 	if err != nil {
 		return err
 	}
@@ -82,12 +82,11 @@ func run() error {
 	}
 	// Regional clusters get a connection cache of their own (with the Gateway API in its scheme), so
 	// that tearing a child down never drops the connection routes use.
-	regionals, err := childcluster.New(childcluster.Options{
-		Reader:    mgr.GetAPIReader(),
+	regionals, err := childcluster.New(withSecretReaders(mgr, childcluster.Options{
 		Scheme:    routing.Scheme(),
 		Logger:    mgr.GetLogger().WithName("regionalcluster"),
 		UserAgent: workspace.Component,
-	})
+	}))
 	if err != nil {
 		return err
 	}
@@ -131,4 +130,13 @@ func run() error {
 		return fmt.Errorf("setting up the prerequisite collector: %w", err)
 	}
 	return mgr.Start(ctx)
+}
+
+// withSecretReaders sets how a child cluster cache reads kubeconfig Secrets: their data through the
+// API reader (never cached), and only when the resourceVersion in the manager's metadata-only cache
+// (the controller watches Secret metadata anyway) differs from the one last read.
+func withSecretReaders(mgr ctrl.Manager, o childcluster.Options) childcluster.Options {
+	o.Reader = mgr.GetAPIReader()
+	o.MetadataReader = mgr.GetClient()
+	return o
 }

@@ -4,16 +4,20 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"sync/atomic"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kcmv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	"github.com/exalsius/exalsius-operator/common/scheme"
 )
 
 // k0rdent's other cluster kinds. Most ClusterDeployments have their kubeconfig Secret
@@ -40,12 +44,53 @@ var (
 // DefaultSystemNamespace is k0rdent's system namespace, where a Region's kubeconfig Secret lives.
 const DefaultSystemNamespace = "kcm-system"
 
+// Locator finds the kubeconfig of an adopted or a regional ClusterDeployment, as described above. The
+// Cache uses one; the colony-controller uses one of its own to tell whether such a cluster is ready
+// and to aggregate its kubeconfig, so every component finds these clusters the same way.
+type Locator struct {
+	// Reader reads SveltosClusters, ClusterDeployments, Credentials, Regions and Secrets (required),
+	// typically the manager's APIReader.
+	Reader client.Reader
+	// Scheme of the client to the regional cluster (default: the scheme Options defaults to).
+	Scheme *runtime.Scheme
+	// SystemNamespace is where a Region's kubeconfig Secret lives (default DefaultSystemNamespace).
+	SystemNamespace string
+	// UserAgent and Timeout of the client to the regional cluster.
+	UserAgent string
+	Timeout   time.Duration
+
+	// reads, when set, counts reads of Secret data.
+	reads *atomic.Int64
+}
+
+func (l *Locator) countRead() {
+	if l.reads != nil {
+		l.reads.Add(1)
+	}
+}
+
 // readIndirect finds the kubeconfig of an adopted or a regional cluster. It returns found=false when
 // the ClusterDeployment is neither.
 func (c *Cache) readIndirect(ctx context.Context, key types.NamespacedName) (data []byte, found bool, err error) {
-	data, found, err = c.readAdopted(ctx, key)
+	l := Locator{Reader: c.opts.Reader, Scheme: c.opts.Scheme, SystemNamespace: c.opts.SystemNamespace,
+		UserAgent: c.opts.UserAgent, Timeout: c.opts.ProbeTimeout, reads: &c.secretReads}
+	return l.Locate(ctx, key)
+}
+
+// Locate returns the kubeconfig of the adopted or regional cluster of ClusterDeployment key. It
+// returns found=false (and no error) when the ClusterDeployment is neither. A cluster of either kind
+// whose kubeconfig cannot be found or read yet gives found=true and an *UnreachableError with the
+// reason (ReasonKubeconfigMissing when the lookup itself failed, naming why).
+func (l *Locator) Locate(ctx context.Context, key types.NamespacedName) (data []byte, found bool, err error) {
+	if l.SystemNamespace == "" {
+		l.SystemNamespace = DefaultSystemNamespace
+	}
+	if l.Scheme == nil {
+		l.Scheme = scheme.New()
+	}
+	data, found, err = l.readAdopted(ctx, key)
 	if !found && err == nil {
-		data, found, err = c.readRegional(ctx, key)
+		data, found, err = l.readRegional(ctx, key)
 	}
 	if err != nil && !IsUnreachable(err) {
 		// The lookup itself failed (say RBAC refuses SveltosClusters): the cluster's kubeconfig is
@@ -58,10 +103,10 @@ func (c *Cache) readIndirect(ctx context.Context, key types.NamespacedName) (dat
 }
 
 // readAdopted reads the kubeconfig of the SveltosCluster named like the ClusterDeployment.
-func (c *Cache) readAdopted(ctx context.Context, key types.NamespacedName) ([]byte, bool, error) {
+func (l *Locator) readAdopted(ctx context.Context, key types.NamespacedName) ([]byte, bool, error) {
 	sc := &unstructured.Unstructured{}
 	sc.SetGroupVersionKind(sveltosClusterGVK)
-	if err := c.opts.Reader.Get(ctx, key, sc); err != nil {
+	if err := l.Reader.Get(ctx, key, sc); err != nil {
 		if apierrors.IsNotFound(err) || isNoKind(err) {
 			return nil, false, nil
 		}
@@ -74,8 +119,8 @@ func (c *Cache) readAdopted(ctx context.Context, key types.NamespacedName) ([]by
 	dataKey, _, _ := unstructured.NestedString(sc.Object, "spec", "kubeconfigKeyName")
 	secret := &corev1.Secret{}
 	ref := types.NamespacedName{Namespace: key.Namespace, Name: name}
-	c.secretReads.Add(1)
-	if err := c.opts.Reader.Get(ctx, ref, secret); err != nil {
+	l.countRead()
+	if err := l.Reader.Get(ctx, ref, secret); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, true, &UnreachableError{Cluster: key, Reason: ReasonKubeconfigMissing,
 				Err: fmt.Errorf("Secret %s of SveltosCluster %s not found", ref, key)}
@@ -109,16 +154,16 @@ func pickKey(s *corev1.Secret, key string) []byte {
 
 // readRegional reads the kubeconfig of a ClusterDeployment whose Credential has a region from the
 // regional cluster.
-func (c *Cache) readRegional(ctx context.Context, key types.NamespacedName) ([]byte, bool, error) {
+func (l *Locator) readRegional(ctx context.Context, key types.NamespacedName) ([]byte, bool, error) {
 	cd := &kcmv1.ClusterDeployment{}
-	if err := c.opts.Reader.Get(ctx, key, cd); err != nil || cd.Spec.Credential == "" {
+	if err := l.Reader.Get(ctx, key, cd); err != nil || cd.Spec.Credential == "" {
 		return nil, false, client.IgnoreNotFound(err)
 	}
 	cred := &kcmv1.Credential{}
-	if err := c.opts.Reader.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: cd.Spec.Credential}, cred); err != nil || cred.Spec.Region == "" {
+	if err := l.Reader.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: cd.Spec.Credential}, cred); err != nil || cred.Spec.Region == "" {
 		return nil, false, client.IgnoreNotFound(err)
 	}
-	regional, err := c.regionKubeconfig(ctx, key, cred.Spec.Region)
+	regional, err := l.regionKubeconfig(ctx, key, cred.Spec.Region)
 	if err != nil {
 		return nil, true, err
 	}
@@ -127,15 +172,15 @@ func (c *Cache) readRegional(ctx context.Context, key types.NamespacedName) ([]b
 		return nil, true, &UnreachableError{Cluster: key, Reason: ReasonKubeconfigInvalid,
 			Err: fmt.Errorf("the kubeconfig of Region %s: %w", cred.Spec.Region, err)}
 	}
-	cfg.UserAgent = c.opts.UserAgent
-	cfg.Timeout = c.opts.ProbeTimeout
-	rc, err := client.New(cfg, client.Options{Scheme: c.opts.Scheme})
+	cfg.UserAgent = l.UserAgent
+	cfg.Timeout = l.Timeout
+	rc, err := client.New(cfg, client.Options{Scheme: l.Scheme})
 	if err != nil {
 		return nil, true, &UnreachableError{Cluster: key, Reason: ReasonKubeconfigInvalid, Err: fmt.Errorf("a client for Region %s: %w", cred.Spec.Region, err)}
 	}
 	secret := &corev1.Secret{}
 	ref := types.NamespacedName{Namespace: key.Namespace, Name: SecretName(key.Name)}
-	c.secretReads.Add(1)
+	l.countRead()
 	if err := rc.Get(ctx, ref, secret); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, true, &UnreachableError{Cluster: key, Reason: ReasonKubeconfigMissing,
@@ -157,10 +202,10 @@ func (c *Cache) readRegional(ctx context.Context, key types.NamespacedName) ([]b
 }
 
 // regionKubeconfig reads the kubeconfig of a Region's cluster.
-func (c *Cache) regionKubeconfig(ctx context.Context, key types.NamespacedName, region string) ([]byte, error) {
+func (l *Locator) regionKubeconfig(ctx context.Context, key types.NamespacedName, region string) ([]byte, error) {
 	r := &unstructured.Unstructured{}
 	r.SetGroupVersionKind(regionGVK)
-	if err := c.opts.Reader.Get(ctx, types.NamespacedName{Name: region}, r); err != nil {
+	if err := l.Reader.Get(ctx, types.NamespacedName{Name: region}, r); err != nil {
 		if apierrors.IsNotFound(err) || isNoKind(err) {
 			return nil, &UnreachableError{Cluster: key, Reason: ReasonKubeconfigMissing, Err: fmt.Errorf("Region %s not found", region)}
 		}
@@ -169,14 +214,14 @@ func (c *Cache) regionKubeconfig(ctx context.Context, key types.NamespacedName, 
 	var ref types.NamespacedName
 	dataKey := SecretKey
 	if name, _, _ := unstructured.NestedString(r.Object, "spec", "kubeConfig", "name"); name != "" {
-		ref = types.NamespacedName{Namespace: c.opts.SystemNamespace, Name: name}
+		ref = types.NamespacedName{Namespace: l.SystemNamespace, Name: name}
 		if k, _, _ := unstructured.NestedString(r.Object, "spec", "kubeConfig", "key"); k != "" {
 			dataKey = k
 		}
 	} else if name, _, _ := unstructured.NestedString(r.Object, "spec", "clusterDeployment", "name"); name != "" {
 		ns, _, _ := unstructured.NestedString(r.Object, "spec", "clusterDeployment", "namespace")
 		if ns == "" {
-			ns = c.opts.SystemNamespace
+			ns = l.SystemNamespace
 		}
 		ref = types.NamespacedName{Namespace: ns, Name: SecretName(name)}
 	} else {
@@ -184,8 +229,8 @@ func (c *Cache) regionKubeconfig(ctx context.Context, key types.NamespacedName, 
 			Err: fmt.Errorf("Region %s names neither spec.kubeConfig nor spec.clusterDeployment", region)}
 	}
 	secret := &corev1.Secret{}
-	c.secretReads.Add(1)
-	if err := c.opts.Reader.Get(ctx, ref, secret); err != nil {
+	l.countRead()
+	if err := l.Reader.Get(ctx, ref, secret); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, &UnreachableError{Cluster: key, Reason: ReasonKubeconfigMissing, Err: fmt.Errorf("Secret %s of Region %s not found", ref, region)}
 		}

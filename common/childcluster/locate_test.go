@@ -2,99 +2,30 @@ package childcluster
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	"sigs.k8s.io/yaml"
 
 	kcmv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	"github.com/exalsius/exalsius-operator/common/childcluster/childtest"
 )
 
-// sveltosCRD is Sveltos' real SveltosCluster CRD, from the shared test data found in a parent folder
-// of the repository; the adopted-cluster part is skipped without it.
-const sveltosCRD = "shared/sveltos-crds/v1.1.1/lib.projectsveltos.io_sveltosclusters.yaml"
-
-// findShared looks for rel in the parent folders of the working directory.
-func findShared(rel string) string {
-	dir, err := os.Getwd()
-	if err != nil {
-		return ""
-	}
-	for {
-		if p := filepath.Join(dir, rel); fileExists(p) {
-			return p
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return ""
-		}
-		dir = parent
-	}
-}
-
-func fileExists(p string) bool {
-	st, err := os.Stat(p)
-	return err == nil && !st.IsDir()
-}
-
-// installCRDs installs the SveltosCluster CRD (when the shared copy exists) and a minimal Region CRD
-// (k0rdent's Region, cluster-scoped, free-form spec: only spec.kubeConfig and
-// spec.clusterDeployment are read). It reports whether SveltosCluster is installed.
+// installCRDs installs the SveltosCluster CRD (when the shared copy exists) and a minimal Region CRD.
+// It reports whether SveltosCluster is installed.
 func installCRDs(t *testing.T) bool {
 	t.Helper()
-	ctx := context.Background()
-	var crds []*apiextensionsv1.CustomResourceDefinition
-	haveSveltos := false
-	if data, err := os.ReadFile(findShared(sveltosCRD)); err == nil {
-		crd := &apiextensionsv1.CustomResourceDefinition{}
-		if err := yaml.Unmarshal(data, crd); err != nil {
-			t.Fatal(err)
-		}
-		crds = append(crds, crd)
-		haveSveltos = true
-	} else {
-		t.Logf("no SveltosCluster CRD at %s (shared test data): adopted clusters are not tested", sveltosCRD)
-	}
-	preserve := true
-	crds = append(crds, &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "regions.k0rdent.mirantis.com"},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: "k0rdent.mirantis.com",
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "regions", Singular: "region", Kind: "Region", ListKind: "RegionList"},
-			Scope: apiextensionsv1.ClusterScoped,
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1beta1", Served: true, Storage: true,
-				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-					Type: "object", XPreserveUnknownFields: &preserve}}}},
-		},
-	})
-	sch := runtime.NewScheme()
-	if err := apiextensionsv1.AddToScheme(sch); err != nil {
-		t.Fatal(err)
-	}
-	ext, err := client.New(mgmt.Config, client.Options{Scheme: sch})
+	have, note, err := childtest.InstallKindCRDs(context.Background(), mgmt.Config, wait)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, crd := range crds {
-		if err := ext.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatal(err)
-		}
+	if note != "" {
+		t.Log(note)
 	}
-	if err := envtest.WaitForCRDs(mgmt.Config, crds, envtest.CRDInstallOptions{MaxTime: wait, PollInterval: 100 * time.Millisecond}); err != nil {
-		t.Fatal(err)
-	}
-	return haveSveltos
+	return have
 }
 
 // TestAdoptedAndRegionalClusters: a ClusterDeployment without `<cd>-kubeconfig` is reached through

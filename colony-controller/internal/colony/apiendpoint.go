@@ -115,6 +115,9 @@ func (r *Reconciler) reconcileAPIEndpoints(ctx context.Context, colony *infrav1.
 }
 
 func (r *Reconciler) reconcileAPIEndpoint(ctx context.Context, colony *infrav1.Colony, e *entryState) error {
+	if e.secret == nil {
+		return nil // adopted or regional: no hosted control plane on the management cluster
+	}
 	list := &corev1.ServiceList{}
 	if err := r.Client.List(ctx, list, client.InNamespace(colony.Namespace), controlPlaneServiceLabels(e.cdName)); err != nil {
 		return fmt.Errorf("listing control plane Services: %w", err)

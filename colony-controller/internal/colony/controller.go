@@ -59,6 +59,10 @@ type Reconciler struct {
 	// it is sent again when nothing the Colony watches changed (default 2m).
 	RetryRefused time.Duration
 
+	// SystemNamespace is k0rdent's system namespace, where a Region's kubeconfig Secret lives
+	// (default kcm-system).
+	SystemNamespace string
+
 	applied     *appliedCache
 	kubeconfigs *kubeconfigMemo
 	endpoints   endpointMemo
@@ -84,6 +88,8 @@ func newReconciler(c client.Client, apiReader client.Reader, recorder events.Eve
 // +kubebuilder:rbac:groups=infra.exalsius.ai,resources=colonies/finalizers,verbs=update
 // +kubebuilder:rbac:groups=k0rdent.mirantis.com,resources=clusterdeployments,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=k0rdent.mirantis.com,resources=clustertemplates;credentials,verbs=get;list;watch
+// +kubebuilder:rbac:groups=k0rdent.mirantis.com,resources=regions,verbs=get
+// +kubebuilder:rbac:groups=lib.projectsveltos.io,resources=sveltosclusters,verbs=get
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
@@ -286,8 +292,19 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, colony *infrav1.Colony
 			}
 		}
 	}
+	for _, st := range obs.entries {
+		if st.recheck && (res.RequeueAfter == 0 || recheckIndirect < res.RequeueAfter) {
+			// Nothing here watches SveltosClusters, Regions or Secrets on a regional cluster: look
+			// again for a kubeconfig still missing, and for a rotated one.
+			res.RequeueAfter = recheckIndirect
+		}
+	}
 	return res, errors.Join(errs...)
 }
+
+// recheckIndirect is how often a Colony with a cluster up but without `<cd>-kubeconfig` on the
+// management cluster (adopted, regional, or not written yet) looks for its kubeconfig again.
+const recheckIndirect = 30 * time.Second
 
 // defaultRetryRefused is the default of Reconciler.RetryRefused.
 const defaultRetryRefused = 2 * time.Minute
@@ -337,7 +354,23 @@ func (r *Reconciler) reconcileEntry(ctx context.Context, colony *infrav1.Colony,
 	if live != nil {
 		conds = live.Status.Conditions
 	}
-	st.phase, st.message = readiness(conds, secretName, secret != nil)
+	missing := ""
+	if secret == nil {
+		missing = fmt.Sprintf("kubeconfig Secret %s not found", secretName)
+		if st.invalid == "" && isUp(conds) {
+			// An adopted or a regional cluster has no `<cd>-kubeconfig` here: find its kubeconfig the
+			// way the workspace-controller and the inventory-collector do.
+			data, found, err := r.locator().Locate(ctx, types.NamespacedName{Namespace: colony.Namespace, Name: st.cdName})
+			st.recheck = true
+			switch {
+			case found && err != nil:
+				missing = locateMessage(err)
+			case found:
+				missing, st.indirect = "", data
+			}
+		}
+	}
+	st.phase, st.message = readiness(conds, missing)
 	return st, retErr
 }
 

@@ -3,6 +3,7 @@ package colony
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"sort"
 	"strconv"
@@ -235,6 +236,10 @@ func fingerprint(own []metav1.PartialObjectMetadata, ready []*entryState) string
 		fmt.Fprintf(&b, "%s=%s/%s;", o.Name, o.UID, o.ResourceVersion)
 	}
 	for _, e := range ready {
+		if e.secret == nil {
+			fmt.Fprintf(&b, ";%s=sha256:%x", e.clusterName, sha256.Sum256(e.indirect))
+			continue
+		}
 		fmt.Fprintf(&b, ";%s=%s/%s", e.clusterName, e.secret.UID, e.secret.ResourceVersion)
 	}
 	return b.String()
@@ -289,6 +294,11 @@ func (r *Reconciler) reconcileKubeconfigSecret(ctx context.Context, colony *infr
 	children := make([]childKubeconfig, 0, len(ready))
 	res := kubeconfigResult{included: map[string]bool{}, problems: map[string]string{}}
 	for _, e := range ready {
+		if e.secret == nil && e.indirect != nil {
+			// An adopted or regional cluster: its kubeconfig was found by the readiness check.
+			children = append(children, childKubeconfig{clusterName: e.clusterName, data: e.indirect})
+			continue
+		}
 		secretName := kcmv1.KubeconfigSecretName(e.cdName)
 		secret := &corev1.Secret{}
 		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: colony.Namespace, Name: secretName}, secret)
@@ -314,7 +324,17 @@ func (r *Reconciler) reconcileKubeconfigSecret(ctx context.Context, colony *infr
 	for _, n := range included {
 		res.included[n] = true
 	}
+	indirect := map[string]bool{}
+	for _, e := range ready {
+		if e.secret == nil {
+			indirect[e.clusterName] = true
+		}
+	}
 	for n, p := range problems {
+		if indirect[n] {
+			res.problems[n] = "the kubeconfig of the adopted or regional cluster: " + p
+			continue
+		}
 		res.problems[n] = fmt.Sprintf("kubeconfig Secret %s: %s", kcmv1.KubeconfigSecretName(ClusterDeploymentName(colony.Name, n)), p)
 	}
 

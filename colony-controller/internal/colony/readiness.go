@@ -2,7 +2,9 @@ package colony
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -11,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kcmv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	"github.com/exalsius/exalsius-operator/common/childcluster"
 )
 
 // clusterPhase is the state of one Colony entry.
@@ -32,20 +35,20 @@ const (
 const maxQuotedMessage = 200
 
 // readiness decides whether a ClusterDeployment's cluster is ready from its conditions and whether
-// its kubeconfig Secret exists. Ready=True or CAPIClusterSummary=True means the cluster is up (the
+// its kubeconfig was found: missing is empty when it was, else why not ("kubeconfig Secret x not
+// found"). Ready=True or CAPIClusterSummary=True means the cluster is up (the
 // aggregate Ready also waits for services, CAPIClusterSummary does not); a missing condition means
 // not ready. A cluster that is not up and whose Ready is False with reason Failed has failed. The
 // message says what the cluster waits for, or why it failed, and is empty when it is ready.
-func readiness(conds []metav1.Condition, secretName string, secretExists bool) (clusterPhase, string) {
+func readiness(conds []metav1.Condition, missing string) (clusterPhase, string) {
 	ready := meta.FindStatusCondition(conds, kcmv1.ReadyCondition)
 	summary := meta.FindStatusCondition(conds, kcmv1.CAPIClusterSummaryCondition)
-	up := (ready != nil && ready.Status == metav1.ConditionTrue) ||
-		(summary != nil && summary.Status == metav1.ConditionTrue)
+	up := isUp(conds)
 	switch {
-	case up && secretExists:
+	case up && missing == "":
 		return clusterReady, ""
 	case up:
-		return clusterProvisioning, fmt.Sprintf("kubeconfig Secret %s not found", secretName)
+		return clusterProvisioning, missing
 	case ready != nil && ready.Status == metav1.ConditionFalse && ready.Reason == kcmv1.FailedReason:
 		return clusterFailed, describe(ready)
 	case ready != nil:
@@ -55,6 +58,32 @@ func readiness(conds []metav1.Condition, secretName string, secretExists bool) (
 	default:
 		return clusterProvisioning, "no Ready condition yet"
 	}
+}
+
+// isUp reports Ready=True or CAPIClusterSummary=True: the cluster itself is up.
+func isUp(conds []metav1.Condition) bool {
+	return meta.IsStatusConditionTrue(conds, kcmv1.ReadyCondition) ||
+		meta.IsStatusConditionTrue(conds, kcmv1.CAPIClusterSummaryCondition)
+}
+
+// locatorTimeout bounds each request to a regional cluster while looking for a kubeconfig there.
+const locatorTimeout = 15 * time.Second
+
+// locator finds the kubeconfig of adopted and regional clusters, the same way as the
+// workspace-controller and the inventory-collector (common/childcluster).
+func (r *Reconciler) locator() *childcluster.Locator {
+	return &childcluster.Locator{Reader: r.APIReader, SystemNamespace: r.SystemNamespace,
+		UserAgent: Component, Timeout: locatorTimeout}
+}
+
+// locateMessage says why an adopted or regional cluster's kubeconfig was not found (it names
+// objects, never their content).
+func locateMessage(err error) string {
+	var ue *childcluster.UnreachableError
+	if errors.As(err, &ue) && ue.Err != nil {
+		return fmt.Sprintf("kubeconfig not usable (%s): %s", ue.Reason, ue.Err.Error())
+	}
+	return "kubeconfig not found: " + err.Error()
 }
 
 // describe renders a condition for a message: "Ready=False (Progressing): text".

@@ -41,7 +41,11 @@ func TestReadiness(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, msg := readiness(tc.conds, "s", tc.secret)
+			missing := ""
+			if !tc.secret {
+				missing = "kubeconfig Secret s not found"
+			}
+			got, msg := readiness(tc.conds, missing)
 			if got != tc.want || msg != tc.msg {
 				t.Errorf("readiness = %v %q, want %v %q", got, msg, tc.want, tc.msg)
 			}

@@ -35,6 +35,12 @@ type entryState struct {
 	message string
 	// secret is the metadata of the cluster's kubeconfig Secret, when it exists.
 	secret *metav1.PartialObjectMetadata
+	// indirect is the kubeconfig of an adopted or a regional cluster, which has no `<cd>-kubeconfig`
+	// Secret on the management cluster (found through childcluster.Locator). Secret content: never
+	// logged or shown.
+	indirect []byte
+	// recheck: the cluster is up without `<cd>-kubeconfig`; its kubeconfig was looked for elsewhere.
+	recheck bool
 }
 
 // observation is everything a reconcile learned, from which the status is computed.

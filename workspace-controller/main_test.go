@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/exalsius/exalsius-operator/common/childcluster"
+	"github.com/exalsius/exalsius-operator/common/testenv"
+)
+
+var mgmt *testenv.Management
+
+func TestMain(m *testing.M) {
+	out := io.Discard
+	if v := os.Getenv(testenv.EnvVerbose); v == "1" || v == "true" {
+		out = os.Stderr
+	}
+	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(out)))
+	testenv.Main(m, func(mg *testenv.Management) error {
+		mgmt = mg
+		return nil
+	})
+}
+
+// TestChildCacheReadsSecretDataOnlyOnChange: the child cluster cache as main wires it reads a
+// kubeconfig Secret's data once, then only after the Secret changed, however often a workspace
+// asks for the child.
+func TestChildCacheReadsSecretDataOnlyOnChange(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	child, err := testenv.StartChild("child")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = child.Stop() })
+	ns := fmt.Sprintf("wiring-%d", time.Now().UnixNano()%100000)
+	if err := mgmt.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := mgmt.WriteKubeconfigSecret(ctx, ns, "cd", child.Kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := ctrl.NewManager(mgmt.Config, ctrl.Options{Scheme: mgmt.Scheme,
+		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache, err := childcluster.New(withSecretReaders(mgr, childcluster.Options{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mgr.Add(cache); err != nil {
+		t.Fatal(err)
+	}
+	mctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(mctx) }()
+	t.Cleanup(func() { stop(); <-done })
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		t.Fatal("manager cache did not sync")
+	}
+	for i := 0; i < 5; i++ {
+		if _, err := cache.Get(ctx, ns, "cd"); err != nil {
+			t.Fatalf("get %d: %v", i, err)
+		}
+	}
+	if n := cache.SecretReads(); n != 1 {
+		t.Fatalf("%d reads of the Secret's data for 5 gets of an unchanged Secret, want 1", n)
+	}
+}
