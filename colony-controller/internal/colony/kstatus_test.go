@@ -104,3 +104,34 @@ func TestKstatusHealth(t *testing.T) {
 		})
 	}
 }
+
+// actionRecorder keeps the actions (condition types) of the events it is given.
+type actionRecorder struct{ actions []string }
+
+func (r *actionRecorder) Eventf(_ runtime.Object, _ runtime.Object, _, _, action, _ string, _ ...interface{}) {
+	r.actions = append(r.actions, action)
+}
+
+// TestKstatusConditionsMakeNoEvents: Reconciling and Stalled repeat Ready; only Ready's (and
+// ClustersReady's) transitions become events.
+func TestKstatusConditionsMakeNoEvents(t *testing.T) {
+	rec := &actionRecorder{}
+	r := &Reconciler{Recorder: rec}
+	colony := colonyWith(1)
+	for _, obs := range []observation{
+		{entries: []*entryState{{clusterName: "c0", cdName: "col-c0", exists: true, phase: clusterProvisioning, message: "m"}}},
+		{entries: []*entryState{{clusterName: "c0", cdName: "col-c0", exists: true, phase: clusterFailed, message: "m"}}},
+	} {
+		desired := computeStatus(colony, &obs)
+		r.recordTransitions(colony, desired)
+		colony.Status = desired
+	}
+	if len(rec.actions) == 0 {
+		t.Fatal("no events at all")
+	}
+	for _, a := range rec.actions {
+		if a == infrav1.ColonyReconcilingCondition || a == infrav1.ColonyStalledCondition {
+			t.Errorf("an event for %s (actions %v)", a, rec.actions)
+		}
+	}
+}

@@ -1,7 +1,11 @@
 package workspace
 
 import (
+	"fmt"
 	"testing"
+
+	eventsv1 "k8s.io/api/events/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -129,4 +133,55 @@ func hasKstatusCondition(res *status.Result, typ status.ConditionType) bool {
 		}
 	}
 	return false
+}
+
+// TestKstatusOnAFailedWorkspace: the status the controller writes for a workspace whose class is
+// invalid is Failed for kstatus, with Ready and Stalled for the current generation, and the Stalled
+// condition makes no event of its own (Ready's transition does).
+func TestKstatusOnAFailedWorkspace(t *testing.T) {
+	ns := newNamespace(t)
+	cd := createCluster(t, ns, child.Kubeconfig)
+	spec := classSpec(name("kstatus"))
+	spec.ServiceTemplate.VersionConstraint = ">=9.0.0"
+	createTemplate(t, spec.ServiceTemplate.Name, "1.0.0", workspacesv1.DefaultServiceTemplateNamespace, ns)
+	className := name("kstatus-class")
+	must(t, k8s.Create(ctxT(t), &workspacesv1.WorkspaceClass{ObjectMeta: metav1.ObjectMeta{Name: className}, Spec: spec}))
+	key := createWorkspace(t, ns, className, cd.Name)
+	ws := waitPhase(t, key, workspacesv1.PhaseFailed, workspacesv1.ReasonClassInvalid)
+
+	stalled := conditions.Get(ws.Status.Conditions, workspacesv1.StalledCondition)
+	ready := conditions.Get(ws.Status.Conditions, workspacesv1.ReadyCondition)
+	if stalled == nil || stalled.Status != metav1.ConditionTrue || stalled.Reason != workspacesv1.ReasonClassInvalid ||
+		stalled.ObservedGeneration != ws.Generation || ready == nil || ready.ObservedGeneration != ws.Generation ||
+		ws.Status.ObservedGeneration != ws.Generation {
+		t.Fatalf("generation %d, status %+v", ws.Generation, ws.Status)
+	}
+	if conditions.Get(ws.Status.Conditions, workspacesv1.ReconcilingCondition) != nil {
+		t.Errorf("a failed workspace has Reconciling: %+v", ws.Status.Conditions)
+	}
+	raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := status.Compute(&unstructured.Unstructured{Object: raw}); err != nil || res.Status != status.FailedStatus {
+		t.Errorf("kstatus %+v, %v; want Failed", res, err)
+	}
+
+	var list eventsv1.EventList
+	eventually(t, "the Ready event of the failure", func() error {
+		if err := k8s.List(ctxT(t), &list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, e := range list.Items {
+			if e.Regarding.Name == ws.Name && e.Action == workspacesv1.ReadyCondition && e.Reason == workspacesv1.ReasonClassInvalid {
+				return nil
+			}
+		}
+		return fmt.Errorf("no Ready/ClassInvalid event among %d", len(list.Items))
+	})
+	for _, e := range list.Items {
+		if e.Regarding.Name == ws.Name && (e.Action == workspacesv1.StalledCondition || e.Action == workspacesv1.ReconcilingCondition) {
+			t.Errorf("an event for %s: %s %s", e.Action, e.Reason, e.Note)
+		}
+	}
 }
