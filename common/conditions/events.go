@@ -45,6 +45,7 @@ type EventOption func(*eventConfig)
 
 type eventConfig struct {
 	negative map[string]bool
+	silent   map[string]bool
 	related  runtime.Object
 }
 
@@ -54,6 +55,16 @@ func WithNegativePolarity(conditionTypes ...string) EventOption {
 	return func(c *eventConfig) {
 		for _, t := range conditionTypes {
 			c.negative[t] = true
+		}
+	}
+}
+
+// WithoutEvents names condition types whose transitions are not recorded, for example Reconciling
+// and Stalled when they only repeat Ready's reason and message for GitOps tools.
+func WithoutEvents(conditionTypes ...string) EventOption {
+	return func(c *eventConfig) {
+		for _, t := range conditionTypes {
+			c.silent[t] = true
 		}
 	}
 }
@@ -71,11 +82,16 @@ func WithRelated(obj runtime.Object) EventOption {
 // to the 1 KiB the API accepts. Messages must never carry secret content. It returns the transitions
 // it recorded; a nil recorder records nothing.
 func RecordTransitions(recorder events.EventRecorder, obj runtime.Object, before, after []metav1.Condition, opts ...EventOption) []Transition {
-	cfg := eventConfig{negative: map[string]bool{}}
+	cfg := eventConfig{negative: map[string]bool{}, silent: map[string]bool{}}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	ts := Transitions(before, after)
+	var ts []Transition
+	for _, t := range Transitions(before, after) {
+		if !cfg.silent[t.After.Type] {
+			ts = append(ts, t)
+		}
+	}
 	if recorder == nil || obj == nil {
 		return ts
 	}

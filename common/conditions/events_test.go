@@ -113,3 +113,18 @@ func TestRecordTransitionsCutsLongNotesAndKeepsPercentSigns(t *testing.T) {
 		t.Errorf("message was treated as a format string: %q", rec.events[1].note)
 	}
 }
+
+// TestRecordTransitionsWithoutEvents: the named types' transitions are neither recorded nor returned.
+func TestRecordTransitionsWithoutEvents(t *testing.T) {
+	obj := &corev1.ConfigMap{}
+	rec := &captureRecorder{}
+	after := []metav1.Condition{
+		{Type: "Ready", Status: metav1.ConditionFalse, Reason: "Deploying", Message: "d"},
+		{Type: "Reconciling", Status: metav1.ConditionTrue, Reason: "Deploying", Message: "d"},
+		{Type: "Stalled", Status: metav1.ConditionTrue, Reason: "Failed", Message: "f"},
+	}
+	ts := RecordTransitions(rec, obj, nil, after, WithoutEvents("Reconciling", "Stalled"))
+	if len(ts) != 1 || ts[0].After.Type != "Ready" || len(rec.events) != 1 || rec.events[0].action != "Ready" {
+		t.Fatalf("transitions %+v, events %+v", ts, rec.events)
+	}
+}

@@ -388,7 +388,8 @@ func colonyControllerOf(obj *metav1.PartialObjectMetadata) string {
 
 // recordTransitions emits an event for each of the Colony's condition transitions.
 func (r *Reconciler) recordTransitions(colony *infrav1.Colony, desired infrav1.ColonyStatus) {
-	conditions.RecordTransitions(r.Recorder, colony, colony.Status.Conditions, desired.Conditions)
+	conditions.RecordTransitions(r.Recorder, colony, colony.Status.Conditions, desired.Conditions,
+		conditions.WithoutEvents(infrav1.ColonyReconcilingCondition, infrav1.ColonyStalledCondition))
 }
 
 // forget drops what the reconciler remembers about a Colony that is gone.

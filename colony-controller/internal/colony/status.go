@@ -65,7 +65,9 @@ func computeStatus(colony *infrav1.Colony, obs *observation) infrav1.ColonyStatu
 		KubeconfigSecretName: obs.kubeconfig.secretName,
 	}
 	for _, c := range colony.Status.Conditions {
-		if c.Type == infrav1.ColonyClustersReadyCondition || c.Type == infrav1.ColonyReadyCondition {
+		switch c.Type {
+		case infrav1.ColonyClustersReadyCondition, infrav1.ColonyReadyCondition,
+			infrav1.ColonyReconcilingCondition, infrav1.ColonyStalledCondition:
 			st.Conditions = append(st.Conditions, c)
 		}
 	}
@@ -84,6 +86,7 @@ func computeStatus(colony *infrav1.Colony, obs *observation) infrav1.ColonyStatu
 		msg = truncate(msg, maxConditionMessage)
 		setCondition(&st, infrav1.ColonyClustersReadyCondition, metav1.ConditionFalse, infrav1.ColonyReasonDeleting, msg)
 		setCondition(&st, infrav1.ColonyReadyCondition, metav1.ConditionFalse, infrav1.ColonyReasonDeleting, msg)
+		setKstatusConditions(&st)
 		return st
 	}
 
@@ -171,7 +174,33 @@ func computeStatus(colony *infrav1.Colony, obs *observation) infrav1.ColonyStatu
 	default:
 		st.Phase = infrav1.ColonyPhaseProvisioning
 	}
+	setKstatusConditions(&st)
 	return st
+}
+
+// setKstatusConditions sets, from the phase, the conditions GitOps tools read (the kstatus
+// conventions that Flux's and Argo CD's health checks understand): Reconciling True while Provisioning
+// or Deleting, Stalled True while Degraded, each with Ready's reason and message; both are removed
+// otherwise.
+func setKstatusConditions(st *infrav1.ColonyStatus) {
+	ready := conditions.Get(st.Conditions, infrav1.ColonyReadyCondition)
+	reconciling, stalled := false, false
+	switch st.Phase {
+	case infrav1.ColonyPhaseProvisioning, infrav1.ColonyPhaseDeleting:
+		reconciling = true
+	case infrav1.ColonyPhaseDegraded:
+		stalled = true
+	}
+	for _, k := range []struct {
+		typ string
+		on  bool
+	}{{infrav1.ColonyReconcilingCondition, reconciling}, {infrav1.ColonyStalledCondition, stalled}} {
+		if k.on && ready != nil {
+			setCondition(st, k.typ, metav1.ConditionTrue, ready.Reason, ready.Message)
+		} else {
+			conditions.Remove(&st.Conditions, k.typ)
+		}
+	}
 }
 
 func setCondition(st *infrav1.ColonyStatus, typ string, status metav1.ConditionStatus, reason, msg string) {
@@ -192,7 +221,8 @@ func ownedStatusEqual(a, b infrav1.ColonyStatus) bool {
 			return false
 		}
 	}
-	for _, typ := range []string{infrav1.ColonyClustersReadyCondition, infrav1.ColonyReadyCondition} {
+	for _, typ := range []string{infrav1.ColonyClustersReadyCondition, infrav1.ColonyReadyCondition,
+		infrav1.ColonyReconcilingCondition, infrav1.ColonyStalledCondition} {
 		x, y := meta.FindStatusCondition(a.Conditions, typ), meta.FindStatusCondition(b.Conditions, typ)
 		if (x == nil) != (y == nil) {
 			return false

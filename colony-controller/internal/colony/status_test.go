@@ -17,6 +17,7 @@ import (
 
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
 	kcmv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	"github.com/exalsius/exalsius-operator/common/conditions"
 )
 
 func colonyWith(n int) *infrav1.Colony {
@@ -97,10 +98,56 @@ func TestComputeStatus(t *testing.T) {
 					t.Errorf("message %q lacks %q", c.Message, m)
 				}
 			}
-			if r := condOf(&infrav1.Colony{Status: st}, infrav1.ColonyReadyCondition); r.Status != tc.status || r.Reason != tc.reason {
-				t.Errorf("Ready %s/%s", r.Status, r.Reason)
+			r := condOf(&infrav1.Colony{Status: st}, infrav1.ColonyReadyCondition)
+			if r.Status != tc.status || r.Reason != tc.reason || r.ObservedGeneration != 3 {
+				t.Errorf("Ready %s/%s gen %d", r.Status, r.Reason, r.ObservedGeneration)
+			}
+			// Reconciling while Provisioning or Deleting, Stalled while Degraded, each repeating Ready.
+			want := map[string]bool{
+				infrav1.ColonyReconcilingCondition: tc.phase == infrav1.ColonyPhaseProvisioning || tc.phase == infrav1.ColonyPhaseDeleting,
+				infrav1.ColonyStalledCondition:     tc.phase == infrav1.ColonyPhaseDegraded,
+			}
+			for typ, on := range want {
+				k := conditions.Get(st.Conditions, typ)
+				switch {
+				case !on && k != nil:
+					t.Errorf("%s present in phase %s: %+v", typ, st.Phase, *k)
+				case on && k == nil:
+					t.Errorf("%s missing in phase %s", typ, st.Phase)
+				case on && (k.Status != metav1.ConditionTrue || k.Reason != r.Reason || k.Message != r.Message || k.ObservedGeneration != 3):
+					t.Errorf("%s = %+v, want True repeating Ready %s: %s", typ, *k, r.Reason, r.Message)
+				}
 			}
 		})
+	}
+}
+
+// TestComputeStatusDropsKstatusConditions: a Colony that was Provisioning and is now Ready loses
+// Reconciling; one that was Degraded and heals loses Stalled.
+func TestComputeStatusDropsKstatusConditions(t *testing.T) {
+	colony := colonyWith(1)
+	notReady := observation{entries: []*entryState{{clusterName: "c0", cdName: "col-c0", exists: true, phase: clusterProvisioning, message: "m"}}}
+	colony.Status = computeStatus(colony, &notReady)
+	if conditions.Get(colony.Status.Conditions, infrav1.ColonyReconcilingCondition) == nil {
+		t.Fatal("a provisioning Colony has no Reconciling")
+	}
+	failed := observation{entries: []*entryState{{clusterName: "c0", cdName: "col-c0", exists: true, phase: clusterFailed, message: "m"}}}
+	colony.Status = computeStatus(colony, &failed)
+	if conditions.Get(colony.Status.Conditions, infrav1.ColonyReconcilingCondition) != nil ||
+		conditions.Get(colony.Status.Conditions, infrav1.ColonyStalledCondition) == nil {
+		t.Fatalf("a degraded Colony: %+v", colony.Status.Conditions)
+	}
+	healed := observation{
+		entries:    []*entryState{{clusterName: "c0", cdName: "col-c0", exists: true, phase: clusterReady}},
+		kubeconfig: kubeconfigResult{secretName: "col-kubeconfig", included: map[string]bool{"c0": true}},
+	}
+	prev := colony.Status
+	colony.Status = computeStatus(colony, &healed)
+	if colony.Status.Phase != infrav1.ColonyPhaseReady || len(colony.Status.Conditions) != 2 {
+		t.Fatalf("a ready Colony: phase %s, conditions %+v", colony.Status.Phase, colony.Status.Conditions)
+	}
+	if ownedStatusEqual(prev, colony.Status) {
+		t.Error("dropping Stalled is not seen as a change")
 	}
 }
 

@@ -47,17 +47,46 @@ type observation struct {
 
 // derived is the part of the status computed from an observation.
 type derived struct {
-	phase   workspacesv1.WorkspacePhase
-	ready   *metav1.Condition // nil: Ready stays as it was
-	message string
-	failure *workspacesv1.FailureContext
+	phase workspacesv1.WorkspacePhase
+	// ready is nil when Ready, Reconciling and Stalled stay as they were.
+	ready *metav1.Condition
+	// reconciling and stalled are the kstatus conditions GitOps tools read; with ready set, nil means
+	// the condition is removed.
+	reconciling *metav1.Condition
+	stalled     *metav1.Condition
+	message     string
+	failure     *workspacesv1.FailureContext
 }
 
-// deriveStatus is the one place that turns what a pass observed into the workspace's phase, its Ready
-// condition, its message and its failure context; prev is the status as the pass found it. The
-// failure context is taken on the transition to Failed (or to another failure reason, keeping the
-// phase the workspace failed from) and exists only while Failed.
+// deriveStatus is the one place that turns what a pass observed into the workspace's phase, its Ready,
+// Reconciling and Stalled conditions, its message and its failure context; prev is the status as the
+// pass found it. The failure context is taken on the transition to Failed (or to another failure
+// reason, keeping the phase the workspace failed from) and exists only while Failed.
+//
+// Reconciling (True while Pending, InstallingPrerequisites, Waiting, Deploying or Deleting) and
+// Stalled (True while Failed) follow the kstatus conventions, so that Flux's and Argo CD's health
+// checks see a progressing workspace as in progress and a failed one as failed; both repeat Ready's
+// reason and message, and both are absent while Running.
 func deriveStatus(prev *workspacesv1.WorkspaceDeploymentStatus, obs observation) derived {
+	d := derivePhase(prev, obs)
+	if d.ready == nil {
+		return d
+	}
+	mirror := func(typ string) *metav1.Condition {
+		return &metav1.Condition{Type: typ, Status: metav1.ConditionTrue, Reason: d.ready.Reason, Message: d.ready.Message}
+	}
+	switch d.phase {
+	case workspacesv1.PhaseRunning:
+	case workspacesv1.PhaseFailed:
+		d.stalled = mirror(workspacesv1.StalledCondition)
+	default:
+		d.reconciling = mirror(workspacesv1.ReconcilingCondition)
+	}
+	return d
+}
+
+// derivePhase derives the phase, Ready, the message and the failure context (see deriveStatus).
+func derivePhase(prev *workspacesv1.WorkspaceDeploymentStatus, obs observation) derived {
 	prevPhase := prev.Phase
 	if prevPhase == "" {
 		prevPhase = workspacesv1.PhasePending

@@ -9,14 +9,23 @@ import (
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 )
 
-// TestDeriveStatus: the phase, Ready, the message and the failure context are a function of what the
-// pass observed and the status it found, and nothing else.
+// TestDeriveStatus: the phase, Ready, Reconciling, Stalled, the message and the failure context are a
+// function of what the pass observed and the status it found, and nothing else.
 func TestDeriveStatus(t *testing.T) {
 	st := func(phase workspacesv1.WorkspacePhase, msg string, fc *workspacesv1.FailureContext) workspacesv1.WorkspaceDeploymentStatus {
 		return workspacesv1.WorkspaceDeploymentStatus{Phase: phase, Message: msg, FailureContext: fc}
 	}
 	ready := func(status metav1.ConditionStatus, reason, msg string) *metav1.Condition {
 		return &metav1.Condition{Type: workspacesv1.ReadyCondition, Status: status, Reason: reason, Message: msg}
+	}
+	// progressing and stalled add the kstatus condition that repeats Ready's reason and message.
+	progressing := func(d derived) derived {
+		d.reconciling = &metav1.Condition{Type: workspacesv1.ReconcilingCondition, Status: metav1.ConditionTrue, Reason: d.ready.Reason, Message: d.ready.Message}
+		return d
+	}
+	stalled := func(d derived) derived {
+		d.stalled = &metav1.Condition{Type: workspacesv1.StalledCondition, Status: metav1.ConditionTrue, Reason: d.ready.Reason, Message: d.ready.Message}
+		return d
 	}
 	fc := func(phase workspacesv1.WorkspacePhase, reason string) *workspacesv1.FailureContext {
 		return &workspacesv1.FailureContext{PhaseWhenFailed: phase, Reason: reason, RecentEvents: []string{"kept"}}
@@ -33,25 +42,25 @@ func TestDeriveStatus(t *testing.T) {
 		{"new workspace, no decision", st("", "", nil), observation{},
 			derived{phase: workspacesv1.PhasePending}},
 		{"blocked on the cluster", st("", "", nil), observation{verdict: verdict{verdictPending, "ClusterDeploymentNotFound", "cd missing"}},
-			derived{phase: workspacesv1.PhasePending, message: "cd missing", ready: ready(metav1.ConditionFalse, "ClusterDeploymentNotFound", "cd missing")}},
+			progressing(derived{phase: workspacesv1.PhasePending, message: "cd missing", ready: ready(metav1.ConditionFalse, "ClusterDeploymentNotFound", "cd missing")})},
 		{"waiting for GPUs", st(workspacesv1.PhasePending, "x", nil), observation{verdict: verdict{verdictWaiting, "WaitingForGpuCapacity", "0 free"}},
-			derived{phase: workspacesv1.PhaseWaiting, message: "0 free", ready: ready(metav1.ConditionFalse, "WaitingForGpuCapacity", "0 free")}},
+			progressing(derived{phase: workspacesv1.PhaseWaiting, message: "0 free", ready: ready(metav1.ConditionFalse, "WaitingForGpuCapacity", "0 free")})},
 		{"installing prerequisites", st(workspacesv1.PhasePending, "", nil), observation{verdict: verdict{verdictPrerequisites, "PrerequisitesDeploying", "p"}},
-			derived{phase: workspacesv1.PhaseInstallingPrerequisites, message: "p", ready: ready(metav1.ConditionFalse, "PrerequisitesDeploying", "p")}},
+			progressing(derived{phase: workspacesv1.PhaseInstallingPrerequisites, message: "p", ready: ready(metav1.ConditionFalse, "PrerequisitesDeploying", "p")})},
 		{"deploying", st(workspacesv1.PhaseWaiting, "", nil), observation{verdict: verdict{verdictDeploying, "HelmReleaseDeploying", "d"}},
-			derived{phase: workspacesv1.PhaseDeploying, message: "d", ready: ready(metav1.ConditionFalse, "HelmReleaseDeploying", "d")}},
+			progressing(derived{phase: workspacesv1.PhaseDeploying, message: "d", ready: ready(metav1.ConditionFalse, "HelmReleaseDeploying", "d")})},
 		{"running", st(workspacesv1.PhaseDeploying, "d", nil), observation{verdict: verdict{kind: verdictRunning}},
 			derived{phase: workspacesv1.PhaseRunning, message: "the workspace is running", ready: ready(metav1.ConditionTrue, "Running", "the workspace is running")}},
 		{"a failure from Deploying takes a fresh context", st(workspacesv1.PhaseDeploying, "d", nil), observation{verdict: verdict{verdictFailed, "HelmReleaseFailed", "f"}},
-			derived{phase: workspacesv1.PhaseFailed, message: "f", ready: ready(metav1.ConditionFalse, "HelmReleaseFailed", "f"), failure: fresh(workspacesv1.PhaseDeploying, "HelmReleaseFailed")}},
+			stalled(derived{phase: workspacesv1.PhaseFailed, message: "f", ready: ready(metav1.ConditionFalse, "HelmReleaseFailed", "f"), failure: fresh(workspacesv1.PhaseDeploying, "HelmReleaseFailed")})},
 		{"the same failure keeps its context", st(workspacesv1.PhaseFailed, "f", fc(workspacesv1.PhaseRunning, "HelmReleaseFailed")),
 			observation{verdict: verdict{verdictFailed, "HelmReleaseFailed", "f2"}},
-			derived{phase: workspacesv1.PhaseFailed, message: "f2", ready: ready(metav1.ConditionFalse, "HelmReleaseFailed", "f2"), failure: fc(workspacesv1.PhaseRunning, "HelmReleaseFailed")}},
+			stalled(derived{phase: workspacesv1.PhaseFailed, message: "f2", ready: ready(metav1.ConditionFalse, "HelmReleaseFailed", "f2"), failure: fc(workspacesv1.PhaseRunning, "HelmReleaseFailed")})},
 		{"another failure keeps the phase it failed from", st(workspacesv1.PhaseFailed, "f", fc(workspacesv1.PhaseRunning, "HelmReleaseFailed")),
 			observation{verdict: verdict{verdictFailed, "ClassNotFound", "c"}},
-			derived{phase: workspacesv1.PhaseFailed, message: "c", ready: ready(metav1.ConditionFalse, "ClassNotFound", "c"), failure: fresh(workspacesv1.PhaseRunning, "ClassNotFound")}},
+			stalled(derived{phase: workspacesv1.PhaseFailed, message: "c", ready: ready(metav1.ConditionFalse, "ClassNotFound", "c"), failure: fresh(workspacesv1.PhaseRunning, "ClassNotFound")})},
 		{"a first failure of a new workspace failed from Pending", st("", "", nil), observation{verdict: verdict{verdictFailed, "ClassNotFound", "c"}},
-			derived{phase: workspacesv1.PhaseFailed, message: "c", ready: ready(metav1.ConditionFalse, "ClassNotFound", "c"), failure: fresh(workspacesv1.PhasePending, "ClassNotFound")}},
+			stalled(derived{phase: workspacesv1.PhaseFailed, message: "c", ready: ready(metav1.ConditionFalse, "ClassNotFound", "c"), failure: fresh(workspacesv1.PhasePending, "ClassNotFound")})},
 		{"healed: the context goes", st(workspacesv1.PhaseFailed, "f", fc(workspacesv1.PhaseDeploying, "HelmReleaseFailed")), observation{verdict: verdict{kind: verdictRunning}},
 			derived{phase: workspacesv1.PhaseRunning, message: "the workspace is running", ready: ready(metav1.ConditionTrue, "Running", "the workspace is running")}},
 		{"no decision keeps everything", st(workspacesv1.PhaseFailed, "f", fc(workspacesv1.PhaseDeploying, "X")), observation{},
@@ -60,14 +69,15 @@ func TestDeriveStatus(t *testing.T) {
 			derived{phase: workspacesv1.PhaseRunning, message: "suspended"}},
 		{"deleting wins", st(workspacesv1.PhaseFailed, "f", fc(workspacesv1.PhaseDeploying, "X")),
 			observation{deleting: true, note: "uninstalling", verdict: verdict{kind: verdictRunning}},
-			derived{phase: workspacesv1.PhaseDeleting, message: "uninstalling", ready: ready(metav1.ConditionFalse, "Deleting", "the workspace is being deleted")}},
+			progressing(derived{phase: workspacesv1.PhaseDeleting, message: "uninstalling", ready: ready(metav1.ConditionFalse, "Deleting", "the workspace is being deleted")})},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			prev := c.prev.DeepCopy()
 			got := deriveStatus(prev, c.obs)
 			if !reflect.DeepEqual(got, c.want) {
-				t.Errorf("deriveStatus:\n got  %+v (ready %+v, failure %+v)\n want %+v (ready %+v, failure %+v)", got, got.ready, got.failure, c.want, c.want.ready, c.want.failure)
+				t.Errorf("deriveStatus:\n got  %+v (ready %+v, reconciling %+v, stalled %+v, failure %+v)\n want %+v (ready %+v, reconciling %+v, stalled %+v, failure %+v)",
+					got, got.ready, got.reconciling, got.stalled, got.failure, c.want, c.want.ready, c.want.reconciling, c.want.stalled, c.want.failure)
 			}
 			if !reflect.DeepEqual(prev, c.prev.DeepCopy()) {
 				t.Errorf("deriveStatus changed its input")

@@ -186,7 +186,8 @@ func (r *Reconciler) patchStatus(ctx context.Context, before *workspacesv1.Works
 	if equality.Semantic.DeepEqual(before.Status, ws.Status) {
 		return nil
 	}
-	conditions.RecordTransitions(r.Recorder, ws, before.Status.Conditions, ws.Status.Conditions)
+	conditions.RecordTransitions(r.Recorder, ws, before.Status.Conditions, ws.Status.Conditions,
+		conditions.WithoutEvents(workspacesv1.ReconcilingCondition, workspacesv1.StalledCondition))
 	if equality.Semantic.DeepEqual(s.before.Status, ws.Status) {
 		return nil // written already, with the admission
 	}

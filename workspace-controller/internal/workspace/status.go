@@ -55,15 +55,26 @@ func (s *scope) suspended() {
 	s.obs.note = "reconciliation is suspended (spec.suspend); the workspace is left as it is"
 }
 
-// apply writes the phase, Ready, the message and the failure context derived from what the pass
-// observed so far.
+// apply writes the phase, Ready, Reconciling, Stalled, the message and the failure context derived
+// from what the pass observed so far; every condition carries the workspace's generation.
 func (s *scope) apply() {
 	d := deriveStatus(&s.prev, s.obs)
 	s.ws.Status.Phase = d.phase
 	s.ws.Status.Message = d.message
 	s.ws.Status.FailureContext = d.failure.DeepCopy()
-	if d.ready != nil {
-		s.setCondition(d.ready.Type, d.ready.Status, d.ready.Reason, d.ready.Message)
+	if d.ready == nil {
+		return
+	}
+	s.setCondition(d.ready.Type, d.ready.Status, d.ready.Reason, d.ready.Message)
+	for _, k := range []struct {
+		typ string
+		c   *metav1.Condition
+	}{{workspacesv1.ReconcilingCondition, d.reconciling}, {workspacesv1.StalledCondition, d.stalled}} {
+		if k.c == nil {
+			conditions.Remove(&s.ws.Status.Conditions, k.typ)
+		} else {
+			s.setCondition(k.c.Type, k.c.Status, k.c.Reason, k.c.Message)
+		}
 	}
 }
 

@@ -35,6 +35,13 @@ const (
 	ColonyClustersReadyCondition = "ClustersReady"
 	// ColonyReadyCondition is the Colony's summary condition.
 	ColonyReadyCondition = "Ready"
+	// ColonyReconcilingCondition is True while the Colony is Provisioning or Deleting, with Ready's
+	// reason and message, and absent otherwise: the kstatus convention that Flux and Argo CD read as
+	// "in progress".
+	ColonyReconcilingCondition = "Reconciling"
+	// ColonyStalledCondition is True while the Colony is Degraded, with Ready's reason and message, and
+	// absent otherwise: the kstatus convention that Flux and Argo CD read as "failed".
+	ColonyStalledCondition = "Stalled"
 
 	// ColonyReasonAllClustersReady: every cluster is ready.
 	ColonyReasonAllClustersReady = "AllClustersReady"

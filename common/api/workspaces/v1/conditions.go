@@ -34,6 +34,13 @@ const (
 	// ReleaseNamespaceReadyCondition: ws-<name> exists on the child, owned by the workspace, with its
 	// Pod Security level and GPU ResourceQuota.
 	ReleaseNamespaceReadyCondition = "ReleaseNamespaceReady"
+	// ReconcilingCondition is True while the workspace progresses (Pending, InstallingPrerequisites,
+	// Waiting, Deploying, Deleting), with Ready's reason and message, and absent otherwise: the
+	// kstatus convention that Flux and Argo CD read as "in progress".
+	ReconcilingCondition = "Reconciling"
+	// StalledCondition is True while the workspace is Failed, with the failure's reason and message,
+	// and absent otherwise: the kstatus convention that Flux and Argo CD read as "failed".
+	StalledCondition = "Stalled"
 )
 
 // Condition reasons of a WorkspaceDeployment.
