@@ -180,10 +180,25 @@ func owned(o metav1.Object, ws Workspace) bool {
 	return l[workspacesv1.WorkspaceLabel] == ws.Name && l[workspacesv1.WorkspaceNamespaceLabel] == ws.Namespace
 }
 
+// ownedRouteNamespace reports whether a namespace is a route namespace of the workspace: its
+// identity labels name the workspace and it carries RouteNamespaceLabel (a release namespace never
+// does).
+func ownedRouteNamespace(n *corev1.Namespace, ws Workspace) bool {
+	return isRouteNamespace(n) && owned(n, ws)
+}
+
+// isRouteNamespace reports whether the provider made the namespace for routes.
+func isRouteNamespace(n *corev1.Namespace) bool {
+	return n.Labels[RouteNamespaceLabel] == "true"
+}
+
 func ownerOf(o metav1.Object) string {
 	l := o.GetLabels()
 	if l[workspacesv1.WorkspaceLabel] == "" {
 		return "something that is not a workspace"
+	}
+	if n, ok := o.(*corev1.Namespace); ok && !isRouteNamespace(n) {
+		return "workspace " + l[workspacesv1.WorkspaceNamespaceLabel] + "/" + l[workspacesv1.WorkspaceLabel] + " (not as a route namespace)"
 	}
 	return "workspace " + l[workspacesv1.WorkspaceNamespaceLabel] + "/" + l[workspacesv1.WorkspaceLabel]
 }
@@ -197,7 +212,7 @@ func (g *Gateway) claimNamespace(ctx context.Context, t *target, ws Workspace) (
 	short := RouteNamespace(ws.Name, ws.Namespace, false)
 	nsObj := &corev1.Namespace{}
 	err := t.c.Get(ctx, types.NamespacedName{Name: qualified}, nsObj)
-	if err == nil && owned(nsObj, ws) {
+	if err == nil && ownedRouteNamespace(nsObj, ws) {
 		return qualified, true, usable(nsObj, t.key)
 	}
 	if err != nil && !apierrors.IsNotFound(err) {
@@ -211,7 +226,7 @@ func (g *Gateway) claimNamespace(ctx context.Context, t *target, ws Workspace) (
 		if err != nil {
 			return "", false, err
 		}
-		if owned(nsObj, ws) {
+		if ownedRouteNamespace(nsObj, ws) {
 			if err := g.adopt(ctx, t, ws, nsObj); err != nil {
 				return "", false, err
 			}
@@ -241,7 +256,9 @@ func (g *Gateway) getOrCreateNamespace(ctx context.Context, t *target, ws Worksp
 	if !apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("reading namespace %s on regional cluster %s: %w", name, t.key, err)
 	}
-	nsObj = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: workspaceLabels(ws)}}
+	labels := workspaceLabels(ws)
+	labels[RouteNamespaceLabel] = "true"
+	nsObj = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
 	err = t.c.Create(ctx, nsObj)
 	if apierrors.IsAlreadyExists(err) {
 		nsObj = &corev1.Namespace{}
@@ -646,17 +663,23 @@ func (g *Gateway) Remove(ctx context.Context, ws Workspace) (bool, error) {
 	}
 	sel := client.MatchingLabels{workspacesv1.WorkspaceLabel: ws.Name, workspacesv1.WorkspaceNamespaceLabel: ws.Namespace}
 	if key == ws.ClusterKey {
-		// The workspace's own cluster: only the routes are ours; the namespace is the release's.
+		// The workspace's own cluster: only the routes are ours; the namespace is the release's, and
+		// the workspace's deletion removes it after the release.
 		return deleteRoutes(ctx, c, ws.ReleaseNamespace, sel)
 	}
 	return RemoveFrom(ctx, c, sel)
 }
 
-// RemoveFrom deletes, on one regional cluster, the routes, mirror Services and namespaces that match
-// sel, in that order, and reports whether the routes are gone.
+// RemoveFrom deletes, on one regional cluster, the routes, mirror Services and route namespaces
+// (those labelled RouteNamespaceLabel) that match sel, in that order, and reports whether the routes
+// are gone. A namespace without RouteNamespaceLabel (a release namespace) is never touched.
 func RemoveFrom(ctx context.Context, c client.Client, sel client.MatchingLabels) (bool, error) {
 	var nss corev1.NamespaceList
-	if err := c.List(ctx, &nss, sel); err != nil {
+	withRoute := client.MatchingLabels{RouteNamespaceLabel: "true"}
+	for k, v := range sel {
+		withRoute[k] = v
+	}
+	if err := c.List(ctx, &nss, withRoute); err != nil {
 		return false, fmt.Errorf("listing route namespaces: %w", err)
 	}
 	sort.Slice(nss.Items, func(i, j int) bool { return nss.Items[i].Name < nss.Items[j].Name })
@@ -672,8 +695,13 @@ func RemoveFrom(ctx context.Context, c client.Client, sel client.MatchingLabels)
 }
 
 // removeNamespace deletes the routes in one route namespace and, once they are gone, its mirror
-// Services and the namespace itself (not awaited). It reports whether the routes are gone.
+// Services and the namespace itself (not awaited). It reports whether the routes are gone. A
+// namespace that is not a route namespace is refused: a release namespace is deleted by its
+// workspace only.
 func removeNamespace(ctx context.Context, c client.Client, n corev1.Namespace, sel client.MatchingLabels) (bool, error) {
+	if !isRouteNamespace(&n) {
+		return false, fmt.Errorf("namespace %s is not a route namespace (no label %s=true): not removed", n.Name, RouteNamespaceLabel)
+	}
 	in := client.InNamespace(n.Name)
 	if gone, err := deleteRoutes(ctx, c, n.Name, sel); err != nil || !gone {
 		return false, err // the namespace waits until its routes are gone
