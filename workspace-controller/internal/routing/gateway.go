@@ -157,7 +157,7 @@ func (g *Gateway) Ensure(ctx context.Context, ws Workspace) (Result, error) {
 	if err := g.ensureTCP(ctx, t, ws, ns, &res); err != nil {
 		return res, err
 	}
-	return res, g.pruneRoutes(ctx, t.c, ws, ns)
+	return res, g.pruneRoutes(ctx, t.c, ws, ns, !t.local)
 }
 
 // reportInfra turns missing infrastructure into the result (every entry says why it is not ready)
@@ -598,8 +598,10 @@ func (g *Gateway) applyTCPRoute(ctx context.Context, t *target, ws Workspace, ns
 	return rt, nil
 }
 
-// pruneRoutes deletes the workspace's routes and Services in ns that no endpoint wants any more.
-func (g *Gateway) pruneRoutes(ctx context.Context, c client.Client, ws Workspace, ns string) error {
+// pruneRoutes deletes the workspace's routes and, with mirrors, its mirror Services in ns that no
+// endpoint wants any more. In a release namespace (mirrors false) the Services are the release's and
+// are never touched.
+func (g *Gateway) pruneRoutes(ctx context.Context, c client.Client, ws Workspace, ns string, mirrors bool) error {
 	wantRoute := map[string]workspacesv1.EndpointProtocol{}
 	wantSvc := map[string]bool{}
 	for _, ep := range ws.Endpoints {
@@ -627,8 +629,15 @@ func (g *Gateway) pruneRoutes(ctx context.Context, c client.Client, ws Workspace
 			}
 		}
 	}
+	if !mirrors {
+		return nil
+	}
 	var svcs corev1.ServiceList
-	if err := c.List(ctx, &svcs, client.InNamespace(ns), sel); err != nil {
+	mirrorSel := client.MatchingLabels{ManagedByLabel: ManagedByValue}
+	for k, v := range sel {
+		mirrorSel[k] = v
+	}
+	if err := c.List(ctx, &svcs, client.InNamespace(ns), mirrorSel); err != nil {
 		return fmt.Errorf("listing mirror Services in %s: %w", ns, err)
 	}
 	for i := range svcs.Items {

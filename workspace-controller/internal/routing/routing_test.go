@@ -382,17 +382,25 @@ func TestRegionalIsTheWorkspaceCluster(t *testing.T) {
 	must(t, k8s.Create(ctxT(t), cd))
 	must(t, mgmt.WriteKubeconfigSecret(ctxT(t), ns, cdName, regional.Kubeconfig))
 	wsName := name("self")
-	// Play Sveltos and the chart: the release namespace and the release's Service.
+	// Play Sveltos and the chart: the release namespace and the release's Services, which a chart may
+	// label with its workspace (routing must not take them for mirror Services of its own, also the one
+	// no endpoint names).
 	rns := workspace.ReleaseNamespace(wsName)
 	must(t, rc.Create(ctxT(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: rns}}))
-	must(t, rc.Create(ctxT(t), &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: rns, Name: wsName + "-web"},
+	chartLabels := map[string]string{workspacesv1.WorkspaceLabel: wsName, workspacesv1.WorkspaceNamespaceLabel: ns, routing.ManagedByLabel: "Helm"}
+	must(t, rc.Create(ctxT(t), &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: rns, Name: wsName + "-headless", Labels: chartLabels},
+		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Selector: map[string]string{"app": wsName}, Ports: []corev1.ServicePort{{Port: 80}}}}))
+	must(t, rc.Create(ctxT(t), &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: rns, Name: wsName + "-web", Labels: chartLabels},
 		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": wsName}, Ports: []corev1.ServicePort{{Port: 80}}}}))
 	key := runningWorkspace(t, ns, wsName, class, cdName)
 	ws := waitWS(t, key, "routes ready", routesReady(map[string]string{"web": "https://" + wsName + "." + domain}))
 	svc := &corev1.Service{}
 	must(t, rc.Get(ctxT(t), types.NamespacedName{Namespace: rns, Name: wsName + "-web"}, svc))
-	if svc.Spec.Selector["app"] != wsName || svc.Labels[routing.ManagedByLabel] != "" {
+	if svc.Spec.Selector["app"] != wsName || svc.Labels[routing.ManagedByLabel] != "Helm" {
 		t.Errorf("the release's Service was taken over: %+v %v", svc.Spec, svc.Labels)
+	}
+	if err := rc.Get(ctxT(t), types.NamespacedName{Namespace: rns, Name: wsName + "-headless"}, &corev1.Service{}); err != nil {
+		t.Errorf("the release's other Service was pruned: %v", err)
 	}
 	n := &corev1.Namespace{}
 	must(t, rc.Get(ctxT(t), types.NamespacedName{Name: rns}, n))
