@@ -598,6 +598,13 @@ func (g *Gateway) applyTCPRoute(ctx context.Context, t *target, ws Workspace, ns
 	return rt, nil
 }
 
+// ownSelector selects what the provider made for the workspace: its identity labels and
+// app.kubernetes.io/managed-by: workspace-controller (a chart's own objects in a release namespace may
+// carry the workspace's labels, never this).
+func ownSelector(ws Workspace) client.MatchingLabels {
+	return client.MatchingLabels{workspacesv1.WorkspaceLabel: ws.Name, workspacesv1.WorkspaceNamespaceLabel: ws.Namespace, ManagedByLabel: ManagedByValue}
+}
+
 // pruneRoutes deletes the workspace's routes and, with mirrors, its mirror Services in ns that no
 // endpoint wants any more. In a release namespace (mirrors false) the Services are the release's and
 // are never touched.
@@ -608,7 +615,7 @@ func (g *Gateway) pruneRoutes(ctx context.Context, c client.Client, ws Workspace
 		wantRoute[ep.Name] = ep.Protocol
 		wantSvc[BackendService(ws.Release, ep)] = true
 	}
-	sel := client.MatchingLabels{workspacesv1.WorkspaceLabel: ws.Name, workspacesv1.WorkspaceNamespaceLabel: ws.Namespace}
+	sel := ownSelector(ws)
 	var hr gwv1.HTTPRouteList
 	if err := c.List(ctx, &hr, client.InNamespace(ns), sel); err == nil {
 		for i := range hr.Items {
@@ -633,11 +640,7 @@ func (g *Gateway) pruneRoutes(ctx context.Context, c client.Client, ws Workspace
 		return nil
 	}
 	var svcs corev1.ServiceList
-	mirrorSel := client.MatchingLabels{ManagedByLabel: ManagedByValue}
-	for k, v := range sel {
-		mirrorSel[k] = v
-	}
-	if err := c.List(ctx, &svcs, client.InNamespace(ns), mirrorSel); err != nil {
+	if err := c.List(ctx, &svcs, client.InNamespace(ns), sel); err != nil {
 		return fmt.Errorf("listing mirror Services in %s: %w", ns, err)
 	}
 	for i := range svcs.Items {
@@ -670,7 +673,7 @@ func (g *Gateway) Remove(ctx context.Context, ws Workspace) (bool, error) {
 		}
 		return false, err
 	}
-	sel := client.MatchingLabels{workspacesv1.WorkspaceLabel: ws.Name, workspacesv1.WorkspaceNamespaceLabel: ws.Namespace}
+	sel := ownSelector(ws)
 	if key == ws.ClusterKey {
 		// The workspace's own cluster: only the routes are ours; the namespace is the release's, and
 		// the workspace's deletion removes it after the release.

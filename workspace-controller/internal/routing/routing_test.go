@@ -392,6 +392,10 @@ func TestRegionalIsTheWorkspaceCluster(t *testing.T) {
 		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Selector: map[string]string{"app": wsName}, Ports: []corev1.ServicePort{{Port: 80}}}}))
 	must(t, rc.Create(ctxT(t), &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: rns, Name: wsName + "-web", Labels: chartLabels},
 		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": wsName}, Ports: []corev1.ServicePort{{Port: 80}}}}))
+	// The chart's own route, labelled with its workspace: not the provider's, never pruned or removed.
+	gns := gwv1.Namespace(gwNamespace)
+	must(t, rc.Create(ctxT(t), &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: rns, Name: "chart-route", Labels: chartLabels},
+		Spec: gwv1.HTTPRouteSpec{CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Namespace: &gns, Name: gwName}}}}}))
 	key := runningWorkspace(t, ns, wsName, class, cdName)
 	ws := waitWS(t, key, "routes ready", routesReady(map[string]string{"web": "https://" + wsName + "." + domain}))
 	svc := &corev1.Service{}
@@ -434,6 +438,9 @@ func TestRegionalIsTheWorkspaceCluster(t *testing.T) {
 	must(t, rc.Get(ctxT(t), types.NamespacedName{Name: rns}, n))
 	if !n.DeletionTimestamp.IsZero() {
 		t.Fatalf("the release namespace was deleted with the routes, before the release was uninstalled")
+	}
+	if err := rc.Get(ctxT(t), types.NamespacedName{Namespace: rns, Name: "chart-route"}, &gwv1.HTTPRoute{}); err != nil {
+		t.Errorf("the chart's own route was removed with the workspace's routes: %v", err)
 	}
 	must(t, k8s.Get(ctxT(t), ssKey, ss))
 	ss.Finalizers = nil

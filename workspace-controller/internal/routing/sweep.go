@@ -119,7 +119,7 @@ func (s *Sweeper) sweepCluster(ctx context.Context, key types.NamespacedName) (i
 			continue
 		}
 		s.Log.Info("removing routes of a deleted workspace", "regionalCluster", key.String(), "namespace", ns.Name, "workspace", wsKey.String())
-		sel := client.MatchingLabels{workspacesv1.WorkspaceLabel: wsKey.Name, workspacesv1.WorkspaceNamespaceLabel: wsKey.Namespace}
+		sel := client.MatchingLabels{workspacesv1.WorkspaceLabel: wsKey.Name, workspacesv1.WorkspaceNamespaceLabel: wsKey.Namespace, ManagedByLabel: ManagedByValue}
 		if _, err := removeNamespace(ctx, c, ns, sel); err != nil {
 			return n, fmt.Errorf("regional cluster %s: %w", key, err)
 		}
