@@ -141,15 +141,17 @@ func (g *Gateway) Ensure(ctx context.Context, ws Workspace) (Result, error) {
 	if err != nil {
 		return res, reportInfra(&res, err)
 	}
-	ns, qualified := ws.ReleaseNamespace, false
-	if !t.local {
-		ns, qualified, err = g.claimNamespace(ctx, t, ws)
-		if err != nil {
-			return res, reportInfra(&res, err)
-		}
-		if err := g.ensureServices(ctx, t, ws, ns); err != nil {
-			return res, err
-		}
+	// The route namespace is also the claim of the short hostnames among same-named workspaces behind
+	// this Gateway. A workspace routed on its own cluster claims one too (it stays empty: its routes go
+	// into the release namespace, next to the release's Services), so the rule is the same for both.
+	ns, qualified, err := g.claimNamespace(ctx, t, ws)
+	if err != nil {
+		return res, reportInfra(&res, err)
+	}
+	if t.local {
+		ns = ws.ReleaseNamespace
+	} else if err := g.ensureServices(ctx, t, ws, ns); err != nil {
+		return res, err
 	}
 	if err := g.ensureHTTP(ctx, t, ws, ns, qualified, &res); err != nil {
 		return res, err
@@ -675,9 +677,12 @@ func (g *Gateway) Remove(ctx context.Context, ws Workspace) (bool, error) {
 	}
 	sel := ownSelector(ws)
 	if key == ws.ClusterKey {
-		// The workspace's own cluster: only the routes are ours; the namespace is the release's, and
-		// the workspace's deletion removes it after the release.
-		return deleteRoutes(ctx, c, ws.ReleaseNamespace, sel)
+		// The workspace's own cluster: its routes are in the release namespace, which is the release's
+		// (the workspace's deletion removes it after the release); then the empty route namespace
+		// that claimed the hostnames.
+		if gone, err := deleteRoutes(ctx, c, ws.ReleaseNamespace, sel); err != nil || !gone {
+			return false, err
+		}
 	}
 	return RemoveFrom(ctx, c, sel)
 }

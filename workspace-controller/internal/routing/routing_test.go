@@ -414,8 +414,19 @@ func TestRegionalIsTheWorkspaceCluster(t *testing.T) {
 	if n.Labels[workspacesv1.WorkspaceUIDLabel] != string(ws.UID) {
 		t.Errorf("the release namespace is not owned by the workspace: %v", n.Labels)
 	}
-	if err := rc.Get(ctxT(t), types.NamespacedName{Name: routing.RouteNamespace(wsName, ns, false)}, &corev1.Namespace{}); !apierrors.IsNotFound(err) {
-		t.Errorf("a route namespace was made on the workspace's own cluster: %v", err)
+	// The route namespace is only the claim of the short hostnames here: empty.
+	claim := routing.RouteNamespace(wsName, ns, false)
+	cn := &corev1.Namespace{}
+	must(t, rc.Get(ctxT(t), types.NamespacedName{Name: claim}, cn))
+	if cn.Labels[routing.RouteNamespaceLabel] != "true" {
+		t.Errorf("the claim namespace %s: %v", claim, cn.Labels)
+	}
+	var inClaim corev1.ServiceList
+	must(t, rc.List(ctxT(t), &inClaim, client.InNamespace(claim)))
+	var routesInClaim gwv1.HTTPRouteList
+	must(t, rc.List(ctxT(t), &routesInClaim, client.InNamespace(claim)))
+	if len(inClaim.Items)+len(routesInClaim.Items) != 0 {
+		t.Errorf("the claim namespace holds %d Services and %d HTTPRoutes, want none", len(inClaim.Items), len(routesInClaim.Items))
 	}
 
 	// Hold the ServiceSet as KCM does while it uninstalls: the deletion stops after the routes.
@@ -446,17 +457,20 @@ func TestRegionalIsTheWorkspaceCluster(t *testing.T) {
 	ss.Finalizers = nil
 	must(t, k8s.Update(ctxT(t), ss))
 	deleteWorkspace(t, key)
-	// Now its owner deletes it.
-	must(t, client.IgnoreNotFound(rc.Get(ctxT(t), types.NamespacedName{Name: rns}, n)))
-	if err := rc.Get(ctxT(t), types.NamespacedName{Name: rns}, n); err == nil && n.DeletionTimestamp.IsZero() {
-		t.Errorf("the release namespace %s was not deleted by its workspace", rns)
+	// Now its owner deletes it; the claim went with the routes.
+	for _, name := range []string{rns, claim} {
+		n := &corev1.Namespace{}
+		if err := rc.Get(ctxT(t), types.NamespacedName{Name: name}, n); err == nil && n.DeletionTimestamp.IsZero() {
+			t.Errorf("namespace %s was not deleted with the workspace", name)
+		}
 	}
 }
 
 // A regional cluster that also runs workspaces: workspace B runs on it (release namespace ws-<name>
 // there), and a same-named workspace A of another namespace, on another child, routes through it.
 // A's route namespace never takes B's release namespace: both install, A's mirror Service is in its
-// own route namespace, B's namespace stays B's.
+// own route namespace, B's namespace stays B's, and B (routed on its own cluster) follows the same
+// short/qualified rule.
 func TestRouteNamespaceNeverAReleaseNamespace(t *testing.T) {
 	nsA, nsB := newNamespace(t), newNamespace(t)
 	class := createClass(t, []workspacesv1.AccessEndpoint{httpEP("web", 80)}, nsA, nsB)
@@ -487,6 +501,14 @@ func TestRouteNamespaceNeverAReleaseNamespace(t *testing.T) {
 	if err := rc.Get(ctxT(t), types.NamespacedName{Namespace: routing.RouteNamespace(wsName, nsA, false), Name: wsName + "-web"}, &corev1.Service{}); err != nil {
 		t.Errorf("A's mirror Service: %v", err)
 	}
+	// B, routed on its own cluster, finds the short name claimed by A and takes the qualified URL.
+	waitWS(t, b, "B qualified", func(ws *workspacesv1.WorkspaceDeployment) error {
+		a := access(ws, "web")
+		if want := "https://" + wsName + "-" + routing.Qualifier(nsB) + "." + domain; a.URL != want {
+			return fmt.Errorf("access %+v, want URL %s", a, want)
+		}
+		return nil
+	})
 	// Deleting A removes its route namespace and leaves B's release namespace alone.
 	deleteWorkspace(t, a)
 	must(t, rc.Get(ctxT(t), types.NamespacedName{Name: workspace.ReleaseNamespace(wsName)}, release))
