@@ -60,9 +60,23 @@ func TestValuesContract(t *testing.T) {
 			if len(gated) == 0 || gated[w.GPUModelLabel] != "A100" {
 				t.Fatalf("resolved node selector %v, want the A100 selector the gate checked", gated)
 			}
+			// The chart applies _exalsius.scheduling.nodeSelector verbatim: the selector the gate checked
+			// plus, when the admission counted every replica on one node, that node's hostname (the pin,
+			// docs/RECONCILIATION.md). One replica of one GPU on a one-node pool is always pinned.
+			ad := got.Status.Admission
+			if ad == nil || len(ad.Nodes) != 1 || ad.Nodes[0].Hostname == "" {
+				t.Fatalf("admission %+v, want the one node the replica was counted on", ad)
+			}
+			pinned := map[string]string{corev1.LabelHostname: ad.Nodes[0].Hostname}
+			for k, v := range gated {
+				pinned[k] = v
+			}
 			pod := runningPods(ctx, t, child, ws.Name, 1)[0]
-			if !reflect.DeepEqual(pod.Spec.NodeSelector, gated) {
-				t.Errorf("pod nodeSelector %v, want exactly the gated selector %v", pod.Spec.NodeSelector, gated)
+			if !reflect.DeepEqual(pod.Spec.NodeSelector, pinned) {
+				t.Errorf("pod nodeSelector %v, want exactly the gated selector and the pin %v", pod.Spec.NodeSelector, pinned)
+			}
+			if pod.Spec.NodeName != ad.Nodes[0].Name {
+				t.Errorf("pod on node %s, admitted on %s", pod.Spec.NodeName, ad.Nodes[0].Name)
 			}
 			want := corev1.ResourceList{corev1.ResourceCPU: cpu, corev1.ResourceMemory: mem, "nvidia.com/gpu": resource.MustParse("1")}
 			c := pod.Spec.Containers[0]

@@ -42,6 +42,10 @@ func routesReadyState(ws *workspacesv1.WorkspaceDeployment) (bool, string) {
 	return true, ""
 }
 
+// routeNamespace is workspace rt's route namespace on the regional cluster: wsr-<name>, never its
+// release namespace ws-<name> (docs/ROUTING.md).
+const routeNamespace = "wsr-rt"
+
 // TestRouting runs a class with two HTTP endpoints and one SSH endpoint on a child whose regional
 // cluster (KOF's label) carries the tenant Gateway: the URLs serve, the SSH endpoint holds a pool
 // port, and deletion removes the routes (freeing the port) before the release.
@@ -105,7 +109,7 @@ func TestRouting(t *testing.T) {
 				t.Errorf("kubectl get wsd shows no URL (%v):\n%s", err, out)
 			}
 			var hr gwv1.HTTPRoute
-			if err := regional.Get(ctx, types.NamespacedName{Namespace: "ws-rt", Name: "notebook"}, &hr); err != nil {
+			if err := regional.Get(ctx, types.NamespacedName{Namespace: routeNamespace, Name: "notebook"}, &hr); err != nil {
 				t.Fatalf("the notebook's HTTPRoute on the regional cluster: %v", err)
 			}
 			if string(hr.Spec.Rules[0].BackendRefs[0].Name) != "rt-notebook" {
@@ -117,14 +121,14 @@ func TestRouting(t *testing.T) {
 			ws := &workspacesv1.WorkspaceDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rt"}}
 			deleteAndWait(ctx, t, ws, workspaceTimeout)
 			// The workspace is gone only after its routes, then its ServiceSet (the release).
-			if err := regional.Get(ctx, types.NamespacedName{Namespace: "ws-rt", Name: "ssh"}, &gwv1.TCPRoute{}); !apierrors.IsNotFound(err) {
+			if err := regional.Get(ctx, types.NamespacedName{Namespace: routeNamespace, Name: "ssh"}, &gwv1.TCPRoute{}); !apierrors.IsNotFound(err) {
 				t.Errorf("the TCPRoute (the port) is left on the regional cluster: %v", err)
 			}
-			if err := regional.Get(ctx, types.NamespacedName{Namespace: "ws-rt", Name: "notebook"}, &gwv1.HTTPRoute{}); !apierrors.IsNotFound(err) {
+			if err := regional.Get(ctx, types.NamespacedName{Namespace: routeNamespace, Name: "notebook"}, &gwv1.HTTPRoute{}); !apierrors.IsNotFound(err) {
 				t.Errorf("an HTTPRoute is left on the regional cluster: %v", err)
 			}
-			eventually(ctx, t, "route namespace ws-rt gone from the regional cluster", time.Minute, func(ctx context.Context) (bool, string) {
-				err := regional.Get(ctx, types.NamespacedName{Name: "ws-rt"}, &corev1.Namespace{})
+			eventually(ctx, t, "route namespace "+routeNamespace+" gone from the regional cluster", time.Minute, func(ctx context.Context) (bool, string) {
+				err := regional.Get(ctx, types.NamespacedName{Name: routeNamespace}, &corev1.Namespace{})
 				return apierrors.IsNotFound(err), fmt.Sprintf("%v", err)
 			})
 			return ctx

@@ -141,15 +141,17 @@ func (g *Gateway) Ensure(ctx context.Context, ws Workspace) (Result, error) {
 	if err != nil {
 		return res, reportInfra(&res, err)
 	}
-	ns, qualified := ws.ReleaseNamespace, false
-	if !t.local {
-		ns, qualified, err = g.claimNamespace(ctx, t, ws)
-		if err != nil {
-			return res, reportInfra(&res, err)
-		}
-		if err := g.ensureServices(ctx, t, ws, ns); err != nil {
-			return res, err
-		}
+	// The route namespace is also the claim of the short hostnames among same-named workspaces behind
+	// this Gateway. A workspace routed on its own cluster claims one too (it stays empty: its routes go
+	// into the release namespace, next to the release's Services), so the rule is the same for both.
+	ns, qualified, err := g.claimNamespace(ctx, t, ws)
+	if err != nil {
+		return res, reportInfra(&res, err)
+	}
+	if t.local {
+		ns = ws.ReleaseNamespace
+	} else if err := g.ensureServices(ctx, t, ws, ns); err != nil {
+		return res, err
 	}
 	if err := g.ensureHTTP(ctx, t, ws, ns, qualified, &res); err != nil {
 		return res, err
@@ -157,7 +159,7 @@ func (g *Gateway) Ensure(ctx context.Context, ws Workspace) (Result, error) {
 	if err := g.ensureTCP(ctx, t, ws, ns, &res); err != nil {
 		return res, err
 	}
-	return res, g.pruneRoutes(ctx, t.c, ws, ns)
+	return res, g.pruneRoutes(ctx, t.c, ws, ns, !t.local)
 }
 
 // reportInfra turns missing infrastructure into the result (every entry says why it is not ready)
@@ -180,10 +182,25 @@ func owned(o metav1.Object, ws Workspace) bool {
 	return l[workspacesv1.WorkspaceLabel] == ws.Name && l[workspacesv1.WorkspaceNamespaceLabel] == ws.Namespace
 }
 
+// ownedRouteNamespace reports whether a namespace is a route namespace of the workspace: its
+// identity labels name the workspace and it carries RouteNamespaceLabel (a release namespace never
+// does).
+func ownedRouteNamespace(n *corev1.Namespace, ws Workspace) bool {
+	return isRouteNamespace(n) && owned(n, ws)
+}
+
+// isRouteNamespace reports whether the provider made the namespace for routes.
+func isRouteNamespace(n *corev1.Namespace) bool {
+	return n.Labels[RouteNamespaceLabel] == "true"
+}
+
 func ownerOf(o metav1.Object) string {
 	l := o.GetLabels()
 	if l[workspacesv1.WorkspaceLabel] == "" {
 		return "something that is not a workspace"
+	}
+	if n, ok := o.(*corev1.Namespace); ok && !isRouteNamespace(n) {
+		return "workspace " + l[workspacesv1.WorkspaceNamespaceLabel] + "/" + l[workspacesv1.WorkspaceLabel] + " (not as a route namespace)"
 	}
 	return "workspace " + l[workspacesv1.WorkspaceNamespaceLabel] + "/" + l[workspacesv1.WorkspaceLabel]
 }
@@ -197,7 +214,7 @@ func (g *Gateway) claimNamespace(ctx context.Context, t *target, ws Workspace) (
 	short := RouteNamespace(ws.Name, ws.Namespace, false)
 	nsObj := &corev1.Namespace{}
 	err := t.c.Get(ctx, types.NamespacedName{Name: qualified}, nsObj)
-	if err == nil && owned(nsObj, ws) {
+	if err == nil && ownedRouteNamespace(nsObj, ws) {
 		return qualified, true, usable(nsObj, t.key)
 	}
 	if err != nil && !apierrors.IsNotFound(err) {
@@ -211,7 +228,7 @@ func (g *Gateway) claimNamespace(ctx context.Context, t *target, ws Workspace) (
 		if err != nil {
 			return "", false, err
 		}
-		if owned(nsObj, ws) {
+		if ownedRouteNamespace(nsObj, ws) {
 			if err := g.adopt(ctx, t, ws, nsObj); err != nil {
 				return "", false, err
 			}
@@ -241,7 +258,9 @@ func (g *Gateway) getOrCreateNamespace(ctx context.Context, t *target, ws Worksp
 	if !apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("reading namespace %s on regional cluster %s: %w", name, t.key, err)
 	}
-	nsObj = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: workspaceLabels(ws)}}
+	labels := workspaceLabels(ws)
+	labels[RouteNamespaceLabel] = "true"
+	nsObj = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
 	err = t.c.Create(ctx, nsObj)
 	if apierrors.IsAlreadyExists(err) {
 		nsObj = &corev1.Namespace{}
@@ -581,15 +600,24 @@ func (g *Gateway) applyTCPRoute(ctx context.Context, t *target, ws Workspace, ns
 	return rt, nil
 }
 
-// pruneRoutes deletes the workspace's routes and Services in ns that no endpoint wants any more.
-func (g *Gateway) pruneRoutes(ctx context.Context, c client.Client, ws Workspace, ns string) error {
+// ownSelector selects what the provider made for the workspace: its identity labels and
+// app.kubernetes.io/managed-by: workspace-controller (a chart's own objects in a release namespace may
+// carry the workspace's labels, never this).
+func ownSelector(ws Workspace) client.MatchingLabels {
+	return client.MatchingLabels{workspacesv1.WorkspaceLabel: ws.Name, workspacesv1.WorkspaceNamespaceLabel: ws.Namespace, ManagedByLabel: ManagedByValue}
+}
+
+// pruneRoutes deletes the workspace's routes and, with mirrors, its mirror Services in ns that no
+// endpoint wants any more. In a release namespace (mirrors false) the Services are the release's and
+// are never touched.
+func (g *Gateway) pruneRoutes(ctx context.Context, c client.Client, ws Workspace, ns string, mirrors bool) error {
 	wantRoute := map[string]workspacesv1.EndpointProtocol{}
 	wantSvc := map[string]bool{}
 	for _, ep := range ws.Endpoints {
 		wantRoute[ep.Name] = ep.Protocol
 		wantSvc[BackendService(ws.Release, ep)] = true
 	}
-	sel := client.MatchingLabels{workspacesv1.WorkspaceLabel: ws.Name, workspacesv1.WorkspaceNamespaceLabel: ws.Namespace}
+	sel := ownSelector(ws)
 	var hr gwv1.HTTPRouteList
 	if err := c.List(ctx, &hr, client.InNamespace(ns), sel); err == nil {
 		for i := range hr.Items {
@@ -609,6 +637,9 @@ func (g *Gateway) pruneRoutes(ctx context.Context, c client.Client, ws Workspace
 				}
 			}
 		}
+	}
+	if !mirrors {
+		return nil
 	}
 	var svcs corev1.ServiceList
 	if err := c.List(ctx, &svcs, client.InNamespace(ns), sel); err != nil {
@@ -644,19 +675,28 @@ func (g *Gateway) Remove(ctx context.Context, ws Workspace) (bool, error) {
 		}
 		return false, err
 	}
-	sel := client.MatchingLabels{workspacesv1.WorkspaceLabel: ws.Name, workspacesv1.WorkspaceNamespaceLabel: ws.Namespace}
+	sel := ownSelector(ws)
 	if key == ws.ClusterKey {
-		// The workspace's own cluster: only the routes are ours; the namespace is the release's.
-		return deleteRoutes(ctx, c, ws.ReleaseNamespace, sel)
+		// The workspace's own cluster: its routes are in the release namespace, which is the release's
+		// (the workspace's deletion removes it after the release); then the empty route namespace
+		// that claimed the hostnames.
+		if gone, err := deleteRoutes(ctx, c, ws.ReleaseNamespace, sel); err != nil || !gone {
+			return false, err
+		}
 	}
 	return RemoveFrom(ctx, c, sel)
 }
 
-// RemoveFrom deletes, on one regional cluster, the routes, mirror Services and namespaces that match
-// sel, in that order, and reports whether the routes are gone.
+// RemoveFrom deletes, on one regional cluster, the routes, mirror Services and route namespaces
+// (those labelled RouteNamespaceLabel) that match sel, in that order, and reports whether the routes
+// are gone. A namespace without RouteNamespaceLabel (a release namespace) is never touched.
 func RemoveFrom(ctx context.Context, c client.Client, sel client.MatchingLabels) (bool, error) {
 	var nss corev1.NamespaceList
-	if err := c.List(ctx, &nss, sel); err != nil {
+	withRoute := client.MatchingLabels{RouteNamespaceLabel: "true"}
+	for k, v := range sel {
+		withRoute[k] = v
+	}
+	if err := c.List(ctx, &nss, withRoute); err != nil {
 		return false, fmt.Errorf("listing route namespaces: %w", err)
 	}
 	sort.Slice(nss.Items, func(i, j int) bool { return nss.Items[i].Name < nss.Items[j].Name })
@@ -672,8 +712,13 @@ func RemoveFrom(ctx context.Context, c client.Client, sel client.MatchingLabels)
 }
 
 // removeNamespace deletes the routes in one route namespace and, once they are gone, its mirror
-// Services and the namespace itself (not awaited). It reports whether the routes are gone.
+// Services and the namespace itself (not awaited). It reports whether the routes are gone. A
+// namespace that is not a route namespace is refused: a release namespace is deleted by its
+// workspace only.
 func removeNamespace(ctx context.Context, c client.Client, n corev1.Namespace, sel client.MatchingLabels) (bool, error) {
+	if !isRouteNamespace(&n) {
+		return false, fmt.Errorf("namespace %s is not a route namespace (no label %s=true): not removed", n.Name, RouteNamespaceLabel)
+	}
 	in := client.InNamespace(n.Name)
 	if gone, err := deleteRoutes(ctx, c, n.Name, sel); err != nil || !gone {
 		return false, err // the namespace waits until its routes are gone

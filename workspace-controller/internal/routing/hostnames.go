@@ -91,14 +91,19 @@ func hostBase(name, namespace string, qualified bool) string {
 	return name
 }
 
-// RouteNamespace is the workspace's namespace on the regional cluster: ws-<name> like its release
-// namespace on the child (a mesh joins Services by name and namespace), or ws-<name>-<qualifier>
-// when that is taken by a same-named workspace of another namespace.
+// RouteNamespacePrefix starts every route namespace. It differs from the release namespaces' "ws-",
+// so a route namespace never has the name of a release namespace (a regional cluster may also run
+// workspaces, and ws-<name> there is the release namespace of its own workspace of that name).
+const RouteNamespacePrefix = "wsr"
+
+// RouteNamespace is the workspace's namespace on a regional cluster that is not its own cluster:
+// wsr-<name>, or wsr-<name>-<qualifier> when that is taken by a same-named workspace of another
+// namespace.
 func RouteNamespace(name, namespace string, qualified bool) string {
 	if qualified {
-		return names.DNSLabel("ws", name, Qualifier(namespace))
+		return names.DNSLabel(RouteNamespacePrefix, name, Qualifier(namespace))
 	}
-	return names.DNSLabel("ws", name)
+	return names.DNSLabel(RouteNamespacePrefix, name)
 }
 
 // BackendService is the name of an endpoint's Service on the child, mirrored on the regional

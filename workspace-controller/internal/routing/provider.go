@@ -85,6 +85,11 @@ const (
 	ManagedByValue = "workspace-controller"
 	// EndpointLabel names the class endpoint a route or Service serves.
 	EndpointLabel = "workspaces.exalsius.ai/endpoint"
+	// RouteNamespaceLabel marks a namespace the provider made on a regional cluster for a
+	// workspace's routes and mirror Services (value "true"). Only namespaces that carry it are ever
+	// deleted by the provider or the sweeper: a release namespace ws-<name> carries the workspace's
+	// owner labels too (the workspace-controller makes it on the child), but never this one.
+	RouteNamespaceLabel = "workspaces.exalsius.ai/route-namespace"
 )
 
 // KOF's labels on a child ClusterDeployment naming its regional cluster (k0rdent observability,

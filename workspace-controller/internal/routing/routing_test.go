@@ -37,7 +37,7 @@ func TestRoutesServeAndDeletionOrder(t *testing.T) {
 		t.Errorf("ssh URL %q", u)
 	}
 
-	rns := "ws-" + wsName
+	rns := routing.RouteNamespace(wsName, ns, false)
 	hr := &gwv1.HTTPRoute{}
 	must(t, rc.Get(ctxT(t), types.NamespacedName{Namespace: rns, Name: "api"}, hr))
 	if len(hr.Spec.Hostnames) != 1 || string(hr.Spec.Hostnames[0]) != wsName+"-api."+domain ||
@@ -111,18 +111,26 @@ func TestHostnameLabelOver63(t *testing.T) {
 }
 
 // The same workspace name in two namespaces behind one Gateway: the first keeps the short URL, the
-// second gets a qualified one, both serve.
+// second gets a qualified one, both serve. The two run on two clusters (on one cluster the second
+// would be refused its release namespace ws-<name>, ReleaseNamespaceConflict): B's cluster is the
+// regional API server under a ClusterDeployment of its own, so B is routed like any other child.
 func TestSameNameTwoNamespaces(t *testing.T) {
 	nsA, nsB := newNamespace(t), newNamespace(t)
 	class := createClass(t, []workspacesv1.AccessEndpoint{httpEP("web", 80)}, nsA, nsB)
-	cdA, cdB := createCluster(t, nsA, nil), createCluster(t, nsB, nil)
+	cdA := createCluster(t, nsA, nil)
+	cdB := name("cd")
+	must(t, k8s.Create(ctxT(t), &k0rdentv1.ClusterDeployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: nsB, Name: cdB},
+		Spec:       k0rdentv1.ClusterDeploymentSpec{Template: "cluster-template"},
+	}))
+	must(t, mgmt.WriteKubeconfigSecret(ctxT(t), nsB, cdB, regional.Kubeconfig))
 	wsName := name("same")
 	a := runningWorkspace(t, nsA, wsName, class, cdA)
 	waitWS(t, a, "short URL", routesReady(map[string]string{"web": "https://" + wsName + "." + domain}))
 	b := runningWorkspace(t, nsB, wsName, class, cdB)
 	qualified := wsName + "-" + routing.Qualifier(nsB)
 	waitWS(t, b, "qualified URL", routesReady(map[string]string{"web": "https://" + qualified + "." + domain}))
-	if err := rc.Get(ctxT(t), types.NamespacedName{Namespace: "ws-" + qualified, Name: "web"}, &gwv1.HTTPRoute{}); err != nil {
+	if err := rc.Get(ctxT(t), types.NamespacedName{Namespace: routing.RouteNamespace(wsName, nsB, true), Name: "web"}, &gwv1.HTTPRoute{}); err != nil {
 		t.Errorf("the second workspace's route namespace: %v", err)
 	}
 	// The first keeps its short URL.
@@ -161,31 +169,36 @@ func TestPortPool(t *testing.T) {
 		t.Errorf("exhaustion changed the phase: %s", ws2.Status.Phase)
 	}
 
-	// Freed on deletion: w2's waiting entry gets a port; its held port 2203 stays (sticky, though
-	// 2201 and 2202 are lower).
+	// Freed on deletion: w2's waiting entry gets one of w1's ports (2201 or 2202: w1's two routes go
+	// one after the other, and w2's pass may come between them); its held port 2203 stays (sticky,
+	// though 2201 and 2202 are lower).
 	deleteWorkspace(t, w1)
 	_ = ws1
-	waitWS(t, w2, "freed port taken, held port kept", func(ws *workspacesv1.WorkspaceDeployment) error {
-		if sshPort(ws, "ssh") != "2203" || sshPort(ws, "db") != "2201" {
+	ws2 = waitWS(t, w2, "freed port taken, held port kept", func(ws *workspacesv1.WorkspaceDeployment) error {
+		if db := sshPort(ws, "db"); sshPort(ws, "ssh") != "2203" || db != "2201" && db != "2202" {
 			return fmt.Errorf("access %+v", ws.Status.Access)
 		}
 		return nil
 	})
+	dbPort, lastFree := sshPort(ws2, "db"), "2202"
+	if dbPort == "2202" {
+		lastFree = "2201"
+	}
 
 	// A restarted controller finds the allocation in the TCPRoutes.
-	rns := "ws-" + w2.Name
+	rns := routing.RouteNamespace(w2.Name, ns, false)
 	before := tcpSection(t, rns, "ssh") + "," + tcpSection(t, rns, "db")
 	must(t, stopControllers())
 	must(t, startControllers())
 	w3 := runningWorkspace(t, ns, name("p"), class, cd)
 	waitWS(t, w3, "the last free port", func(ws *workspacesv1.WorkspaceDeployment) error {
-		if p := sshPort(ws, "ssh"); p != "2202" {
+		if p := sshPort(ws, "ssh"); p != lastFree {
 			return fmt.Errorf("access %+v", ws.Status.Access)
 		}
 		return nil
 	})
 	waitWS(t, w2, "ports kept across the restart", func(ws *workspacesv1.WorkspaceDeployment) error {
-		if sshPort(ws, "ssh") != "2203" || sshPort(ws, "db") != "2201" {
+		if sshPort(ws, "ssh") != "2203" || sshPort(ws, "db") != dbPort {
 			return fmt.Errorf("access %+v", ws.Status.Access)
 		}
 		return nil
@@ -272,8 +285,32 @@ func TestSweep(t *testing.T) {
 	waitWS(t, live, "routes ready", routesReady(map[string]string{"web": ""}))
 
 	orphan := createOrphan(t, ns)
+	// A release namespace of a deleted workspace on a regional cluster that also runs workspaces: it
+	// carries the owner labels the controller sets, and a route of the workspace routed on its own
+	// cluster, left behind. The route is swept; the namespace is the owner's and stays.
+	gone := name("gone")
+	release := workspace.ReleaseNamespace(gone)
+	owner := map[string]string{workspacesv1.WorkspaceLabel: gone, workspacesv1.WorkspaceNamespaceLabel: ns,
+		workspacesv1.WorkspaceUIDLabel: "0001", routing.ManagedByLabel: routing.ManagedByValue}
+	must(t, rc.Create(ctxT(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: release, Labels: owner}}))
+	t.Cleanup(func() { _ = rc.Delete(ctxT(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: release}}) })
+	gns := gwv1.Namespace(gwNamespace)
+	must(t, rc.Create(ctxT(t), &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: release, Name: "web", Labels: owner},
+		Spec: gwv1.HTTPRouteSpec{CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Namespace: &gns, Name: gwName}}}}}))
+
 	waitSwept(t, orphan)
-	if err := rc.Get(ctxT(t), types.NamespacedName{Namespace: "ws-" + live.Name, Name: "web"}, &gwv1.HTTPRoute{}); err != nil {
+	eventually(t, "the left route in the release namespace swept", func() error {
+		if err := rc.Get(ctxT(t), types.NamespacedName{Namespace: release, Name: "web"}, &gwv1.HTTPRoute{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("route: %v", err)
+		}
+		return nil
+	})
+	n := &corev1.Namespace{}
+	must(t, rc.Get(ctxT(t), types.NamespacedName{Name: release}, n))
+	if !n.DeletionTimestamp.IsZero() {
+		t.Errorf("the sweeper deleted the release namespace %s", release)
+	}
+	if err := rc.Get(ctxT(t), types.NamespacedName{Namespace: routing.RouteNamespace(live.Name, ns, false), Name: "web"}, &gwv1.HTTPRoute{}); err != nil {
 		t.Errorf("the live workspace's route was swept: %v", err)
 	}
 	deleteWorkspace(t, live)
@@ -299,10 +336,15 @@ func TestSweepOnStart(t *testing.T) {
 // does not exist.
 func createOrphan(t *testing.T, ns string) string {
 	t.Helper()
-	orphan := "ws-" + name("gone")
-	labels := map[string]string{workspacesv1.WorkspaceLabel: strings.TrimPrefix(orphan, "ws-"), workspacesv1.WorkspaceNamespaceLabel: ns,
+	gone := name("gone")
+	orphan := routing.RouteNamespace(gone, ns, false)
+	labels := map[string]string{workspacesv1.WorkspaceLabel: gone, workspacesv1.WorkspaceNamespaceLabel: ns,
 		routing.WorkspaceUIDLabel: "0000", routing.ManagedByLabel: routing.ManagedByValue}
-	must(t, rc.Create(ctxT(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: orphan, Labels: labels}}))
+	nsLabels := map[string]string{routing.RouteNamespaceLabel: "true"}
+	for k, v := range labels {
+		nsLabels[k] = v
+	}
+	must(t, rc.Create(ctxT(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: orphan, Labels: nsLabels}}))
 	gns := gwv1.Namespace(gwNamespace)
 	must(t, rc.Create(ctxT(t), &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: orphan, Name: "web", Labels: labels},
 		Spec: gwv1.HTTPRouteSpec{CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Namespace: &gns, Name: gwName}}}}}))
@@ -331,7 +373,9 @@ func waitSwept(t *testing.T, orphan string) {
 
 // A workspace whose regional cluster is its own cluster: the routes go into its release namespace
 // and point at the release's own Service; no mirror Service and no namespace of the routing's own
-// are made, and deletion removes the routes only (the namespace is the release's).
+// are made, the release namespace is never marked as a route namespace, and deletion removes the
+// routes only: the release namespace goes with the release, by its owner (step 3), not with the
+// routes.
 func TestRegionalIsTheWorkspaceCluster(t *testing.T) {
 	ns := newNamespace(t)
 	class := createClass(t, []workspacesv1.AccessEndpoint{httpEP("web", 80)}, ns)
@@ -343,29 +387,138 @@ func TestRegionalIsTheWorkspaceCluster(t *testing.T) {
 	must(t, k8s.Create(ctxT(t), cd))
 	must(t, mgmt.WriteKubeconfigSecret(ctxT(t), ns, cdName, regional.Kubeconfig))
 	wsName := name("self")
-	// Play Sveltos and the chart: the release namespace and the release's Service.
-	rns := "ws-" + wsName
+	// Play Sveltos and the chart: the release namespace and the release's Services, which a chart may
+	// label with its workspace (routing must not take them for mirror Services of its own, also the one
+	// no endpoint names).
+	rns := workspace.ReleaseNamespace(wsName)
 	must(t, rc.Create(ctxT(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: rns}}))
-	must(t, rc.Create(ctxT(t), &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: rns, Name: wsName + "-web"},
+	chartLabels := map[string]string{workspacesv1.WorkspaceLabel: wsName, workspacesv1.WorkspaceNamespaceLabel: ns, routing.ManagedByLabel: "Helm"}
+	must(t, rc.Create(ctxT(t), &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: rns, Name: wsName + "-headless", Labels: chartLabels},
+		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Selector: map[string]string{"app": wsName}, Ports: []corev1.ServicePort{{Port: 80}}}}))
+	must(t, rc.Create(ctxT(t), &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: rns, Name: wsName + "-web", Labels: chartLabels},
 		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": wsName}, Ports: []corev1.ServicePort{{Port: 80}}}}))
+	// The chart's own route, labelled with its workspace: not the provider's, never pruned or removed.
+	gns := gwv1.Namespace(gwNamespace)
+	must(t, rc.Create(ctxT(t), &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: rns, Name: "chart-route", Labels: chartLabels},
+		Spec: gwv1.HTTPRouteSpec{CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Namespace: &gns, Name: gwName}}}}}))
 	key := runningWorkspace(t, ns, wsName, class, cdName)
-	waitWS(t, key, "routes ready", routesReady(map[string]string{"web": "https://" + wsName + "." + domain}))
+	ws := waitWS(t, key, "routes ready", routesReady(map[string]string{"web": "https://" + wsName + "." + domain}))
 	svc := &corev1.Service{}
 	must(t, rc.Get(ctxT(t), types.NamespacedName{Namespace: rns, Name: wsName + "-web"}, svc))
-	if svc.Spec.Selector["app"] != wsName || svc.Labels[routing.ManagedByLabel] != "" {
+	if svc.Spec.Selector["app"] != wsName || svc.Labels[routing.ManagedByLabel] != "Helm" {
 		t.Errorf("the release's Service was taken over: %+v %v", svc.Spec, svc.Labels)
+	}
+	if err := rc.Get(ctxT(t), types.NamespacedName{Namespace: rns, Name: wsName + "-headless"}, &corev1.Service{}); err != nil {
+		t.Errorf("the release's other Service was pruned: %v", err)
 	}
 	n := &corev1.Namespace{}
 	must(t, rc.Get(ctxT(t), types.NamespacedName{Name: rns}, n))
-	if n.Labels[routing.ManagedByLabel] != "" {
+	if n.Labels[routing.RouteNamespaceLabel] != "" {
 		t.Errorf("the release namespace was labelled as a route namespace: %v", n.Labels)
 	}
+	if n.Labels[workspacesv1.WorkspaceUIDLabel] != string(ws.UID) {
+		t.Errorf("the release namespace is not owned by the workspace: %v", n.Labels)
+	}
+	// The route namespace is only the claim of the short hostnames here: empty.
+	claim := routing.RouteNamespace(wsName, ns, false)
+	cn := &corev1.Namespace{}
+	must(t, rc.Get(ctxT(t), types.NamespacedName{Name: claim}, cn))
+	if cn.Labels[routing.RouteNamespaceLabel] != "true" {
+		t.Errorf("the claim namespace %s: %v", claim, cn.Labels)
+	}
+	var inClaim corev1.ServiceList
+	must(t, rc.List(ctxT(t), &inClaim, client.InNamespace(claim)))
+	var routesInClaim gwv1.HTTPRouteList
+	must(t, rc.List(ctxT(t), &routesInClaim, client.InNamespace(claim)))
+	if len(inClaim.Items)+len(routesInClaim.Items) != 0 {
+		t.Errorf("the claim namespace holds %d Services and %d HTTPRoutes, want none", len(inClaim.Items), len(routesInClaim.Items))
+	}
+
+	// Hold the ServiceSet as KCM does while it uninstalls: the deletion stops after the routes.
+	ssKey := types.NamespacedName{Namespace: ns, Name: workspace.ServiceSetName(ws)}
+	ss := &k0rdentv1.ServiceSet{}
+	must(t, k8s.Get(ctxT(t), ssKey, ss))
+	ss.Finalizers = append(ss.Finalizers, "test.example/hold")
+	must(t, k8s.Update(ctxT(t), ss))
 	must(t, k8s.Delete(ctxT(t), &workspacesv1.WorkspaceDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: wsName}}))
-	eventually(t, "the route gone", func() error {
+	eventually(t, "the route gone, the ServiceSet being deleted", func() error {
 		if err := rc.Get(ctxT(t), types.NamespacedName{Namespace: rns, Name: "web"}, &gwv1.HTTPRoute{}); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("route: %v", err)
 		}
+		ss := &k0rdentv1.ServiceSet{}
+		if err := k8s.Get(ctxT(t), ssKey, ss); err != nil || ss.DeletionTimestamp.IsZero() {
+			return fmt.Errorf("ServiceSet not being deleted yet (%v)", err)
+		}
 		return nil
 	})
+	must(t, rc.Get(ctxT(t), types.NamespacedName{Name: rns}, n))
+	if !n.DeletionTimestamp.IsZero() {
+		t.Fatalf("the release namespace was deleted with the routes, before the release was uninstalled")
+	}
+	if err := rc.Get(ctxT(t), types.NamespacedName{Namespace: rns, Name: "chart-route"}, &gwv1.HTTPRoute{}); err != nil {
+		t.Errorf("the chart's own route was removed with the workspace's routes: %v", err)
+	}
+	must(t, k8s.Get(ctxT(t), ssKey, ss))
+	ss.Finalizers = nil
+	must(t, k8s.Update(ctxT(t), ss))
 	deleteWorkspace(t, key)
+	// Now its owner deletes it; the claim went with the routes.
+	for _, name := range []string{rns, claim} {
+		n := &corev1.Namespace{}
+		if err := rc.Get(ctxT(t), types.NamespacedName{Name: name}, n); err == nil && n.DeletionTimestamp.IsZero() {
+			t.Errorf("namespace %s was not deleted with the workspace", name)
+		}
+	}
+}
+
+// A regional cluster that also runs workspaces: workspace B runs on it (release namespace ws-<name>
+// there), and a same-named workspace A of another namespace, on another child, routes through it.
+// A's route namespace never takes B's release namespace: both install, A's mirror Service is in its
+// own route namespace, B's namespace stays B's, and B (routed on its own cluster) follows the same
+// short/qualified rule.
+func TestRouteNamespaceNeverAReleaseNamespace(t *testing.T) {
+	nsA, nsB := newNamespace(t), newNamespace(t)
+	class := createClass(t, []workspacesv1.AccessEndpoint{httpEP("web", 80)}, nsA, nsB)
+	cdA := createCluster(t, nsA, nil)
+	cdB := name("cd")
+	must(t, k8s.Create(ctxT(t), &k0rdentv1.ClusterDeployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: nsB, Name: cdB, Labels: map[string]string{routing.RegionalClusterNameLabel: cdB}},
+		Spec:       k0rdentv1.ClusterDeploymentSpec{Template: "cluster-template"},
+	}))
+	must(t, mgmt.WriteKubeconfigSecret(ctxT(t), nsB, cdB, regional.Kubeconfig))
+	wsName := name("shared")
+
+	a := runningWorkspace(t, nsA, wsName, class, cdA)
+	waitWS(t, a, "A routed", routesReady(map[string]string{"web": "https://" + wsName + "." + domain}))
+	b := runningWorkspace(t, nsB, wsName, class, cdB)
+	wsB := waitWS(t, b, "B's release namespace ready", func(ws *workspacesv1.WorkspaceDeployment) error {
+		c := conditions.Get(ws.Status.Conditions, workspacesv1.ReleaseNamespaceReadyCondition)
+		if c == nil || c.Status != metav1.ConditionTrue {
+			return fmt.Errorf("ReleaseNamespaceReady %+v", c)
+		}
+		return nil
+	})
+	release := &corev1.Namespace{}
+	must(t, rc.Get(ctxT(t), types.NamespacedName{Name: workspace.ReleaseNamespace(wsName)}, release))
+	if release.Labels[workspacesv1.WorkspaceUIDLabel] != string(wsB.UID) || release.Labels[routing.RouteNamespaceLabel] != "" {
+		t.Errorf("B's release namespace: %v", release.Labels)
+	}
+	if err := rc.Get(ctxT(t), types.NamespacedName{Namespace: routing.RouteNamespace(wsName, nsA, false), Name: wsName + "-web"}, &corev1.Service{}); err != nil {
+		t.Errorf("A's mirror Service: %v", err)
+	}
+	// B, routed on its own cluster, finds the short name claimed by A and takes the qualified URL.
+	waitWS(t, b, "B qualified", func(ws *workspacesv1.WorkspaceDeployment) error {
+		a := access(ws, "web")
+		if want := "https://" + wsName + "-" + routing.Qualifier(nsB) + "." + domain; a.URL != want {
+			return fmt.Errorf("access %+v, want URL %s", a, want)
+		}
+		return nil
+	})
+	// Deleting A removes its route namespace and leaves B's release namespace alone.
+	deleteWorkspace(t, a)
+	must(t, rc.Get(ctxT(t), types.NamespacedName{Name: workspace.ReleaseNamespace(wsName)}, release))
+	if !release.DeletionTimestamp.IsZero() {
+		t.Errorf("deleting A deleted B's release namespace")
+	}
+	deleteWorkspace(t, b)
 }

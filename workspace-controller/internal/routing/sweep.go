@@ -9,8 +9,10 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
@@ -18,7 +20,8 @@ import (
 )
 
 // Sweeper removes, from every regional cluster, the routes, mirror Services and route namespaces of
-// workspaces that no longer exist. Owner references do not cross clusters, so this is how routes
+// workspaces that no longer exist. It looks only at namespaces labelled RouteNamespaceLabel, so a
+// release namespace on a regional cluster that also runs workspaces is never swept. Owner references do not cross clusters, so this is how routes
 // left behind (a workspace deleted while its regional cluster was unreachable, a ClusterDeployment
 // deleted with its KOF label) are cleaned up. It runs when the manager starts and every Interval.
 type Sweeper struct {
@@ -98,7 +101,7 @@ func (s *Sweeper) sweepCluster(ctx context.Context, key types.NamespacedName) (i
 		return 0, err
 	}
 	var nss corev1.NamespaceList
-	if err := c.List(ctx, &nss, client.MatchingLabels{ManagedByLabel: ManagedByValue}, client.HasLabels{WorkspaceUIDLabel}); err != nil {
+	if err := c.List(ctx, &nss, client.MatchingLabels{RouteNamespaceLabel: "true"}); err != nil {
 		return 0, fmt.Errorf("listing route namespaces on regional cluster %s: %w", key, err)
 	}
 	n := 0
@@ -116,11 +119,58 @@ func (s *Sweeper) sweepCluster(ctx context.Context, key types.NamespacedName) (i
 			continue
 		}
 		s.Log.Info("removing routes of a deleted workspace", "regionalCluster", key.String(), "namespace", ns.Name, "workspace", wsKey.String())
-		sel := client.MatchingLabels{workspacesv1.WorkspaceLabel: wsKey.Name, workspacesv1.WorkspaceNamespaceLabel: wsKey.Namespace}
+		sel := client.MatchingLabels{workspacesv1.WorkspaceLabel: wsKey.Name, workspacesv1.WorkspaceNamespaceLabel: wsKey.Namespace, ManagedByLabel: ManagedByValue}
 		if _, err := removeNamespace(ctx, c, ns, sel); err != nil {
 			return n, fmt.Errorf("regional cluster %s: %w", key, err)
 		}
 		n++
 	}
-	return n, nil
+	return n, s.sweepReleaseRoutes(ctx, c, key)
+}
+
+// sweepReleaseRoutes deletes the routes of gone workspaces that live outside route namespaces: those
+// of a workspace routed on its own cluster, in its release namespace, left when the deletion could
+// not reach the cluster. The namespace is the release's and is never deleted here.
+func (s *Sweeper) sweepReleaseRoutes(ctx context.Context, c client.Client, key types.NamespacedName) error {
+	gone := map[types.NamespacedName]bool{}
+	for _, list := range []client.ObjectList{&gwv1.HTTPRouteList{}, &gwv1.TCPRouteList{}} {
+		if err := c.List(ctx, list, client.MatchingLabels{ManagedByLabel: ManagedByValue}); err != nil {
+			if meta.IsNoMatchError(err) {
+				continue
+			}
+			return fmt.Errorf("listing routes on regional cluster %s: %w", key, err)
+		}
+		items, err := meta.ExtractList(list)
+		if err != nil {
+			return err
+		}
+		for _, o := range items {
+			obj, ok := o.(client.Object)
+			if !ok || !obj.GetDeletionTimestamp().IsZero() {
+				continue
+			}
+			l := obj.GetLabels()
+			wsKey := types.NamespacedName{Namespace: l[workspacesv1.WorkspaceNamespaceLabel], Name: l[workspacesv1.WorkspaceLabel]}
+			if wsKey.Name == "" || wsKey.Namespace == "" {
+				continue
+			}
+			isGone, seen := gone[wsKey]
+			if !seen {
+				err := s.Workspaces.Get(ctx, wsKey, &workspacesv1.WorkspaceDeployment{})
+				if err != nil && !apierrors.IsNotFound(err) {
+					return fmt.Errorf("reading workspace %s: %w", wsKey, err)
+				}
+				isGone = apierrors.IsNotFound(err)
+				gone[wsKey] = isGone
+			}
+			if !isGone {
+				continue
+			}
+			s.Log.Info("removing a route of a deleted workspace", "regionalCluster", key.String(), "namespace", obj.GetNamespace(), "route", obj.GetName(), "workspace", wsKey.String())
+			if err := c.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("deleting route %s/%s on regional cluster %s: %w", obj.GetNamespace(), obj.GetName(), key, err)
+			}
+		}
+	}
+	return nil
 }

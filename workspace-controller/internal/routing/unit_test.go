@@ -90,11 +90,19 @@ func TestQualifierAndNamespaces(t *testing.T) {
 	if Qualifier("team-a") == Qualifier("team-b") || Qualifier("team-a") != Qualifier("team-a") || len(Qualifier("x")) != 5 {
 		t.Fatalf("qualifier not stable or not distinct")
 	}
-	if got := RouteNamespace("nb", "team-a", false); got != "ws-nb" {
+	if got := RouteNamespace("nb", "team-a", false); got != "wsr-nb" {
 		t.Errorf("short namespace %s", got)
 	}
-	if got := RouteNamespace("nb", "team-a", true); got != "ws-nb-"+Qualifier("team-a") {
+	if got := RouteNamespace("nb", "team-a", true); got != "wsr-nb-"+Qualifier("team-a") {
 		t.Errorf("qualified namespace %s", got)
+	}
+	// A route namespace is never a release namespace (ws-<name>) of any workspace, short or cut.
+	for _, n := range []string{"nb", "r-nb", "r", strings.Repeat("r", 60), "r-" + strings.Repeat("n", 58)} {
+		for _, q := range []bool{false, true} {
+			if got := RouteNamespace(n, "team-a", q); strings.HasPrefix(got, "ws-") {
+				t.Errorf("route namespace %q of %q has the release namespaces' prefix", got, n)
+			}
+		}
 	}
 	long := RouteNamespace(strings.Repeat("n", 60), "team-a", true)
 	if len(long) > 63 || len(validation.IsDNS1123Label(long)) > 0 {

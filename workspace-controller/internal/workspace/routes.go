@@ -108,13 +108,15 @@ func (r *Reconciler) removeRoutes(ctx context.Context, s *scope, cd *k0rdentv1.C
 	if cdGone {
 		cd = nil
 	}
+	// The message is the deletion's note: the status is derived from it (phase.go), so a message
+	// written into the status here would be overwritten by "the workspace is being deleted".
 	done, err := r.Routes.Remove(ctx, routingWorkspace(s, cd))
 	if err != nil {
-		s.ws.Status.Message = "removing the routes on the regional cluster: " + err.Error()
+		s.obs.note = "removing the routes on the regional cluster: " + err.Error()
 		return false, nil
 	}
 	if !done {
-		s.ws.Status.Message = "removing the routes on the regional cluster"
+		s.obs.note = "removing the routes on the regional cluster"
 	}
 	return done, nil
 }
