@@ -38,7 +38,17 @@ func TestAdoptUpstreamServiceSet(t *testing.T) {
 		ws.Name = wsName
 		ws.Finalizers = []string{LegacyFinalizer}
 	})
-	ws := waitPhase(t, key, workspacesv1.PhaseDeploying, "")
+	waitPhase(t, key, workspacesv1.PhaseDeploying, "")
+	// The phase turns Deploying with the admission, one write before the ServiceSet step names the
+	// ServiceSet on status: wait for the names, then they must be the adopted ones.
+	var ws *workspacesv1.WorkspaceDeployment
+	eventually(t, "ServiceSet and release named on status", func() error {
+		ws = getWS(t, key)
+		if ws.Status.ServiceSetName == "" || ws.Status.ReleaseName == "" {
+			return fmt.Errorf("status names %q %q", ws.Status.ServiceSetName, ws.Status.ReleaseName)
+		}
+		return nil
+	})
 	if ws.Status.ServiceSetName != legacy || ws.Status.ReleaseName != legacy {
 		t.Errorf("status names %q %q, want the adopted %q", ws.Status.ServiceSetName, ws.Status.ReleaseName, legacy)
 	}
