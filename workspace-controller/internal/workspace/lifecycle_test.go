@@ -356,10 +356,12 @@ func TestResyncKeepsRunning(t *testing.T) {
 	class := createClass(t, spec, ns)
 	cd := createCluster(t, ns, child.Kubeconfig)
 	key := createWorkspace(t, ns, class, cd.Name)
-	ws := waitPhase(t, key, workspacesv1.PhaseDeploying, "")
-	ss := waitServiceSet(t, ws)
+	// With a 1 s deadline the workspace may already be Failed (DeployTimeout) when a loaded machine
+	// lets the test look: wait for the ServiceSet, not for a phase; Deployed heals it either way.
+	ss := waitServiceSet(t, getWS(t, key))
 	setServiceState(t, client.ObjectKeyFromObject(ss), k0rdentv1.ServiceStateDeployed, "")
 	waitPhase(t, key, workspacesv1.PhaseRunning, workspacesv1.ReasonRunning)
+	ss = waitServiceSet(t, getWS(t, key))
 	started, err := time.Parse(time.RFC3339, ss.Annotations[AnnotationRolloutStarted])
 	must(t, err)
 	eventually(t, "the deployTimeout counted from the rollout has passed", func() error {
