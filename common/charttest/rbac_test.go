@@ -34,6 +34,9 @@ var allowed = map[string]map[string][]string{
 		// waits for changes.
 		"k0rdent.mirantis.com/clustertemplates": {"get", "list", "watch"},
 		"k0rdent.mirantis.com/credentials":      {"get", "list", "watch"},
+		// Readiness of adopted (SveltosCluster) and regional (Region) entries.
+		"k0rdent.mirantis.com/regions":          {"get"},
+		"lib.projectsveltos.io/sveltosclusters": {"get"},
 		// The hosted control plane's Service, for the API-endpoint ConfigMap on each child.
 		"/services": {"get", "list", "watch"},
 	},
