@@ -2,16 +2,12 @@ package k0rdentsim
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -51,40 +47,9 @@ type serviceSetReconciler struct {
 	collected map[types.NamespacedName]time.Time
 }
 
-// failure is a failed Helm attempt: the fingerprint of its inputs, its error, how many attempts in a
-// row failed and when the next one may run.
-type failure struct {
-	fingerprint, message string
-	count                int
-	next                 time.Time
-}
-
 // StatusIntervalAnnotation on a namespace sets the status-collection interval (a Go duration, e.g.
 // "10s" for KCM's cadence) of the ServiceSets in it.
 const StatusIntervalAnnotation = "k0rdent-sim.exalsius.ai/status-interval"
-
-// Retry backoff of a failed release: Sveltos requeues a failed ClusterSummary with a growing delay.
-const (
-	retryBase = 5 * time.Second
-	retryMax  = 2 * time.Minute
-)
-
-// providerConfig is the part of a ServiceSet's spec.provider.config the simulator honours.
-type providerConfig struct {
-	ContinueOnError        bool   `json:"continueOnError"`
-	MaxConsecutiveFailures *int64 `json:"maxConsecutiveFailures"`
-}
-
-func parseProviderConfig(ss *k0rdentv1beta1.ServiceSet) (providerConfig, error) {
-	var pc providerConfig
-	if ss.Spec.Provider.Config == nil || len(ss.Spec.Provider.Config.Raw) == 0 {
-		return pc, nil
-	}
-	if err := json.Unmarshal(ss.Spec.Provider.Config.Raw, &pc); err != nil {
-		return pc, fmt.Errorf("spec.provider.config: %w", err)
-	}
-	return pc, nil
-}
 
 func (r *serviceSetReconciler) setup(mgr ctrl.Manager) error {
 	r.failed = map[string]failure{}
@@ -154,17 +119,6 @@ func (r *serviceSetReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		}
 	}
 	return r.reconcileNormal(ctx, &ss)
-}
-
-// plan is what one service needs.
-type plan struct {
-	svc         k0rdentv1beta1.ServiceWithValues
-	state       k0rdentv1beta1.ServiceDeploymentState
-	message     string
-	fingerprint string
-	// uninstall is set when work removes the release (the state meanwhile is Deleting).
-	uninstall bool
-	work      func() error
 }
 
 func (r *serviceSetReconciler) reconcileNormal(ctx context.Context, ss *k0rdentv1beta1.ServiceSet) (ctrl.Result, error) {
@@ -302,273 +256,6 @@ func minPositive(a, b time.Duration) time.Duration {
 		return a
 	}
 	return b
-}
-
-// failureKey identifies a release of a ServiceSet: failure records belong to the ServiceSet (by
-// UID), so a recreated ServiceSet starts with a clean slate, as a new Sveltos ClusterSummary does.
-func failureKey(child string, ss *k0rdentv1beta1.ServiceSet, svc k0rdentv1beta1.ServiceWithValues) string {
-	return string(ss.UID) + "/" + child + "/" + svc.Namespace + "/" + svc.Name
-}
-
-// retryAfter returns when the earliest waiting retry of a failed service is due (zero: none waits).
-func (r *serviceSetReconciler) retryAfter(child string, ss *k0rdentv1beta1.ServiceSet, plans []plan) time.Duration {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var d time.Duration
-	for _, p := range plans {
-		if p.state != k0rdentv1beta1.ServiceStateFailed || p.fingerprint == "" {
-			continue
-		}
-		if f, ok := r.failed[failureKey(child, ss, p.svc)]; ok && f.fingerprint == p.fingerprint && time.Now().Before(f.next) {
-			d = minPositive(d, time.Until(f.next)+100*time.Millisecond)
-		}
-	}
-	return d
-}
-
-// plan decides, per service, whether Helm must act and what state to report meanwhile.
-func (r *serviceSetReconciler) plan(ctx context.Context, ss *k0rdentv1beta1.ServiceSet, h helmClient, childName string, pc providerConfig) ([]plan, error) {
-	var buildErr error
-	plans := make([]plan, 0, len(ss.Spec.Services))
-	for _, svc := range ss.Spec.Services {
-		p := plan{svc: svc}
-		plans = append(plans, p)
-		pp := &plans[len(plans)-1]
-		var tmpl k0rdentv1beta1.ServiceTemplate
-		if err := r.client.Get(ctx, types.NamespacedName{Namespace: ss.Namespace, Name: svc.Template}, &tmpl); err != nil {
-			if !apierrors.IsNotFound(err) {
-				return nil, err
-			}
-			buildErr = fmt.Errorf("ServiceTemplate %s/%s not found", ss.Namespace, svc.Template)
-			pp.state, pp.message = k0rdentv1beta1.ServiceStateProvisioning, buildErr.Error()
-			continue
-		}
-		if !tmpl.Status.Valid {
-			buildErr = fmt.Errorf("ServiceTemplate %s/%s is not valid: %s", ss.Namespace, svc.Template, tmpl.Status.ValidationError)
-			pp.state, pp.message = k0rdentv1beta1.ServiceStateProvisioning, buildErr.Error()
-			continue
-		}
-		opts, err := parseHelmOptions(mergeHelmOptions(tmpl.Spec.HelmOptions, svc.HelmOptions))
-		if err != nil {
-			pp.state, pp.message = k0rdentv1beta1.ServiceStateFailed, err.Error()
-			continue
-		}
-		if svc.HelmAction != nil && *svc.HelmAction == k0rdentv1beta1.HelmActionUninstall {
-			rel, err := h.release(svc.Namespace, svc.Name)
-			if err != nil {
-				pp.state, pp.message = k0rdentv1beta1.ServiceStateFailed, err.Error()
-				continue
-			}
-			pp.state = k0rdentv1beta1.ServiceStateDeleted
-			if rel != nil {
-				pp.uninstall = true
-				pp.fingerprint = "uninstall"
-				pp.work = func() error { return h.uninstall(svc.Namespace, svc.Name, opts.Timeout) }
-				r.gate(failureKey(childName, ss, svc), pp, pc)
-			}
-			continue
-		}
-		chrt, err := loadChart(r.chartsDir, &tmpl)
-		if err != nil {
-			pp.state, pp.message = k0rdentv1beta1.ServiceStateFailed, err.Error()
-			continue
-		}
-		vals, err := serviceValues(ctx, r.reader, ss.Namespace, ss.Spec.Cluster, svc)
-		if err != nil {
-			pp.state, pp.message = k0rdentv1beta1.ServiceStateFailed, err.Error()
-			continue
-		}
-		rel, err := h.release(svc.Namespace, svc.Name)
-		if err != nil {
-			pp.state, pp.message = k0rdentv1beta1.ServiceStateFailed, err.Error()
-			continue
-		}
-		if upToDate(rel, chrt, vals) {
-			pp.state = k0rdentv1beta1.ServiceStateDeployed
-			continue
-		}
-		fp, _ := json.Marshal([]interface{}{chrt.Metadata.Name, chrt.Metadata.Version, vals, opts})
-		pp.fingerprint = string(fp)
-		pp.work = func() error {
-			_, err := h.apply(svc.Namespace, svc.Name, chrt, vals, opts)
-			return err
-		}
-		r.gate(failureKey(childName, ss, svc), pp, pc)
-	}
-	return plans, buildErr
-}
-
-// gate holds back the work of a release that failed before with the same inputs: until its backoff
-// has passed, or for good once maxConsecutiveFailures attempts in a row failed (Sveltos's
-// FailedNonRetriable). Changed inputs retry at once.
-func (r *serviceSetReconciler) gate(key string, pp *plan, pc providerConfig) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	f, ok := r.failed[key]
-	if !ok || f.fingerprint != pp.fingerprint {
-		return
-	}
-	if pc.MaxConsecutiveFailures != nil && int64(f.count) >= *pc.MaxConsecutiveFailures {
-		pp.state, pp.message, pp.work = k0rdentv1beta1.ServiceStateFailed, fmt.Sprintf("%s (not retried after %d consecutive failures)", f.message, f.count), nil
-		return
-	}
-	if time.Now().Before(f.next) {
-		pp.state, pp.message, pp.work = k0rdentv1beta1.ServiceStateFailed, f.message, nil
-	}
-}
-
-// mergeHelmOptions lays a service's helmOptions over its template's, key by key.
-func mergeHelmOptions(tmpl, svc *apiextensionsJSON) *apiextensionsJSON {
-	if tmpl == nil || len(tmpl.Raw) == 0 {
-		return svc
-	}
-	if svc == nil || len(svc.Raw) == 0 {
-		return tmpl
-	}
-	var a, b map[string]interface{}
-	if json.Unmarshal(tmpl.Raw, &a) != nil || json.Unmarshal(svc.Raw, &b) != nil {
-		return svc
-	}
-	for k, v := range b {
-		a[k] = v
-	}
-	raw, _ := json.Marshal(a)
-	return &apiextensionsJSON{Raw: raw}
-}
-
-// recordFailure counts a failed attempt and schedules the next one with backoff; an attempt with
-// other inputs starts counting anew.
-func (r *serviceSetReconciler) recordFailure(key, fingerprint, message string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	f := r.failed[key]
-	if f.fingerprint != fingerprint {
-		f = failure{fingerprint: fingerprint}
-	}
-	f.count++
-	f.message = message
-	backoff := retryBase << min(f.count-1, 10)
-	f.next = time.Now().Add(min(backoff, retryMax))
-	r.failed[key] = f
-}
-
-// forget drops the failure record of a release.
-func (r *serviceSetReconciler) forget(key string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.failed, key)
-}
-
-// forgetServiceSet drops every record of a ServiceSet (on delete), as Sveltos forgets a deleted
-// ClusterSummary.
-func (r *serviceSetReconciler) forgetServiceSet(ss *k0rdentv1beta1.ServiceSet) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for k := range r.failed {
-		if strings.HasPrefix(k, string(ss.UID)+"/") {
-			delete(r.failed, k)
-		}
-	}
-	delete(r.collected, client.ObjectKeyFromObject(ss))
-}
-
-// seed gives every service without a state the Provisioning state KCM seeds new services with.
-func (r *serviceSetReconciler) seed(ss *k0rdentv1beta1.ServiceSet, status *k0rdentv1beta1.ServiceSetStatus, msg string) {
-	for _, svc := range ss.Spec.Services {
-		if findState(status, svc) == nil {
-			setState(status, svc, k0rdentv1beta1.ServiceStateProvisioning, "")
-		}
-	}
-	setSSCond(status, ss.Generation, k0rdentv1beta1.ServiceSetProfileCondition, false, k0rdentv1beta1.ServiceSetProfileNotReadyReason, msg)
-	finish(ss, status)
-}
-
-// pruneStates uninstalls releases of services removed from the spec and drops their states.
-func (r *serviceSetReconciler) pruneStates(ctx context.Context, ss *k0rdentv1beta1.ServiceSet, status *k0rdentv1beta1.ServiceSetStatus, h helmClient) {
-	kept := status.Services[:0]
-	for _, s := range status.Services {
-		if inSpec(ss, s.Name, s.Namespace) {
-			kept = append(kept, s)
-			continue
-		}
-		if err := h.uninstall(s.Namespace, s.Name, 2*time.Minute); err != nil {
-			log.FromContext(ctx).Error(err, "uninstalling a removed service", "release", s.Name, "namespace", s.Namespace)
-			kept = append(kept, s)
-		}
-	}
-	status.Services = kept
-}
-
-func inSpec(ss *k0rdentv1beta1.ServiceSet, name, namespace string) bool {
-	for _, svc := range ss.Spec.Services {
-		if svc.Name == name && svc.Namespace == namespace {
-			return true
-		}
-	}
-	return false
-}
-
-func findState(status *k0rdentv1beta1.ServiceSetStatus, svc k0rdentv1beta1.ServiceWithValues) *k0rdentv1beta1.ServiceState {
-	for i := range status.Services {
-		if status.Services[i].Name == svc.Name && status.Services[i].Namespace == svc.Namespace {
-			return &status.Services[i]
-		}
-	}
-	return nil
-}
-
-// setState records a service's state; the transition time moves only when the state changes.
-func setState(status *k0rdentv1beta1.ServiceSetStatus, svc k0rdentv1beta1.ServiceWithValues, state k0rdentv1beta1.ServiceDeploymentState, msg string) {
-	s := findState(status, svc)
-	if s == nil {
-		status.Services = append(status.Services, k0rdentv1beta1.ServiceState{Type: k0rdentv1beta1.ServiceTypeHelm, Name: svc.Name, Namespace: svc.Namespace})
-		s = &status.Services[len(status.Services)-1]
-	}
-	s.Type, s.Template = k0rdentv1beta1.ServiceTypeHelm, svc.Template
-	if s.State != state || s.LastStateTransitionTime == nil {
-		now := metav1.NewTime(time.Now().Truncate(time.Second))
-		s.LastStateTransitionTime = &now
-	}
-	s.State, s.FailureMessage = state, msg
-	if state == k0rdentv1beta1.ServiceStateDeployed && svc.Version != nil {
-		v := *svc.Version
-		s.Version = &v
-	}
-}
-
-// finish derives deployed and the collected/ready conditions from the service states.
-func finish(ss *k0rdentv1beta1.ServiceSet, status *k0rdentv1beta1.ServiceSetStatus) {
-	deployed := 0
-	for _, s := range status.Services {
-		if s.State == k0rdentv1beta1.ServiceStateDeployed {
-			deployed++
-		}
-	}
-	total := len(ss.Spec.Services)
-	status.Deployed = deployed == total && len(status.Services) == total
-	setSSCond(status, ss.Generation, k0rdentv1beta1.ServiceSetStatusesCollectedCondition, true, k0rdentv1beta1.ServiceSetStatusesCollectedReason, "")
-	reason := k0rdentv1beta1.SucceededReason
-	if !status.Deployed {
-		reason = k0rdentv1beta1.ProgressingReason
-	}
-	setSSCond(status, ss.Generation, k0rdentv1beta1.ServicesInReadyStateCondition, status.Deployed, reason, fmt.Sprintf("%d/%d", deployed, total))
-}
-
-func setSSCond(status *k0rdentv1beta1.ServiceSetStatus, gen int64, t string, ok bool, reason, msg string) {
-	s := metav1.ConditionFalse
-	if ok {
-		s = metav1.ConditionTrue
-	}
-	meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: gen})
-}
-
-func (r *serviceSetReconciler) patchStatus(ctx context.Context, ss *k0rdentv1beta1.ServiceSet, status *k0rdentv1beta1.ServiceSetStatus) error {
-	if equality.Semantic.DeepEqual(*status, ss.Status) {
-		return nil
-	}
-	patch := client.MergeFrom(ss.DeepCopy())
-	ss.Status = *status.DeepCopy()
-	return client.IgnoreNotFound(r.client.Status().Patch(ctx, ss, patch))
 }
 
 // reconcileDelete uninstalls every release of the ServiceSet and drops the finalizer. Like KCM, it
