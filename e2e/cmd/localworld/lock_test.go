@@ -10,15 +10,34 @@ import (
 	"testing"
 )
 
-// runAs starts /bin/sleep under another program name and returns its pid.
+// envStandIn makes the test binary, started again by runAs, wait instead of running the tests: it
+// stands in for another program that holds the lock's pid.
+const envStandIn = "LOCALWORLD_LOCK_TEST_STAND_IN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envStandIn) == "1" {
+		// Wait until the test that started this process kills it (or the test binary's stdin closes,
+		// so that an interrupted test leaves no process behind).
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// runAs starts a copy of this test binary under another program name (so that its command line
+// names it) and returns its pid. The binary is the test's own, so the test needs nothing of the host.
 func runAs(t *testing.T, name string) int {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), name)
-	src, err := os.Open("/bin/sleep")
+	self, err := os.Executable()
 	if err != nil {
-		t.Skip("no /bin/sleep:", err)
+		t.Fatal("locating the test binary:", err)
+	}
+	src, err := os.Open(self)
+	if err != nil {
+		t.Fatal(err)
 	}
 	defer src.Close()
+	bin := filepath.Join(t.TempDir(), name)
 	dst, err := os.OpenFile(bin, os.O_CREATE|os.O_WRONLY, 0o755)
 	if err != nil {
 		t.Fatal(err)
@@ -26,12 +45,19 @@ func runAs(t *testing.T, name string) int {
 	if _, err := io.Copy(dst, src); err != nil {
 		t.Fatal(err)
 	}
-	_ = dst.Close()
-	cmd := exec.Command(bin, "600")
+	if err := dst.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), envStandIn+"=1")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	t.Cleanup(func() { _ = stdin.Close(); _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	return cmd.Process.Pid
 }
 
