@@ -36,7 +36,7 @@ func (n *Node) cleanup() {
 	if bin, err := world.FindTool("kube-proxy"); err == nil {
 		_ = exec.CommandContext(ctx, bin, "--cleanup").Run()
 	}
-	for _, d := range []string{filepath.Join(stateRoot, "kubelet"), filepath.Join(runRoot, "containerd"), filepath.Join(runRoot, "cni")} {
+	for _, d := range []string{filepath.Join(stateRoot, "kubelet"), filepath.Join(runRoot, "containerd"), filepath.Join(runRoot, "cni"), filepath.Join(runRoot, "images")} {
 		_ = os.RemoveAll(d)
 	}
 	removePodCgroups()

@@ -93,26 +93,78 @@ func (n *Node) Ctr(ctx context.Context, args ...string) (string, error) {
 	return string(out), nil
 }
 
-// ComponentRegistry is the chart's default image repository prefix.
-const ComponentRegistry = "ghcr.io/exalsius/exalsius-operator"
-
-// Import imports an OCI image-layout tarball into the CRI namespace, named as its index says
-// (io.containerd.image.name). A short name <component>:<tag> is also tagged
-// ComponentRegistry/<component>:<tag>, the chart's default reference.
+// Import imports an OCI image-layout tarball (hack/images.sh, hack/pause-image.sh) into the CRI
+// namespace, under the name its index.json gives (io.containerd.image.name), and checks the image is
+// there by that name. The name must be a full reference (registry host, repository, tag): containerd
+// stores a short name such as webhook:0.1.0 as given, but its CRI plugin, through which the kubelet
+// finds images, reads it as docker.io/library/webhook:0.1.0 and a pod of it never starts
+// (CreateContainerError "failed to get image from containerd").
 func (n *Node) Import(ctx context.Context, tarball string) error {
 	names, err := layoutNames(tarball)
 	if err != nil {
 		return err
 	}
+	for _, name := range names {
+		if err := fullReference(name); err != nil {
+			return fmt.Errorf("%s: %w; build it with hack/images.sh (IMAGE_REGISTRY)", tarball, err)
+		}
+	}
 	if _, err := n.Ctr(ctx, "images", "import", tarball); err != nil {
 		return err
 	}
+	have, err := n.Images(ctx)
+	if err != nil {
+		return err
+	}
 	for _, name := range names {
-		if !strings.Contains(name, "/") {
-			if _, err := n.Ctr(ctx, "images", "tag", "--force", name, ComponentRegistry+"/"+name); err != nil {
-				return err
-			}
+		if !have[name] {
+			return fmt.Errorf("%s: imported, but containerd has no image %s", tarball, name)
 		}
+	}
+	return nil
+}
+
+// Images returns the names of the images in the CRI namespace.
+func (n *Node) Images(ctx context.Context) (map[string]bool, error) {
+	out, err := n.Ctr(ctx, "images", "ls", "-q")
+	if err != nil {
+		return nil, err
+	}
+	have := map[string]bool{}
+	for _, name := range strings.Fields(out) {
+		have[name] = true
+	}
+	return have, nil
+}
+
+// removeShortNames removes images whose names are not full references (left by an earlier image
+// builder in the kept image store): the CRI would resolve an image that also carries such a name by it
+// and fail to find it.
+func (n *Node) removeShortNames(ctx context.Context) error {
+	have, err := n.Images(ctx)
+	if err != nil {
+		return err
+	}
+	for name := range have {
+		if strings.HasPrefix(name, "sha256:") || fullReference(name) == nil {
+			continue
+		}
+		if _, err := n.Ctr(ctx, "images", "rm", name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fullReference accepts an image name that a container runtime uses as it is: registry host (with a
+// dot or a port, or localhost), repository and tag.
+func fullReference(ref string) error {
+	host, rest, ok := strings.Cut(ref, "/")
+	if !ok || (!strings.ContainsAny(host, ".:") && host != "localhost") {
+		return fmt.Errorf("image name %q has no registry host: containerd's CRI would look it up as docker.io/library/%s", ref, ref)
+	}
+	if i := strings.LastIndex(rest, ":"); i <= 0 || i == len(rest)-1 || strings.Contains(rest, "@") {
+		return fmt.Errorf("image name %q has no tag", ref)
 	}
 	return nil
 }

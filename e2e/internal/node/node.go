@@ -137,11 +137,15 @@ func Start(ctx context.Context, mgmt *testenv.Management, adminKubeconfig string
 		return n, err
 	}
 	opts.Out("containerd running (%s)", time.Since(start).Round(time.Millisecond))
-	pauseDir := filepath.Join(stateRoot, "images")
-	if _, err := os.Stat(filepath.Join(pauseDir, "pause.tar")); err != nil {
-		if err := runLogged(ctx, filepath.Join(opts.LogDir, "images.log"), filepath.Join(opts.RepoRoot, "hack", "pause-image.sh"), pauseDir); err != nil {
-			return n, fmt.Errorf("building the pause image: %w", err)
-		}
+	if err := n.removeShortNames(ctx); err != nil {
+		return n, err
+	}
+	// The pause image is built at every start by the project's image builder (reproducible, so the
+	// same commit gives the same image; a cached copy could be a stale builder's).
+	pauseDir := filepath.Join(runRoot, "images")
+	if err := runLogged(ctx, filepath.Join(opts.LogDir, "images.log"), []string{"PAUSE_REF=" + PauseImage},
+		filepath.Join(opts.RepoRoot, "hack", "pause-image.sh"), pauseDir); err != nil {
+		return n, fmt.Errorf("building the pause image: %w", err)
 	}
 	for _, img := range append([]string{filepath.Join(pauseDir, "pause.tar")}, opts.Images...) {
 		if err := n.Import(ctx, img); err != nil {
@@ -231,13 +235,14 @@ func run(ctx context.Context, name string, args ...string) error {
 	return nil
 }
 
-func runLogged(ctx context.Context, logPath, name string, args ...string) error {
+func runLogged(ctx context.Context, logPath string, env []string, name string, args ...string) error {
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
 	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("%s %s: %v (log %s)", name, strings.Join(args, " "), err, logPath)
