@@ -42,7 +42,7 @@ run-chart: tools ## The local world with a real node (containerd, kubelet, kube-
 	cd e2e && go run ./cmd/chartworld --repo-root "$(CURDIR)" $(RUN_CHART_FLAGS)
 
 .PHONY: test
-test: tools verify build test-unit test-unit-real-crds test-chart test-e2e test-chaos-short ## Every module's unit and integration tests, chart checks, the e2e suites and the short chaos suite (plus the controller suites against K0RDENT_CRDS when set). `make test-node` is run on its own until it passes with the release image builder (see docs/NODE.md).
+test: tools verify build test-unit test-unit-real-crds test-chart test-e2e test-chaos-short test-images test-node ## Every module's unit and integration tests, chart checks, the e2e suites, the short chaos suite, the images and the chart on a real node (skipped, saying why, where the host cannot run containers; plus the controller suites against K0RDENT_CRDS when set).
 
 ##@ Development
 
@@ -97,7 +97,7 @@ test-e2e: build ## End-to-end suites on the local world (k0rdent simulator, KWOK
 	cd e2e && env -u K0RDENT_CRDS go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v -e '/e2e/chaos$$' -e '/e2e/suites/chartnode$$')
 
 .PHONY: test-node
-test-node: ## The chart installed with helm on a real node (docs/NODE.md); says loudly why and skips where the host cannot run containers.
+test-node: ## The chart installed with helm on a real node (docs/NODE.md; part of `make test`); says loudly why and skips where the host cannot run containers.
 	hack/test-node.sh
 
 # make test runs the short chaos suite with a fixed seed, so that a red run can be replayed exactly and
@@ -133,7 +133,7 @@ BUNDLE_KUBE_VERSION ?= v1.37.2
 export IMAGE_REGISTRY IMAGE_TAG PLATFORMS
 
 .PHONY: images
-images: ## Build the four component images without a container engine: dist/images/<component>.tar (OCI layouts, PLATFORMS).
+images: ## Build the four component images without a container engine: dist/images/<component>.tar (OCI layouts, PLATFORMS), named IMAGE_REGISTRY/<component>:IMAGE_TAG.
 	hack/images.sh
 
 .PHONY: images-push
@@ -141,8 +141,9 @@ images-push: ## Build and push multi-platform images (PLATFORMS=linux/amd64,linu
 	hack/images.sh --push
 
 .PHONY: test-images
-test-images: images ## Build the images, then inspect each one's config and run its binary with --help.
-	cd hack/imagebuild && GOWORK=off EXALSIUS_IMAGES_DIR="$(CURDIR)/dist/images" EXALSIUS_IMAGES_VERSION="$(CHART_VERSION)" go test $(GO_TEST_FLAGS) ./...
+test-images: images ## Build the images, then check their names (the chart's references), configs, reproducibility, the pause image, and run each binary with --help (part of `make test`).
+	cd hack/imagebuild && GOWORK=off EXALSIUS_IMAGES_DIR="$(CURDIR)/dist/images" EXALSIUS_IMAGES_VERSION="$(CHART_VERSION)" \
+	  EXALSIUS_IMAGES_REGISTRY="$(IMAGE_REGISTRY)" EXALSIUS_IMAGES_TAG="$(IMAGE_TAG)" go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: bundle
 bundle: ## Render dist/install.yaml (namespace, CRDs, RBAC, Deployments, webhook) from the chart with images tagged IMAGE_TAG.

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds the component images without a container engine (hack/imagebuild, go-containerregistry from
 # the Go module proxy): one OCI image layout tarball per component at dist/images/<component>.tar,
-# and with --push a multi-platform image index per component in the registry.
+# its image named IMAGE_REGISTRY/<component>:IMAGE_TAG (the chart's default image references, so that
+# `ctr images import`, `docker load` or `podman load` of the tarball gives exactly the image the chart
+# runs), and with --push a multi-platform image index per component in the registry.
 #
 #   hack/images.sh                       build for the host platform into dist/images
 #   PLATFORMS=linux/amd64,linux/arm64 hack/images.sh
@@ -33,10 +35,10 @@ mkdir -p "$OUT_DIR"
 : >"$OUT_DIR/digests.txt.tmp"
 for c in $COMPONENTS; do
   args=(--component "$c" --repo-root . --platforms "$PLATFORMS" --version "$VERSION" --revision "$REVISION"
-    --created "$CREATED" --out "$OUT_DIR/$c.tar")
+    --created "$CREATED" --name "$IMAGE_REGISTRY/$c:$IMAGE_TAG" --out "$OUT_DIR/$c.tar")
   [ -n "$push" ] && args+=(--push "$IMAGE_REGISTRY/$c:$IMAGE_TAG")
   "$bin/imagebuild" "${args[@]}" >>"$OUT_DIR/digests.txt.tmp"
 done
 mv "$OUT_DIR/digests.txt.tmp" "$OUT_DIR/digests.txt"
-echo "[images] $VERSION ($REVISION, $PLATFORMS):"
+echo "[images] $IMAGE_REGISTRY/<component>:$IMAGE_TAG ($REVISION, $PLATFORMS):"
 sed 's/^/[images]   /' "$OUT_DIR/digests.txt"

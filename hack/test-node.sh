@@ -44,7 +44,6 @@ start=$SECONDS
 hack/tools.sh node
 hack/tools.sh kube-scheduler kubectl helm
 echo "[test-node] node tools ready ($((SECONDS - start))s)"
-(cd hack/nodeimage && GOWORK=off go test -count=1 ./...)
 hack/images.sh
 echo "[test-node] component images built ($((SECONDS - start))s)"
 cd e2e

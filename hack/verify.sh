@@ -11,7 +11,6 @@ echo "[verify] go vet"
 for m in common colony-controller workspace-controller inventory-collector webhook e2e; do
   (cd "$m" && go vet ./...) || fail=1
 done
-(cd hack/nodeimage && GOWORK=off go vet ./...) || fail=1 # its own module, outside go.work
 
 echo "[verify] every module builds alone (GOWORK=off) and its go.mod is tidy"
 for m in common colony-controller workspace-controller inventory-collector webhook e2e hack/imagebuild; do

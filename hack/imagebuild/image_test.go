@@ -6,12 +6,14 @@ import (
 	"crypto/sha256"
 	"debug/elf"
 	"encoding/hex"
+	"errors"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -33,18 +35,32 @@ func repoRoot(t *testing.T) string {
 	return root
 }
 
-// TestImages inspects the images `make images` wrote to $EXALSIUS_IMAGES_DIR (make test-images sets
-// it): the layout's index, each platform's config (user, entrypoint, labels) and, for the host
-// platform, the binary from the image's layer, which must be static and answer --help.
+// TestImages inspects the images `make images` wrote to $EXALSIUS_IMAGES_DIR (`make test-images`, part
+// of `make test`, sets it): the layout's index and the name it gives the image (with
+// $EXALSIUS_IMAGES_REGISTRY and $EXALSIUS_IMAGES_TAG: exactly the chart's default reference), each
+// platform's config (user, entrypoint, labels) and, for the host platform, the binary from the
+// image's layer, which must be static and answer --help.
 func TestImages(t *testing.T) {
 	dir := os.Getenv("EXALSIUS_IMAGES_DIR")
 	if dir == "" {
 		t.Skip("EXALSIUS_IMAGES_DIR is not set: run `make test-images` (it builds the images first)")
 	}
 	wantVersion := os.Getenv("EXALSIUS_IMAGES_VERSION")
+	registry, tag := os.Getenv("EXALSIUS_IMAGES_REGISTRY"), os.Getenv("EXALSIUS_IMAGES_TAG")
 	for _, c := range components {
 		t.Run(c, func(t *testing.T) {
-			idx := openLayout(t, filepath.Join(dir, c+".tar"))
+			idx, names := openLayout(t, filepath.Join(dir, c+".tar"))
+			if err := checkName(names["io.containerd.image.name"]); err != nil {
+				t.Errorf("io.containerd.image.name: %v", err)
+			}
+			if registry != "" && tag != "" {
+				if want := registry + "/" + c + ":" + tag; names["io.containerd.image.name"] != want {
+					t.Errorf("the layout names its image %q, want the chart's reference %q", names["io.containerd.image.name"], want)
+				}
+				if names["org.opencontainers.image.ref.name"] != tag {
+					t.Errorf("the layout's ref.name is %q, want the tag %q", names["org.opencontainers.image.ref.name"], tag)
+				}
+			}
 			ran := false
 			for _, img := range platformImages(t, idx) {
 				inspect(t, c, img.image, wantVersion)
@@ -71,7 +87,7 @@ func TestReproducible(t *testing.T) {
 	build := func(out string, when time.Time) (v1.Hash, string) {
 		d, err := Build(Options{Component: "webhook", RepoRoot: root, Platforms: []string{"linux/" + runtime.GOARCH},
 			Version: "0.0.0-test", Revision: "0123456789abcdef", Created: when, Source: "https://example.com/src",
-			Licenses: "Apache-2.0", Out: out})
+			Licenses: "Apache-2.0", Name: "example.com/test/webhook:0.0.0-test", Out: out})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -95,16 +111,86 @@ func TestReproducible(t *testing.T) {
 }
 
 func TestOptionsRejectBadInput(t *testing.T) {
-	for name, o := range map[string]Options{
-		"no component":   {Platforms: []string{"linux/amd64"}, Version: "1", Revision: "r", Created: time.Unix(1, 0), Out: "x"},
-		"path component": {Component: "../x", Platforms: []string{"linux/amd64"}, Version: "1", Revision: "r", Created: time.Unix(1, 0), Out: "x"},
-		"windows":        {Component: "webhook", Platforms: []string{"windows/amd64"}, Version: "1", Revision: "r", Created: time.Unix(1, 0), Out: "x"},
-		"no version":     {Component: "webhook", Platforms: []string{"linux/amd64"}, Revision: "r", Created: time.Unix(1, 0), Out: "x"},
-		"no output":      {Component: "webhook", Platforms: []string{"linux/amd64"}, Version: "1", Revision: "r", Created: time.Unix(1, 0)},
-	} {
-		if _, err := Build(o); err == nil {
-			t.Errorf("%s: accepted", name)
+	good := Options{Component: "webhook", Platforms: []string{"linux/amd64"}, Version: "1", Revision: "r",
+		Created: time.Unix(1, 0), Name: "ghcr.io/exalsius/exalsius-operator/webhook:1", Out: "x"}
+	if err := good.validate(); err != nil {
+		t.Fatalf("valid options refused: %v", err)
+	}
+	for _, n := range []string{"localhost/pause:1.0", "localhost:5000/webhook:1", "exalsius.local/pause:1.0"} {
+		o := good
+		o.Name = n
+		if err := o.validate(); err != nil {
+			t.Errorf("name %q refused: %v", n, err)
 		}
+	}
+	for name, tc := range map[string]struct {
+		change func(*Options)
+		field  string
+	}{
+		"no component":   {func(o *Options) { o.Component = "" }, "--component"},
+		"path component": {func(o *Options) { o.Component = "../x" }, "--component"},
+		"windows":        {func(o *Options) { o.Platforms = []string{"windows/amd64"} }, "--platforms"},
+		"no version":     {func(o *Options) { o.Version = "" }, "--version"},
+		"no output":      {func(o *Options) { o.Out = "" }, "nothing to do"},
+		"no name":        {func(o *Options) { o.Name = "" }, "--name"},
+		// containerd stores a short name as given, but its CRI looks it up as docker.io/library/...
+		"short name":       {func(o *Options) { o.Name = "webhook:0.1.0" }, "docker.io/library/webhook:0.1.0"},
+		"no registry host": {func(o *Options) { o.Name = "exalsius/webhook:0.1.0" }, "--name"},
+		"no tag":           {func(o *Options) { o.Name = "ghcr.io/exalsius/webhook" }, "--name"},
+		"digest":           {func(o *Options) { o.Name = "ghcr.io/exalsius/webhook@sha256:" + strings.Repeat("a", 64) }, "--name"},
+		"dir outside":      {func(o *Options) { o.Dir = "../elsewhere" }, "--dir"},
+		"absolute dir":     {func(o *Options) { o.Dir = "/tmp" }, "--dir"},
+	} {
+		o := good
+		tc.change(&o)
+		err := o.validate()
+		if err == nil || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("%s: err %v, want one naming %s", name, err, tc.field)
+		}
+	}
+}
+
+// TestPause builds the node's pause image with the same builder and runs its binary: it must keep
+// running (holding a pod's namespaces) and exit 0 on SIGTERM.
+func TestPause(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the pause image")
+	}
+	if runtime.GOOS != "linux" {
+		t.Skip("the pause program is for Linux")
+	}
+	out := filepath.Join(t.TempDir(), "pause.tar")
+	if _, err := Build(Options{Component: "pause", Dir: "hack/imagebuild/pause", RepoRoot: repoRoot(t),
+		Platforms: []string{"linux/" + runtime.GOARCH}, Version: "1.0", Revision: "r", Created: time.Unix(1, 0),
+		Source: "https://example.com/src", Licenses: "Apache-2.0", Name: "exalsius.local/pause:1.0", Out: out}); err != nil {
+		t.Fatal(err)
+	}
+	idx, names := openLayout(t, out)
+	if names["io.containerd.image.name"] != "exalsius.local/pause:1.0" || names["org.opencontainers.image.ref.name"] != "1.0" {
+		t.Errorf("layout names %v", names)
+	}
+	imgs := platformImages(t, idx)
+	if len(imgs) != 1 {
+		t.Fatalf("%d platforms, want 1", len(imgs))
+	}
+	inspect(t, "pause", imgs[0].image, "1.0")
+	path := filepath.Join(t.TempDir(), "pause")
+	if err := os.WriteFile(path, layerFile(t, imgs[0].image), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(path)
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("running the pause binary: %v", err)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	// It exits 0 on SIGTERM once its handler is installed; a SIGTERM that wins the race with the
+	// program's start ends it by the signal. Anything else (another status, another signal) is wrong.
+	err := cmd.Wait()
+	var exit *exec.ExitError
+	if err != nil && !(errors.As(err, &exit) && exit.Sys().(syscall.WaitStatus).Signal() == syscall.SIGTERM) {
+		t.Errorf("pause on SIGTERM: %v, want exit status 0", err)
 	}
 }
 
@@ -113,8 +199,9 @@ type platformImage struct {
 	image    v1.Image
 }
 
-// openLayout unpacks an OCI layout tarball and returns the image index its index.json names.
-func openLayout(t *testing.T, path string) v1.ImageIndex {
+// openLayout unpacks an OCI layout tarball and returns the image index its index.json names, with the
+// annotations index.json gives it (its names).
+func openLayout(t *testing.T, path string) (v1.ImageIndex, map[string]string) {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -165,7 +252,7 @@ func openLayout(t *testing.T, path string) v1.ImageIndex {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return idx
+	return idx, m.Manifests[0].Annotations
 }
 
 func platformImages(t *testing.T, idx v1.ImageIndex) []platformImage {
@@ -227,6 +314,23 @@ func inspect(t *testing.T, component string, img v1.Image, wantVersion string) {
 // with --help.
 func runHelp(t *testing.T, img v1.Image) {
 	t.Helper()
+	path := filepath.Join(t.TempDir(), "manager")
+	if err := os.WriteFile(path, layerFile(t, img), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(path, "--help").CombinedOutput()
+	if err != nil {
+		t.Fatalf("/manager --help: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "-metrics-bind-address") || !strings.Contains(string(out), "-health-probe-bind-address") {
+		t.Errorf("/manager --help does not list the common flags:\n%s", out)
+	}
+}
+
+// layerFile returns /manager from the image's only layer, checking it is the layer's only file, an
+// executable and a static ELF binary.
+func layerFile(t *testing.T, img v1.Image) []byte {
+	t.Helper()
 	layers, err := img.Layers()
 	if err != nil || len(layers) == 0 {
 		t.Fatalf("layers: %v", err)
@@ -269,15 +373,5 @@ func runHelp(t *testing.T, img v1.Image) {
 			t.Errorf("/manager is dynamically linked (has an interpreter)")
 		}
 	}
-	path := filepath.Join(t.TempDir(), "manager")
-	if err := os.WriteFile(path, bin, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command(path, "--help").CombinedOutput()
-	if err != nil {
-		t.Fatalf("/manager --help: %v\n%s", err, out)
-	}
-	if !strings.Contains(string(out), "-metrics-bind-address") || !strings.Contains(string(out), "-health-probe-bind-address") {
-		t.Errorf("/manager --help does not list the common flags:\n%s", out)
-	}
+	return bin
 }

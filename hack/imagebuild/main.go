@@ -1,8 +1,12 @@
 // Command imagebuild builds the exalsius-operator component images without a container engine: a
 // static Go binary (CGO off, -trimpath, no VCS stamp) in a single layer on an empty base, run as the
 // numeric non-root user 65532, with the OCI labels source, version, revision, licenses, title and
-// created. The result is written as one OCI image layout tarball per component and, with --push, to
-// a registry as a multi-platform image index.
+// created. The result is written as one OCI image layout tarball per component, its image named by
+// --name (the full reference under which `ctr images import`, `docker load` and `podman load` store
+// it), and, with --push, to a registry as a multi-platform image index.
+//
+// The same program builds the local world node's pause image (docs/NODE.md) from ./pause, with
+// --dir hack/imagebuild/pause: one image builder for every image the project runs.
 //
 // Builds are reproducible: every timestamp (layer entries, image config, the layout tarball) is the
 // commit time given by --created, and the Go build embeds no path, VCS data or time, so the same
@@ -10,7 +14,8 @@
 //
 //	imagebuild --component webhook --repo-root . --platforms linux/amd64,linux/arm64 \
 //	  --version 0.1.0 --revision $(git rev-parse HEAD) --created $(git log -1 --format=%cI) \
-//	  --out dist/images/webhook.tar [--push ghcr.io/exalsius/exalsius-operator/webhook:0.1.0]
+//	  --name ghcr.io/exalsius/exalsius-operator/webhook:0.1.0 --out dist/images/webhook.tar \
+//	  [--push ghcr.io/exalsius/exalsius-operator/webhook:0.1.0]
 package main
 
 import (
@@ -50,6 +55,8 @@ const Entrypoint = "/manager"
 type Options struct {
 	Component string   // folder and binary name: colony-controller, workspace-controller, ...
 	RepoRoot  string   // the repository root (holding the component folder)
+	Dir       string   // the Go main package to build, relative to RepoRoot; empty is the Component folder
+	Name      string   // full reference registry/repository:tag the layout names its image (io.containerd.image.name)
 	Platforms []string // os/arch[/variant]
 	Version   string   // release version, e.g. 0.1.0
 	Revision  string   // git commit
@@ -66,6 +73,8 @@ func main() {
 	var platforms, created, push string
 	flag.StringVar(&o.Component, "component", "", "Component folder to build (colony-controller, workspace-controller, inventory-collector, webhook).")
 	flag.StringVar(&o.RepoRoot, "repo-root", ".", "Repository root.")
+	flag.StringVar(&o.Dir, "dir", "", "Go main package to build, relative to --repo-root (default: the --component folder).")
+	flag.StringVar(&o.Name, "name", "", "Full image reference (registry/repository:tag) the OCI layout names its image with; required with --out.")
 	flag.StringVar(&platforms, "platforms", "linux/"+runtime.GOARCH, "Comma-separated platforms (os/arch[/variant]).")
 	flag.StringVar(&o.Version, "version", "", "Version label (org.opencontainers.image.version).")
 	flag.StringVar(&o.Revision, "revision", "", "Git commit (org.opencontainers.image.revision).")
@@ -127,7 +136,35 @@ func (o Options) validate() error {
 	if o.Out == "" && len(o.Push) == 0 {
 		errs = append(errs, errors.New("nothing to do: set --out or --push"))
 	}
+	if o.Out != "" {
+		if err := checkName(o.Name); err != nil {
+			errs = append(errs, fmt.Errorf("--name: %w", err))
+		}
+	}
+	if o.Dir != "" && (filepath.IsAbs(o.Dir) || strings.HasPrefix(filepath.Clean(o.Dir), "..")) {
+		errs = append(errs, fmt.Errorf("--dir: %q is not a folder inside the repository", o.Dir))
+	}
 	return errors.Join(errs...)
+}
+
+// checkName accepts a full image reference with a registry host and a tag. A short name such as
+// webhook:0.1.0 is refused: containerd stores it as given, but its CRI (the kubelet's view) looks it
+// up as docker.io/library/webhook:0.1.0 and finds nothing, so a pod of that image never starts.
+func checkName(ref string) error {
+	if ref == "" {
+		return errors.New("required with --out: the full reference (registry/repository:tag) the layout names its image")
+	}
+	host, _, ok := strings.Cut(ref, "/")
+	if !ok || (!strings.ContainsAny(host, ".:") && host != "localhost") {
+		return fmt.Errorf("%q names no registry host (e.g. ghcr.io/org/component:tag): a container runtime would read it as docker.io/library/%s", ref, ref)
+	}
+	if strings.Contains(ref, "@") {
+		return fmt.Errorf("%q: a digest cannot be a layout's name; give a tag", ref)
+	}
+	if _, err := name.NewTag(ref, name.StrictValidation); err != nil {
+		return fmt.Errorf("%q: %w", ref, err)
+	}
+	return nil
 }
 
 // Labels are the OCI annotations every image config (and the index) carries.
@@ -198,6 +235,9 @@ func Build(o Options) (v1.Hash, error) {
 // goBuild builds the component for one platform from its module alone (GOWORK=off), reproducibly.
 func goBuild(o Options, plat *v1.Platform) ([]byte, error) {
 	dir := filepath.Join(o.RepoRoot, o.Component)
+	if o.Dir != "" {
+		dir = filepath.Join(o.RepoRoot, o.Dir)
+	}
 	tmp, err := os.MkdirTemp("", "imagebuild-")
 	if err != nil {
 		return nil, err
@@ -281,10 +321,16 @@ func writeLayoutTar(o Options, idx v1.ImageIndex, created time.Time) error {
 	if err != nil {
 		return err
 	}
-	ref := o.Component + ":" + o.Version
+	// io.containerd.image.name is the name `ctr images import` stores the image under (and the
+	// kubelet then finds it by); org.opencontainers.image.ref.name is the layout's tag, which
+	// `skopeo copy oci-archive:...` and `podman load` read.
+	tag, err := name.NewTag(o.Name, name.StrictValidation)
+	if err != nil {
+		return err
+	}
 	if err := p.AppendIndex(idx, layout.WithAnnotations(map[string]string{
-		"org.opencontainers.image.ref.name": o.Version,
-		"io.containerd.image.name":          ref,
+		"org.opencontainers.image.ref.name": tag.TagStr(),
+		"io.containerd.image.name":          o.Name,
 	})); err != nil {
 		return err
 	}

@@ -136,8 +136,12 @@ func (w *World) Helm(ctx context.Context, args ...string) (string, error) {
 func (w *World) ChartDir() string { return filepath.Join(w.RepoRoot, "charts", "exalsius-operator") }
 
 // Install runs `helm install` of the umbrella chart into Namespace with the given extra arguments
-// (e.g. --set ...), waiting for every workload to be ready.
+// (e.g. --set ...), waiting for every workload to be ready. It first checks that the node has every
+// image the chart would run.
 func (w *World) Install(ctx context.Context, extra ...string) error {
+	if err := w.CheckImages(ctx, extra...); err != nil {
+		return err
+	}
 	args := append([]string{"install", Release, w.ChartDir(), "--namespace", Namespace, "--create-namespace", "--wait", "--timeout", "10m"}, extra...)
 	start := time.Now()
 	if _, err := w.Helm(ctx, args...); err != nil {

@@ -1,6 +1,6 @@
 // Package node runs one real Kubernetes node for the local world's management cluster: containerd
 // with runc (Debian's packages, hack/node-deps.sh), kubelet and kube-proxy (v1.37.2, hack/tools.sh
-// node), CNI bridge networking, a pause image the project builds itself (hack/nodeimage/pause), and
+// node), CNI bridge networking, a pause image the project builds itself (hack/imagebuild/pause), and
 // kube-scheduler for the management cluster. The component images (hack/images.sh) are imported into
 // its containerd, so the umbrella chart's pods run from them without any registry.
 //

@@ -38,7 +38,7 @@ var components = []string{"colony-controller", "workspace-controller", "inventor
 const (
 	podTimeout = 5 * time.Minute
 	// upgradeTag is a second tag of the inventory-collector image, for the upgrade.
-	upgradeTag = "0.1.0-upgrade"
+	upgradeTag = "upgrade"
 )
 
 func eventually(ctx context.Context, t *testing.T, what string, timeout time.Duration, fn func(ctx context.Context) (bool, string)) {
@@ -409,8 +409,21 @@ func checkUpgrade(ctx context.Context, t *testing.T, replicas map[string]int) {
 	for _, comp := range components {
 		readyPods(ctx, t, comp, replicas[comp])
 	}
-	src := "ghcr.io/exalsius/exalsius-operator/" + c + ":0.1.0"
-	if _, err := w.Node.Ctr(ctx, "images", "tag", "--force", src, "ghcr.io/exalsius/exalsius-operator/"+c+":"+upgradeTag); err != nil {
+	// The upgrade's image: the chart's default one under another tag (nothing can be pulled here).
+	images, err := w.ChartImages(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := ""
+	for _, img := range images {
+		if strings.Contains(img, "/"+c+":") {
+			src = img
+		}
+	}
+	if src == "" {
+		t.Fatalf("the chart runs no %s image: %v", c, images)
+	}
+	if _, err := w.Node.Ctr(ctx, "images", "tag", "--force", src, src[:strings.LastIndex(src, ":")+1]+upgradeTag); err != nil {
 		t.Fatal(err)
 	}
 	before := podUIDs(ctx, t)
