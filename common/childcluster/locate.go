@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -247,4 +248,37 @@ func (l *Locator) regionKubeconfig(ctx context.Context, key types.NamespacedName
 // installed): that kind of cluster simply does not exist there.
 func isNoKind(err error) bool {
 	return apierrors.IsNotFound(err) || meta.IsNoMatchError(err)
+}
+
+// Find reports whether the kubeconfig of ClusterDeployment key can be found, the same way Get finds
+// it: `<cd>-kubeconfig` next to the ClusterDeployment, else the adopted or regional cluster's
+// (Locate). It returns nil when found, an *UnreachableError with ReasonKubeconfigMissing naming what
+// is missing, and another error when a lookup failed. An adopted or regional kubeconfig that exists
+// but is unusable (ReasonKubeconfigInvalid, an unreachable regional cluster) counts as found: Get
+// reports it. Callers that only need to know whether a cluster has a kubeconfig yet (a workspace
+// waiting for its cluster, a deletion deciding whether a child is left to clean up) use Find, so that
+// every kind of cluster goes through one path.
+func (c *Cache) Find(ctx context.Context, key types.NamespacedName) (indirect bool, err error) {
+	reader := c.opts.MetadataReader
+	if reader == nil {
+		reader = c.opts.Reader
+	}
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	name := types.NamespacedName{Namespace: key.Namespace, Name: SecretName(key.Name)}
+	err = reader.Get(ctx, name, m)
+	if err == nil {
+		return false, nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return false, fmt.Errorf("reading kubeconfig Secret %s metadata: %w", name, err)
+	}
+	_, found, err := c.readIndirect(ctx, key)
+	switch {
+	case !found:
+		return false, &UnreachableError{Cluster: key, Reason: ReasonKubeconfigMissing, Err: fmt.Errorf("Secret %s not found", name)}
+	case UnreachableReason(err) == ReasonKubeconfigMissing:
+		return true, err
+	}
+	return true, nil
 }
