@@ -168,6 +168,10 @@ type Cache struct {
 	mu      sync.Mutex
 	entries map[types.NamespacedName]*entry
 	stopped bool
+	// sources maps a management-cluster Secret read (or looked for) by the lookup of an adopted or
+	// regional cluster to those clusters; sourcesOf is the reverse.
+	sources   map[types.NamespacedName]map[types.NamespacedName]struct{}
+	sourcesOf map[types.NamespacedName][]types.NamespacedName
 
 	// inFlight and peakInFlight count connects running now and at most, for tests and debugging.
 	inFlight, peakInFlight atomic.Int32
@@ -183,13 +187,15 @@ func New(opts Options) (*Cache, error) {
 	opts.defaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Cache{
-		opts:     opts,
-		log:      opts.Logger,
-		notifier: newNotifier(opts.Debounce),
-		sem:      make(chan struct{}, opts.MaxConcurrentConnects),
-		ctx:      ctx,
-		cancel:   cancel,
-		entries:  map[types.NamespacedName]*entry{},
+		opts:      opts,
+		log:       opts.Logger,
+		notifier:  newNotifier(opts.Debounce),
+		sem:       make(chan struct{}, opts.MaxConcurrentConnects),
+		ctx:       ctx,
+		cancel:    cancel,
+		entries:   map[types.NamespacedName]*entry{},
+		sources:   map[types.NamespacedName]map[types.NamespacedName]struct{}{},
+		sourcesOf: map[types.NamespacedName][]types.NamespacedName{},
 	}, nil
 }
 
@@ -230,7 +236,7 @@ func (c *Cache) get(ctx context.Context, key types.NamespacedName, wait bool) (*
 	}
 	if err != nil {
 		if UnreachableReason(err) == ReasonKubeconfigMissing {
-			c.Forget(key)
+			c.disconnect(key)
 		}
 		return nil, err
 	}
@@ -251,7 +257,7 @@ func (c *Cache) get(ctx context.Context, key types.NamespacedName, wait bool) (*
 		}
 		if err != nil {
 			if UnreachableReason(err) == ReasonKubeconfigMissing {
-				c.Forget(key)
+				c.disconnect(key)
 			}
 			return nil, err
 		}
@@ -454,6 +460,13 @@ func (c *Cache) removeLocked(e *entry) {
 // Forget stops the connection to a ClusterDeployment's child, if any, and waits for its informers to
 // end. Call it when the ClusterDeployment goes or is no longer of interest.
 func (c *Cache) Forget(key types.NamespacedName) {
+	c.setSources(key, nil)
+	c.disconnect(key)
+}
+
+// disconnect is Forget without dropping the Secrets an adopted or regional lookup read (Using): a
+// missing kubeconfig disconnects, and its Secret appearing must still be mapped to the cluster.
+func (c *Cache) disconnect(key types.NamespacedName) {
 	c.mu.Lock()
 	e := c.entries[key]
 	if e != nil {
