@@ -82,14 +82,15 @@ func (c *Cluster) Nodes() []corev1.Node {
 	return out
 }
 
-// Pods returns the child's non-terminal Pods as last seen (trimmed: name, namespace, labels, node,
-// node selector, phase and container resources).
+// Pods returns the child's non-terminal Pods as last seen, rebuilt from what the cache keeps (name,
+// namespace, node, phase, and one container holding the pod's effective requests; see pod). Their
+// request maps are shared with the cache: read them, never change them.
 func (c *Cluster) Pods() []corev1.Pod {
 	items := c.pods.GetStore().List()
 	out := make([]corev1.Pod, 0, len(items))
 	for _, o := range items {
-		if p, ok := o.(*corev1.Pod); ok {
-			out = append(out, *p)
+		if p, ok := o.(*pod); ok {
+			out = append(out, p.asPod())
 		}
 	}
 	return out
@@ -209,8 +210,8 @@ func newCluster(key types.NamespacedName, data []byte, cc connectConfig) (*Clust
 			}
 		},
 		UpdateFunc: func(oldObj, newObj any) {
-			o, ok1 := oldObj.(*corev1.Pod)
-			n, ok2 := newObj.(*corev1.Pod)
+			o, ok1 := oldObj.(*pod)
+			n, ok2 := newObj.(*pod)
 			if !ok1 || !ok2 || podChanged(o, n) {
 				c.changed()
 			}
