@@ -3,7 +3,8 @@
 //
 // A connection is built on the first Get: the Secret is read, a rest.Config is built with clientcmd,
 // and informers on the child's Nodes and Pods are started with transforms that keep only what resource
-// arithmetic needs. Later Gets return the same connection. It is rebuilt when the Secret's data
+// arithmetic needs. Later Gets return the same connection. ClusterDeployments whose kubeconfigs have
+// the same content (the same API server and identity) share one connection. It is rebuilt when the Secret's data
 // changes (compared by hash: a resourceVersion also moves on label edits), stopped by Forget, by an
 // optional idle timeout and by stopping the Cache. Connects run with bounded concurrency, and a failed
 // connect is retried only after an exponential backoff.
