@@ -3,7 +3,8 @@
 //
 // A connection is built on the first Get: the Secret is read, a rest.Config is built with clientcmd,
 // and informers on the child's Nodes and Pods are started with transforms that keep only what resource
-// arithmetic needs. Later Gets return the same connection. It is rebuilt when the Secret's data
+// arithmetic needs. Later Gets return the same connection. ClusterDeployments whose kubeconfigs have
+// the same content (the same API server and identity) share one connection. It is rebuilt when the Secret's data
 // changes (compared by hash: a resourceVersion also moves on label edits), stopped by Forget, by an
 // optional idle timeout and by stopping the Cache. Connects run with bounded concurrency, and a failed
 // connect is retried only after an exponential backoff.
@@ -139,18 +140,29 @@ func (o *Options) defaults() {
 	}
 }
 
-// entry is the state of one ClusterDeployment in the cache: connecting, connected or failed.
+// entry is the state of one ClusterDeployment in the cache. Its connection (connecting, connected or
+// failed) is a conn, shared by every ClusterDeployment whose kubeconfig has the same content: the
+// same API server and the same identity are watched once, however many ClusterDeployments reach them.
 type entry struct {
 	key      types.NamespacedName
 	hash     [32]byte
 	secretRV string // resourceVersion of the Secret the data were read from
+	conn     *conn
+	lastUsed time.Time
+}
+
+// conn is one connection (informers, probe, HTTP client) and its connect attempt, shared by the
+// entries of one kubeconfig content.
+type conn struct {
+	hash     [32]byte
 	cancel   context.CancelFunc
 	done     chan struct{} // closed when the connect attempt finished
 	cluster  *Cluster      // set when connected
 	err      error         // set when the attempt failed
-	failures int           // consecutive failed attempts with this hash
+	failures int           // consecutive failed attempts with this content
 	retryAt  time.Time
-	lastUsed time.Time
+	// users are the ClusterDeployments of this connection (guarded by Cache.mu).
+	users map[types.NamespacedName]struct{}
 }
 
 // Cache holds the connections to child clusters. It is safe for concurrent use. Add it to the
@@ -167,7 +179,12 @@ type Cache struct {
 
 	mu      sync.Mutex
 	entries map[types.NamespacedName]*entry
+	conns   map[[32]byte]*conn
 	stopped bool
+	// sources maps a management-cluster Secret read (or looked for) by the lookup of an adopted or
+	// regional cluster to those clusters; sourcesOf is the reverse.
+	sources   map[types.NamespacedName]map[types.NamespacedName]struct{}
+	sourcesOf map[types.NamespacedName][]types.NamespacedName
 
 	// inFlight and peakInFlight count connects running now and at most, for tests and debugging.
 	inFlight, peakInFlight atomic.Int32
@@ -183,13 +200,16 @@ func New(opts Options) (*Cache, error) {
 	opts.defaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Cache{
-		opts:     opts,
-		log:      opts.Logger,
-		notifier: newNotifier(opts.Debounce),
-		sem:      make(chan struct{}, opts.MaxConcurrentConnects),
-		ctx:      ctx,
-		cancel:   cancel,
-		entries:  map[types.NamespacedName]*entry{},
+		opts:      opts,
+		log:       opts.Logger,
+		notifier:  newNotifier(opts.Debounce),
+		sem:       make(chan struct{}, opts.MaxConcurrentConnects),
+		ctx:       ctx,
+		cancel:    cancel,
+		entries:   map[types.NamespacedName]*entry{},
+		conns:     map[[32]byte]*conn{},
+		sources:   map[types.NamespacedName]map[types.NamespacedName]struct{}{},
+		sourcesOf: map[types.NamespacedName][]types.NamespacedName{},
 	}, nil
 }
 
@@ -230,7 +250,7 @@ func (c *Cache) get(ctx context.Context, key types.NamespacedName, wait bool) (*
 	}
 	if err != nil {
 		if UnreachableReason(err) == ReasonKubeconfigMissing {
-			c.Forget(key)
+			c.disconnect(key)
 		}
 		return nil, err
 	}
@@ -251,7 +271,7 @@ func (c *Cache) get(ctx context.Context, key types.NamespacedName, wait bool) (*
 		}
 		if err != nil {
 			if UnreachableReason(err) == ReasonKubeconfigMissing {
-				c.Forget(key)
+				c.disconnect(key)
 			}
 			return nil, err
 		}
@@ -281,40 +301,63 @@ func (c *Cache) get(ctx context.Context, key types.NamespacedName, wait bool) (*
 		c.log.Info("kubeconfig Secret changed, reconnecting", "clusterDeployment", key.String())
 		c.removeLocked(e)
 		e = c.connectLocked(key, hash, rv, data, 0)
-	case e.err != nil && !now.Before(e.retryAt):
+	case e.conn.failed() && !now.Before(e.conn.retryAt):
 		if data == nil {
 			// The data are needed for a new attempt: read them on the next call.
 			e.secretRV = ""
 			c.mu.Unlock()
 			return c.get(ctx, key, wait)
 		}
+		failures := e.conn.failures
 		c.removeLocked(e)
-		e = c.connectLocked(key, hash, rv, data, e.failures)
+		e = c.connectLocked(key, hash, rv, data, failures)
 	default:
 		e.secretRV = rv // same data under a new resourceVersion (a label edit)
 	}
 	e.lastUsed = now
 	c.mu.Unlock()
 
+	cn := e.conn
 	if !wait {
 		select {
-		case <-e.done:
+		case <-cn.done:
 		default:
 			return nil, &UnreachableError{Cluster: key, Reason: ReasonConnecting, Err: fmt.Errorf("connecting")}
 		}
 	}
 	select {
-	case <-e.done:
+	case <-cn.done:
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	if e.err != nil {
-		return nil, e.err
+	if cn.err != nil {
+		return nil, forCluster(cn.err, key)
 	}
-	if err := e.cluster.Err(); err != nil {
-		return nil, err
+	if err := cn.cluster.Err(); err != nil {
+		return nil, forCluster(err, key)
 	}
-	return e.cluster, nil
+	return cn.cluster, nil
+}
+
+// forCluster names the ClusterDeployment key in an *UnreachableError of a shared connection, which
+// names the ClusterDeployment it was made for.
+func forCluster(err error, key types.NamespacedName) error {
+	if u, ok := err.(*UnreachableError); ok && u.Cluster != key {
+		cp := *u
+		cp.Cluster = key
+		return &cp
+	}
+	return err
+}
+
+// failed reports a finished, failed connect.
+func (cn *conn) failed() bool {
+	select {
+	case <-cn.done:
+		return cn.err != nil
+	default:
+		return false
+	}
 }
 
 // secretVersion returns the kubeconfig Secret's resourceVersion from the MetadataReader, or "" when
@@ -360,30 +403,55 @@ func (c *Cache) readKubeconfig(ctx context.Context, key types.NamespacedName) ([
 // debugging.
 func (c *Cache) SecretReads() int64 { return c.secretReads.Load() }
 
-// connectLocked adds a connecting entry and starts its connect in the background.
+// connectLocked adds an entry: it shares the connection of another entry with the same kubeconfig
+// content (connecting, connected, or failed and still in its backoff), else starts a connect in the
+// background.
 func (c *Cache) connectLocked(key types.NamespacedName, hash [32]byte, rv string, data []byte, failures int) *entry {
-	ctx, cancel := context.WithCancel(c.ctx)
-	e := &entry{key: key, hash: hash, secretRV: rv, cancel: cancel, done: make(chan struct{}), failures: failures}
+	e := &entry{key: key, hash: hash, secretRV: rv}
 	c.entries[key] = e
+	if cn := c.conns[hash]; cn != nil && !(cn.failed() && !time.Now().Before(cn.retryAt)) {
+		cn.users[key] = struct{}{}
+		e.conn = cn
+		return e
+	}
+	ctx, cancel := context.WithCancel(c.ctx)
+	cn := &conn{hash: hash, cancel: cancel, done: make(chan struct{}), failures: failures,
+		users: map[types.NamespacedName]struct{}{key: {}}}
+	c.conns[hash] = cn
+	e.conn = cn
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		defer c.notifier.trigger(key) // TryGet callers learn that the connect ended
-		c.connect(ctx, e, data)
+		defer c.triggerUsers(cn) // TryGet callers learn that the connect ended
+		c.connect(ctx, cn, key, data)
 	}()
 	return e
 }
 
-// connect builds and starts the cluster of an entry, within the connect concurrency bound.
-func (c *Cache) connect(ctx context.Context, e *entry, data []byte) {
-	defer close(e.done)
+// triggerUsers notifies the subscribers about every ClusterDeployment of a connection.
+func (c *Cache) triggerUsers(cn *conn) {
+	c.mu.Lock()
+	keys := make([]types.NamespacedName, 0, len(cn.users))
+	for k := range cn.users {
+		keys = append(keys, k)
+	}
+	c.mu.Unlock()
+	for _, k := range keys {
+		c.notifier.trigger(k)
+	}
+}
+
+// connect builds and starts the cluster of a connection, within the connect concurrency bound. key
+// is the ClusterDeployment the connection is made for (its logs and errors name it).
+func (c *Cache) connect(ctx context.Context, cn *conn, key types.NamespacedName, data []byte) {
+	defer close(cn.done)
 	select {
 	case c.sem <- struct{}{}:
 		defer func() { <-c.sem }()
 	case <-ctx.Done():
-		e.err = ErrStopped
+		cn.err = ErrStopped
 		if c.ctx.Err() == nil {
-			e.err = &UnreachableError{Cluster: e.key, Reason: ReasonConnectFailed, Err: fmt.Errorf("connection was replaced while waiting to connect")}
+			cn.err = &UnreachableError{Cluster: key, Reason: ReasonConnectFailed, Err: fmt.Errorf("connection was replaced while waiting to connect")}
 		}
 		return
 	}
@@ -392,36 +460,36 @@ func (c *Cache) connect(ctx context.Context, e *entry, data []byte) {
 	for peak := c.peakInFlight.Load(); n > peak && !c.peakInFlight.CompareAndSwap(peak, n); peak = c.peakInFlight.Load() {
 	}
 	start := time.Now()
-	cl, err := newCluster(e.key, data, connectConfig{opts: &c.opts, onChange: func() { c.notifier.trigger(e.key) }})
+	cl, err := newCluster(key, data, connectConfig{opts: &c.opts, onChange: func() { c.triggerUsers(cn) }})
 	if err == nil {
 		err = cl.start(ctx, c.opts.SyncTimeout, probeConfig{interval: c.opts.HealthInterval, timeout: c.opts.ProbeTimeout, threshold: c.opts.ProbeFailureThreshold})
 	}
 	if c.opts.OnConnect != nil {
-		c.opts.OnConnect(e.key, time.Since(start), err)
+		c.opts.OnConnect(key, time.Since(start), err)
 	}
 	if err != nil {
 		c.mu.Lock()
-		e.failures++
-		e.retryAt = time.Now().Add(c.backoff(e.failures))
+		cn.failures++
+		cn.retryAt = time.Now().Add(c.backoff(cn.failures))
 		if u, ok := err.(*UnreachableError); ok {
-			u.RetryAt = e.retryAt
+			u.RetryAt = cn.retryAt
 		}
-		e.err = err
+		cn.err = err
 		c.mu.Unlock()
-		c.log.Info("child cluster connect failed", "clusterDeployment", e.key.String(), "error", err.Error(), "retryAt", e.retryAt)
+		c.log.Info("child cluster connect failed", "clusterDeployment", key.String(), "error", err.Error(), "retryAt", cn.retryAt)
 		return
 	}
 	c.mu.Lock()
-	current := c.entries[e.key] == e && !c.stopped
-	e.cluster = cl
+	current := len(cn.users) > 0 && !c.stopped
+	cn.cluster = cl
 	c.mu.Unlock()
 	if !current {
 		// Forgotten or replaced while connecting.
 		cl.stop()
-		e.err = &UnreachableError{Cluster: e.key, Reason: ReasonConnectFailed, Err: fmt.Errorf("connection was forgotten while connecting")}
+		cn.err = &UnreachableError{Cluster: key, Reason: ReasonConnectFailed, Err: fmt.Errorf("connection was forgotten while connecting")}
 		return
 	}
-	c.log.V(1).Info("child cluster connected", "clusterDeployment", e.key.String(), "took", time.Since(start).String())
+	c.log.V(1).Info("child cluster connected", "clusterDeployment", key.String(), "took", time.Since(start).String())
 }
 
 // backoff returns the wait after the n-th consecutive failure.
@@ -433,46 +501,70 @@ func (c *Cache) backoff(n int) time.Duration {
 	return min(d, c.opts.BackoffMax)
 }
 
-// removeLocked drops an entry and stops its cluster in the background. A connecting entry's cluster
-// is stopped by connect when it finishes.
+// removeLocked drops an entry. When it was its connection's last user, the connection ends: a
+// connect still under way is cancelled, a connected cluster is stopped in the background.
 func (c *Cache) removeLocked(e *entry) {
+	if cn := c.detachLocked(e); cn != nil {
+		if cl := cn.cluster; cl != nil {
+			c.wg.Add(1)
+			go func() {
+				defer c.wg.Done()
+				cl.stop()
+			}()
+		}
+	}
+}
+
+// detachLocked drops an entry and returns its connection when no other entry uses it any more (its
+// connect is cancelled then); nil otherwise.
+func (c *Cache) detachLocked(e *entry) *conn {
 	if c.entries[e.key] == e {
 		delete(c.entries, e.key)
 	}
-	if e.cancel != nil {
-		e.cancel() // a connect still under way (say with a revoked credential) ends now
+	cn := e.conn
+	if cn == nil {
+		return nil
 	}
-	if cl := e.cluster; cl != nil {
-		c.wg.Add(1)
-		go func() {
-			defer c.wg.Done()
-			cl.stop()
-		}()
+	delete(cn.users, e.key)
+	if len(cn.users) > 0 {
+		return nil
 	}
+	if c.conns[cn.hash] == cn {
+		delete(c.conns, cn.hash)
+	}
+	cn.cancel() // a connect still under way (say with a revoked credential) ends now
+	return cn
 }
 
 // Forget stops the connection to a ClusterDeployment's child, if any, and waits for its informers to
 // end. Call it when the ClusterDeployment goes or is no longer of interest.
 func (c *Cache) Forget(key types.NamespacedName) {
+	c.setSources(key, nil)
+	c.disconnect(key)
+}
+
+// disconnect is Forget without dropping the Secrets an adopted or regional lookup read (Using): a
+// missing kubeconfig disconnects, and its Secret appearing must still be mapped to the cluster.
+func (c *Cache) disconnect(key types.NamespacedName) {
 	c.mu.Lock()
 	e := c.entries[key]
+	var cn *conn
 	if e != nil {
-		delete(c.entries, key)
+		cn = c.detachLocked(e)
 	}
 	c.mu.Unlock()
 	if e == nil {
 		return
 	}
-	select {
-	case <-e.done:
-		if e.cluster != nil {
-			e.cluster.stop()
+	if cn != nil {
+		select {
+		case <-cn.done:
+			if cn.cluster != nil {
+				cn.cluster.stop()
+			}
+		default:
+			// Still connecting: connect sees no user left and stops what it built.
 		}
-	default:
-		// Still connecting: connect sees the entry gone and stops what it built.
-	}
-	if e.cancel != nil {
-		e.cancel()
 	}
 	c.log.V(1).Info("child cluster forgotten", "clusterDeployment", key.String())
 }
@@ -552,15 +644,16 @@ func (c *Cache) Stop() {
 		return
 	}
 	c.stopped = true
-	entries := c.entries
+	conns := c.conns
 	c.entries = map[types.NamespacedName]*entry{}
+	c.conns = map[[32]byte]*conn{}
 	c.mu.Unlock()
 	c.cancel()
 	c.notifier.close()
-	for _, e := range entries {
-		<-e.done
-		if e.cluster != nil {
-			e.cluster.stop()
+	for _, cn := range conns {
+		<-cn.done
+		if cn.cluster != nil {
+			cn.cluster.stop()
 		}
 	}
 	c.wg.Wait()

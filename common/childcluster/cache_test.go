@@ -207,7 +207,16 @@ func TestForgetStopsWithoutLeaks(t *testing.T) {
 	child := startChild(t, "forget")
 	keys := []types.NamespacedName{{Namespace: "forget", Name: "a"}, {Namespace: "forget", Name: "b"}, {Namespace: "forget", Name: "c"}}
 	for _, k := range keys {
-		if err := mgmt.WriteKubeconfigSecret(ctx, k.Namespace, k.Name, child.Kubeconfig); err != nil {
+		// A user each: one connection each (one kubeconfig content would share one connection).
+		user, err := child.Env.AddUser(envtest.User{Name: "forget-" + k.Name, Groups: []string{"system:masters"}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kc, err := user.KubeConfig()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := mgmt.WriteKubeconfigSecret(ctx, k.Namespace, k.Name, kc); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -57,6 +57,12 @@ type Cluster struct {
 	wg     sync.WaitGroup
 	once   sync.Once
 
+	// changes counts the changes of the Nodes and Pods seen after the initial listing; memo keeps
+	// values derived from them (Memo).
+	changes atomic.Uint64
+	memoMu  sync.Mutex
+	memo    map[string]memoEntry
+
 	// listFailed is closed at the first failed list or watch; a connect waiting for the initial
 	// listing gives up then instead of waiting for the sync timeout (the cache's backoff retries).
 	listFailed chan struct{}
@@ -82,14 +88,15 @@ func (c *Cluster) Nodes() []corev1.Node {
 	return out
 }
 
-// Pods returns the child's non-terminal Pods as last seen (trimmed: name, namespace, labels, node,
-// node selector, phase and container resources).
+// Pods returns the child's non-terminal Pods as last seen, rebuilt from what the cache keeps (name,
+// namespace, node, phase, and one container holding the pod's effective requests; see pod). Their
+// request maps are shared with the cache: read them, never change them.
 func (c *Cluster) Pods() []corev1.Pod {
 	items := c.pods.GetStore().List()
 	out := make([]corev1.Pod, 0, len(items))
 	for _, o := range items {
-		if p, ok := o.(*corev1.Pod); ok {
-			out = append(out, *p)
+		if p, ok := o.(*pod); ok {
+			out = append(out, p.asPod())
 		}
 	}
 	return out
@@ -209,8 +216,8 @@ func newCluster(key types.NamespacedName, data []byte, cc connectConfig) (*Clust
 			}
 		},
 		UpdateFunc: func(oldObj, newObj any) {
-			o, ok1 := oldObj.(*corev1.Pod)
-			n, ok2 := newObj.(*corev1.Pod)
+			o, ok1 := oldObj.(*pod)
+			n, ok2 := newObj.(*pod)
 			if !ok1 || !ok2 || podChanged(o, n) {
 				c.changed()
 			}
@@ -230,8 +237,37 @@ func (c *Cluster) contact() { c.lastContact.Store(time.Now().UnixNano()) }
 
 // changed notifies a change seen on the child's watches, which is also a contact.
 func (c *Cluster) changed() {
+	c.changes.Add(1)
 	c.contact()
 	c.notify()
+}
+
+type memoEntry struct {
+	changes uint64
+	value   any
+}
+
+// Memo returns the value compute derives from the child's Nodes and Pods, computing it only when they
+// changed (in what is counted) since it was last computed under that name. A cluster shared by many
+// ClusterDeployments (the same API server and identity) and a Colony re-collected for one child's
+// change then cost one computation per change, not one per ClusterDeployment and pass. The value is
+// shared: treat it as read-only.
+func (c *Cluster) Memo(name string, compute func() any) any {
+	gen := c.changes.Load() // before reading the Nodes and Pods: a change meanwhile recomputes next time
+	c.memoMu.Lock()
+	if m, ok := c.memo[name]; ok && m.changes == gen {
+		c.memoMu.Unlock()
+		return m.value
+	}
+	c.memoMu.Unlock()
+	v := compute()
+	c.memoMu.Lock()
+	if c.memo == nil {
+		c.memo = map[string]memoEntry{}
+	}
+	c.memo[name] = memoEntry{changes: gen, value: v}
+	c.memoMu.Unlock()
+	return v
 }
 
 // notify tells the cache's subscribers about the child.

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -61,20 +62,71 @@ type Locator struct {
 
 	// reads, when set, counts reads of Secret data.
 	reads *atomic.Int64
+	// read, when set, collects the management-cluster Secrets read or looked for.
+	read *[]types.NamespacedName
 }
 
-func (l *Locator) countRead() {
+// countRead counts a read of the management-cluster Secret ref (nil: a Secret on another cluster).
+func (l *Locator) countRead(ref *types.NamespacedName) {
 	if l.reads != nil {
 		l.reads.Add(1)
+	}
+	if l.read != nil && ref != nil {
+		*l.read = append(*l.read, *ref)
 	}
 }
 
 // readIndirect finds the kubeconfig of an adopted or a regional cluster. It returns found=false when
 // the ClusterDeployment is neither.
 func (c *Cache) readIndirect(ctx context.Context, key types.NamespacedName) (data []byte, found bool, err error) {
+	var read []types.NamespacedName
 	l := Locator{Reader: c.opts.Reader, Scheme: c.opts.Scheme, SystemNamespace: c.opts.SystemNamespace,
-		UserAgent: c.opts.UserAgent, Timeout: c.opts.ProbeTimeout, reads: &c.secretReads}
-	return l.Locate(ctx, key)
+		UserAgent: c.opts.UserAgent, Timeout: c.opts.ProbeTimeout, reads: &c.secretReads, read: &read}
+	data, found, err = l.Locate(ctx, key)
+	if found {
+		c.setSources(key, read)
+	} else {
+		c.setSources(key, nil)
+	}
+	return data, found, err
+}
+
+// setSources records the management-cluster Secrets the lookup of key read (nil: none).
+func (c *Cache) setSources(key types.NamespacedName, secrets []types.NamespacedName) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range c.sourcesOf[key] {
+		delete(c.sources[s], key)
+		if len(c.sources[s]) == 0 {
+			delete(c.sources, s)
+		}
+	}
+	delete(c.sourcesOf, key)
+	for _, s := range secrets {
+		if c.sources[s] == nil {
+			c.sources[s] = map[types.NamespacedName]struct{}{}
+		}
+		c.sources[s][key] = struct{}{}
+		c.sourcesOf[key] = append(c.sourcesOf[key], s)
+	}
+}
+
+// Using returns the adopted and regional ClusterDeployments whose last lookup read (or looked for) the
+// management-cluster Secret secret: an adopted cluster's SveltosCluster Secret, a Region's kubeconfig
+// Secret. A controller that watches Secret metadata maps a changed Secret to them, so that a rotation
+// (or the Secret appearing) is acted on at once. `<cd>-kubeconfig` Secrets are not listed: their name
+// says their ClusterDeployment. Secrets on a regional cluster are not seen by such a watch; a rotation
+// there that revokes the old credential makes the child Unauthorized, and the next Get reads the new
+// one.
+func (c *Cache) Using(secret types.NamespacedName) []types.NamespacedName {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]types.NamespacedName, 0, len(c.sources[secret]))
+	for k := range c.sources[secret] {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
+	return out
 }
 
 // Locate returns the kubeconfig of the adopted or regional cluster of ClusterDeployment key. It
@@ -119,7 +171,7 @@ func (l *Locator) readAdopted(ctx context.Context, key types.NamespacedName) ([]
 	dataKey, _, _ := unstructured.NestedString(sc.Object, "spec", "kubeconfigKeyName")
 	secret := &corev1.Secret{}
 	ref := types.NamespacedName{Namespace: key.Namespace, Name: name}
-	l.countRead()
+	l.countRead(&ref)
 	if err := l.Reader.Get(ctx, ref, secret); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, true, &UnreachableError{Cluster: key, Reason: ReasonKubeconfigMissing,
@@ -180,7 +232,7 @@ func (l *Locator) readRegional(ctx context.Context, key types.NamespacedName) ([
 	}
 	secret := &corev1.Secret{}
 	ref := types.NamespacedName{Namespace: key.Namespace, Name: SecretName(key.Name)}
-	l.countRead()
+	l.countRead(nil) // on the regional cluster
 	if err := rc.Get(ctx, ref, secret); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, true, &UnreachableError{Cluster: key, Reason: ReasonKubeconfigMissing,
@@ -229,7 +281,7 @@ func (l *Locator) regionKubeconfig(ctx context.Context, key types.NamespacedName
 			Err: fmt.Errorf("Region %s names neither spec.kubeConfig nor spec.clusterDeployment", region)}
 	}
 	secret := &corev1.Secret{}
-	l.countRead()
+	l.countRead(&ref)
 	if err := l.Reader.Get(ctx, ref, secret); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, &UnreachableError{Cluster: key, Reason: ReasonKubeconfigMissing, Err: fmt.Errorf("Secret %s of Region %s not found", ref, region)}
@@ -247,4 +299,37 @@ func (l *Locator) regionKubeconfig(ctx context.Context, key types.NamespacedName
 // installed): that kind of cluster simply does not exist there.
 func isNoKind(err error) bool {
 	return apierrors.IsNotFound(err) || meta.IsNoMatchError(err)
+}
+
+// Find reports whether the kubeconfig of ClusterDeployment key can be found, the same way Get finds
+// it: `<cd>-kubeconfig` next to the ClusterDeployment, else the adopted or regional cluster's
+// (Locate). It returns nil when found, an *UnreachableError with ReasonKubeconfigMissing naming what
+// is missing, and another error when a lookup failed. An adopted or regional kubeconfig that exists
+// but is unusable (ReasonKubeconfigInvalid, an unreachable regional cluster) counts as found: Get
+// reports it. Callers that only need to know whether a cluster has a kubeconfig yet (a workspace
+// waiting for its cluster, a deletion deciding whether a child is left to clean up) use Find, so that
+// every kind of cluster goes through one path.
+func (c *Cache) Find(ctx context.Context, key types.NamespacedName) (indirect bool, err error) {
+	reader := c.opts.MetadataReader
+	if reader == nil {
+		reader = c.opts.Reader
+	}
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	name := types.NamespacedName{Namespace: key.Namespace, Name: SecretName(key.Name)}
+	err = reader.Get(ctx, name, m)
+	if err == nil {
+		return false, nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return false, fmt.Errorf("reading kubeconfig Secret %s metadata: %w", name, err)
+	}
+	_, found, err := c.readIndirect(ctx, key)
+	switch {
+	case !found:
+		return false, &UnreachableError{Cluster: key, Reason: ReasonKubeconfigMissing, Err: fmt.Errorf("Secret %s not found", name)}
+	case UnreachableReason(err) == ReasonKubeconfigMissing:
+		return true, err
+	}
+	return true, nil
 }

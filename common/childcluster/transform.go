@@ -5,7 +5,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/exalsius/exalsius-operator/common/gpu"
 )
 
 // The informers keep only what GPU and resource arithmetic needs, so that the cache of a child with
@@ -39,50 +44,79 @@ func trimNode(obj any) (any, error) {
 	return out, nil
 }
 
-// trimPod keeps a Pod's name, namespace, labels, node, node selector, phase and the resources of its
-// containers, init containers (with their restart policy, for sidecars) and pod-level resources.
+// pod is what the cache keeps of a child's Pod: its name and namespace (for the informer's key and
+// for telling a workspace's own pods apart), its node, its phase and its effective requests, one
+// quantity per resource, computed once when the Pod arrives. Containers, labels, annotations,
+// conditions and the rest are dropped: a pod costs a few hundred bytes in the cache instead of the
+// kilobytes a Pod struct (even a trimmed one) takes. Pods rebuilds corev1.Pods from it for the GPU
+// and resource arithmetic (common/gpu), with one container holding the effective requests.
+type pod struct {
+	metav1.ObjectMeta // Name and Namespace only
+	NodeName          string
+	Phase             corev1.PodPhase
+	// Requests are the pod's effective requests as the scheduler counts them (gpu.PodRequestMilli:
+	// pod-level resources, app containers, sidecars and init containers), in thousandths.
+	Requests corev1.ResourceList
+}
+
+// GetObjectKind implements runtime.Object.
+func (p *pod) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+
+// DeepCopyObject implements runtime.Object.
+func (p *pod) DeepCopyObject() runtime.Object {
+	out := &pod{NodeName: p.NodeName, Phase: p.Phase, Requests: p.Requests.DeepCopy()}
+	out.Name, out.Namespace = p.Name, p.Namespace
+	return out
+}
+
+// trimPod turns a Pod into a pod, keeping only what the arithmetic needs.
 func trimPod(obj any) (any, error) {
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
-		return obj, nil
+		return obj, nil // tombstones and the like pass through
 	}
-	out := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:              p.Name,
-			Namespace:         p.Namespace,
-			UID:               p.UID,
-			ResourceVersion:   p.ResourceVersion,
-			Labels:            p.Labels,
-			DeletionTimestamp: p.DeletionTimestamp,
-		},
-		Spec: corev1.PodSpec{
-			NodeName:       p.Spec.NodeName,
-			NodeSelector:   p.Spec.NodeSelector,
-			Containers:     trimContainers(p.Spec.Containers),
-			InitContainers: trimContainers(p.Spec.InitContainers),
-			Resources:      p.Spec.Resources,
-		},
-		Status: corev1.PodStatus{Phase: p.Status.Phase},
-	}
+	out := &pod{NodeName: p.Spec.NodeName, Phase: p.Status.Phase, Requests: effectiveRequests(p)}
+	out.Name, out.Namespace = p.Name, p.Namespace
 	return out, nil
 }
 
-func trimContainers(cs []corev1.Container) []corev1.Container {
-	if len(cs) == 0 {
-		return nil
-	}
-	out := make([]corev1.Container, len(cs))
-	for i := range cs {
-		out[i] = corev1.Container{
-			Name:          cs[i].Name,
-			RestartPolicy: cs[i].RestartPolicy,
-			Resources: corev1.ResourceRequirements{
-				Requests: cs[i].Resources.Requests,
-				Limits:   cs[i].Resources.Limits,
-			},
+// effectiveRequests returns, for every resource a pod's containers or pod-level resources name, its
+// effective request in thousandths (nil when none).
+func effectiveRequests(p *corev1.Pod) corev1.ResourceList {
+	names := map[corev1.ResourceName]struct{}{}
+	add := func(l corev1.ResourceList) {
+		for n := range l {
+			names[n] = struct{}{}
 		}
 	}
+	for _, cs := range [][]corev1.Container{p.Spec.Containers, p.Spec.InitContainers} {
+		for i := range cs {
+			add(cs[i].Resources.Requests)
+			add(cs[i].Resources.Limits)
+		}
+	}
+	if p.Spec.Resources != nil {
+		add(p.Spec.Resources.Requests)
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	out := make(corev1.ResourceList, len(names))
+	for n := range names {
+		out[n] = *resource.NewMilliQuantity(gpu.PodRequestMilli(p, n), resource.DecimalSI)
+	}
 	return out
+}
+
+// asPod rebuilds a corev1.Pod from a pod: one container holds the effective requests, which gives
+// the same request of every resource under common/gpu's rules as the original Pod did.
+func (p *pod) asPod() corev1.Pod {
+	return corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace},
+		Spec: corev1.PodSpec{NodeName: p.NodeName, Containers: []corev1.Container{{
+			Name: "effective-requests", Resources: corev1.ResourceRequirements{Requests: p.Requests}}}},
+		Status: corev1.PodStatus{Phase: p.Phase},
+	}
 }
 
 // nodeChanged reports whether two trimmed Nodes differ in anything but their resourceVersion.
@@ -94,10 +128,8 @@ func nodeChanged(a, b *corev1.Node) bool {
 		!equality.Semantic.DeepEqual(a.Status.Conditions, b.Status.Conditions)
 }
 
-// podChanged reports whether two trimmed Pods differ in anything but their resourceVersion.
-func podChanged(a, b *corev1.Pod) bool {
-	return a.Status.Phase != b.Status.Phase ||
-		(a.DeletionTimestamp == nil) != (b.DeletionTimestamp == nil) ||
-		!maps.Equal(a.Labels, b.Labels) ||
-		!equality.Semantic.DeepEqual(a.Spec, b.Spec)
+// podChanged reports whether two pods differ in what is counted.
+func podChanged(a, b *pod) bool {
+	return a.Phase != b.Phase || a.NodeName != b.NodeName ||
+		!equality.Semantic.DeepEqual(a.Requests, b.Requests)
 }

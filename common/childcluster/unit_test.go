@@ -6,9 +6,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/exalsius/exalsius-operator/common/gpu"
 )
 
 func TestTrimNodeKeepsWhatGPUMathNeeds(t *testing.T) {
@@ -45,26 +48,99 @@ func TestTrimNodeKeepsWhatGPUMathNeeds(t *testing.T) {
 	}
 }
 
-func TestTrimPodKeepsResources(t *testing.T) {
+// TestTrimPodKeepsOnlyWhatTheArithmeticNeeds: the cache keeps a small pod (name, namespace, node,
+// phase, effective requests), and the Pod rebuilt from it gives common/gpu the same request of every
+// resource as the original, for app containers, sidecars, init containers, limits-only extended
+// resources and pod-level resources.
+func TestTrimPodKeepsOnlyWhatTheArithmeticNeeds(t *testing.T) {
+	always := corev1.ContainerRestartPolicyAlways
+	rl := func(kv ...string) corev1.ResourceList {
+		out := corev1.ResourceList{}
+		for i := 0; i < len(kv); i += 2 {
+			out[corev1.ResourceName(kv[i])] = resource.MustParse(kv[i+1])
+		}
+		return out
+	}
+	pods := []*corev1.Pod{
+		{
+			ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", Labels: map[string]string{"a": "b"}, Annotations: map[string]string{"x": "y"}},
+			Spec: corev1.PodSpec{
+				NodeName: "n", NodeSelector: map[string]string{"k": "v"},
+				Containers: []corev1.Container{
+					{Name: "c", Image: "i", Env: []corev1.EnvVar{{Name: "SECRET", Value: "s"}},
+						Resources: corev1.ResourceRequirements{Requests: rl("nvidia.com/gpu", "1", "cpu", "250m", "memory", "1Gi")}},
+					{Name: "d", Resources: corev1.ResourceRequirements{Limits: rl("nvidia.com/gpu", "2")}},
+				},
+				InitContainers: []corev1.Container{
+					{Name: "side", RestartPolicy: &always, Resources: corev1.ResourceRequirements{Requests: rl("cpu", "100m", "nvidia.com/gpu", "1")}},
+					{Name: "init", Resources: corev1.ResourceRequirements{Requests: rl("nvidia.com/gpu", "8", "cpu", "2")}},
+				},
+			},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady}}},
+		},
+		{
+			ObjectMeta: metav1.ObjectMeta{Name: "pod-level", Namespace: "ns"},
+			Spec: corev1.PodSpec{
+				Resources:  &corev1.ResourceRequirements{Requests: rl("cpu", "3", "memory", "4Gi")},
+				Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: rl("cpu", "1", "amd.com/gpu", "4")}}},
+			},
+			Status: corev1.PodStatus{Phase: corev1.PodPending},
+		},
+		{ObjectMeta: metav1.ObjectMeta{Name: "empty", Namespace: "ns"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c"}}}},
+	}
+	for _, in := range pods {
+		out, err := trimPod(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kept, ok := out.(*pod)
+		if !ok {
+			t.Fatalf("%s: kept a %T, want the small pod", in.Name, out)
+		}
+		if kept.Labels != nil || kept.Annotations != nil || kept.UID != "" || kept.ResourceVersion != "" {
+			t.Fatalf("%s: kept metadata it should drop: %+v", in.Name, kept.ObjectMeta)
+		}
+		got := kept.asPod()
+		if got.Name != in.Name || got.Namespace != in.Namespace || got.Spec.NodeName != in.Spec.NodeName || got.Status.Phase != in.Status.Phase {
+			t.Fatalf("%s: lost identity, node or phase: %+v", in.Name, got)
+		}
+		for _, res := range []corev1.ResourceName{"nvidia.com/gpu", "amd.com/gpu", "cpu", "memory", "ephemeral-storage"} {
+			// PodRequest counts GPUs (extended resources, whole numbers, never pod-level); for cpu and
+			// memory the arithmetic uses PodRequestMilli, where pod-level resources win.
+			if a, b := gpu.PodRequest(in, res), gpu.PodRequest(&got, res); a != b && strings.Contains(string(res), "/") {
+				t.Errorf("%s: PodRequest(%s) = %d from the cache, %d from the Pod", in.Name, res, b, a)
+			}
+			if a, b := gpu.PodRequestMilli(in, res), gpu.PodRequestMilli(&got, res); a != b {
+				t.Errorf("%s: PodRequestMilli(%s) = %d from the cache, %d from the Pod", in.Name, res, b, a)
+			}
+		}
+		if cp := kept.DeepCopyObject().(*pod); !equality.Semantic.DeepEqual(cp, kept) {
+			t.Fatalf("%s: DeepCopyObject differs: %+v vs %+v", in.Name, cp, kept)
+		}
+	}
+	if tomb, _ := trimPod("not a pod"); tomb != "not a pod" {
+		t.Fatal("non-pods must pass through")
+	}
+}
+
+// BenchmarkCachedPodSize reports the bytes the cache keeps per pod (allocated by the transform), next
+// to a decoded Pod; figures only.
+func BenchmarkCachedPodSize(b *testing.B) {
 	always := corev1.ContainerRestartPolicyAlways
 	in := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", Annotations: map[string]string{"x": "y"}},
-		Spec: corev1.PodSpec{
-			NodeName: "n", NodeSelector: map[string]string{"k": "v"},
-			Containers:     []corev1.Container{{Name: "c", Image: "i", Env: []corev1.EnvVar{{Name: "SECRET", Value: "s"}}, Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}}}},
-			InitContainers: []corev1.Container{{Name: "s", RestartPolicy: &always}},
-		},
-		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady}}},
+		ObjectMeta: metav1.ObjectMeta{Name: "notebook-0", Namespace: "ws-notebook", Labels: map[string]string{"app": "x", "pod-template-hash": "abc"}},
+		Spec: corev1.PodSpec{NodeName: "gpu-node-1",
+			Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1"), "cpu": resource.MustParse("8"), "memory": resource.MustParse("16Gi")},
+				Limits:   corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}}}},
+			InitContainers: []corev1.Container{{Name: "side", RestartPolicy: &always}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning},
 	}
-	out, _ := trimPod(in)
-	p := out.(*corev1.Pod)
-	if p.Spec.NodeName != "n" || p.Spec.NodeSelector["k"] != "v" || p.Status.Phase != corev1.PodRunning ||
-		p.Spec.Containers[0].Resources.Requests.Name("nvidia.com/gpu", resource.DecimalSI).Value() != 1 ||
-		p.Spec.InitContainers[0].RestartPolicy == nil {
-		t.Fatalf("lost needed fields: %+v", p)
-	}
-	if p.Spec.Containers[0].Env != nil || p.Spec.Containers[0].Image != "" || p.Annotations != nil || p.Status.Conditions != nil {
-		t.Fatalf("kept fields it should drop: %+v", p)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := trimPod(in); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 
@@ -81,14 +157,15 @@ func TestChangedIgnoresResourceVersionAndHeartbeats(t *testing.T) {
 	if !nodeChanged(mk("1", corev1.ConditionTrue, time.Unix(1, 0)), mk("2", corev1.ConditionFalse, time.Unix(1, 0))) {
 		t.Fatal("Ready flipping is a change")
 	}
-	a := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "1"}, Status: corev1.PodStatus{Phase: corev1.PodPending}}
-	b := a.DeepCopy()
-	b.ResourceVersion = "2"
-	if podChanged(a, b) {
-		t.Fatal("resourceVersion alone is not a change")
+	mkPod := func(rv, node string) *pod {
+		out, _ := trimPod(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{ResourceVersion: rv, Labels: map[string]string{"rv": rv}},
+			Spec: corev1.PodSpec{NodeName: node}, Status: corev1.PodStatus{Phase: corev1.PodPending}})
+		return out.(*pod)
 	}
-	b.Spec.NodeName = "n"
-	if !podChanged(a, b) {
+	if podChanged(mkPod("1", ""), mkPod("2", "")) {
+		t.Fatal("resourceVersion and labels alone are not a change")
+	}
+	if !podChanged(mkPod("1", ""), mkPod("2", "n")) {
 		t.Fatal("binding is a change")
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -116,6 +115,8 @@ func (r *clusterDeploymentReconciler) reconcileNormal(ctx context.Context, cd *k
 		return fail(k0rdentv1beta1.CredentialReadyCondition, fmt.Sprintf("Credential %s/%s is not ready", cd.Namespace, cd.Spec.Credential))
 	}
 	setCond(status, gen, k0rdentv1beta1.CredentialReadyCondition, true, k0rdentv1beta1.SucceededReason, "")
+	kind := kindOf(&tmpl, &cred) // adopted or regional (kinds.go)
+	status.Region = kind.region
 	if cd.Spec.DryRun {
 		setCond(status, gen, k0rdentv1beta1.ReadyCondition, false, k0rdentv1beta1.ProgressingReason, "dry run: nothing is provisioned")
 		return ctrl.Result{}, nil
@@ -132,7 +133,7 @@ func (r *clusterDeploymentReconciler) reconcileNormal(ctx context.Context, cd *k
 		return fail(k0rdentv1beta1.HelmReleaseReadyCondition, err.Error())
 	}
 	setCond(status, gen, k0rdentv1beta1.HelmReleaseReadyCondition, true, k0rdentv1beta1.SucceededReason, "")
-	if meta.FindStatusCondition(status.Conditions, k0rdentv1beta1.CAPIClusterSummaryCondition) == nil {
+	if !kind.adopted && meta.FindStatusCondition(status.Conditions, k0rdentv1beta1.CAPIClusterSummaryCondition) == nil {
 		setCond(status, gen, k0rdentv1beta1.CAPIClusterSummaryCondition, false, k0rdentv1beta1.ProgressingReason, "provisioning the child cluster")
 		setCond(status, gen, k0rdentv1beta1.ReadyCondition, false, k0rdentv1beta1.ProgressingReason, "provisioning the child cluster")
 		// Show the Provisioning state before the (seconds long) start of the child.
@@ -143,18 +144,22 @@ func (r *clusterDeploymentReconciler) reconcileNormal(ctx context.Context, cd *k
 	// Cluster API writes the kubeconfig Secret as soon as the control plane answers, well before the
 	// cluster is ready; GPUs appear once the device plugin runs on a Ready node.
 	child, err := r.world.StartChildWith(ctx, ChildName(cd.Namespace, cd.Name), cfg, world.ChildOptions{
-		OnAPIServerUp: func(c *world.ChildCluster) error { return r.writeKubeconfig(ctx, cd, c.Kubeconfig) },
+		OnAPIServerUp: func(c *world.ChildCluster) error { return r.publishKubeconfig(ctx, cd, &cred, kind, c.Kubeconfig) },
 		DeferDevices:  true,
 	})
+	upCond := k0rdentv1beta1.CAPIClusterSummaryCondition
+	if kind.adopted {
+		upCond = k0rdentv1beta1.SveltosClusterReadyCondition // no Cluster API cluster: KCM follows the SveltosCluster
+	}
 	if err != nil {
-		setCond(status, gen, k0rdentv1beta1.CAPIClusterSummaryCondition, false, k0rdentv1beta1.FailedReason, err.Error())
+		setCond(status, gen, upCond, false, k0rdentv1beta1.FailedReason, err.Error())
 		setCond(status, gen, k0rdentv1beta1.ReadyCondition, false, k0rdentv1beta1.FailedReason, err.Error())
 		return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
 	}
-	if err := r.writeKubeconfig(ctx, cd, child.Kubeconfig); err != nil {
+	if err := r.publishKubeconfig(ctx, cd, &cred, kind, child.Kubeconfig); err != nil {
 		return ctrl.Result{}, err
 	}
-	setCond(status, gen, k0rdentv1beta1.CAPIClusterSummaryCondition, true, k0rdentv1beta1.SucceededReason, "")
+	setCond(status, gen, upCond, true, k0rdentv1beta1.SucceededReason, "")
 	status.KubernetesVersion = "v1.37.2"
 	if err := r.patchStatus(ctx, cd, status); err != nil {
 		return ctrl.Result{}, err
@@ -207,22 +212,6 @@ func (r *clusterDeploymentReconciler) aggregateServices(ctx context.Context, cd 
 	return nil
 }
 
-// writeKubeconfig publishes the child's kubeconfig as Cluster API does: Secret `<cd>-kubeconfig`,
-// key value, type cluster.x-k8s.io/secret, label cluster.x-k8s.io/cluster-name. An existing Secret
-// is kept as it is: a kubeconfig rotated by hand stays.
-func (r *clusterDeploymentReconciler) writeKubeconfig(ctx context.Context, cd *k0rdentv1beta1.ClusterDeployment, kubeconfig []byte) error {
-	s := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: cd.Namespace, Name: k0rdentv1beta1.KubeconfigSecretName(cd.Name),
-			Labels: map[string]string{"cluster.x-k8s.io/cluster-name": cd.Name}},
-		Type: "cluster.x-k8s.io/secret",
-		Data: map[string][]byte{k0rdentv1beta1.KubeconfigSecretKey: kubeconfig},
-	}
-	if err := r.client.Create(ctx, s); err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
-	}
-	return nil
-}
-
 // reconcileDelete deletes the ServiceSets owned by the ClusterDeployment (ownerReferences naming it)
 // and waits for them, then tears the child down and drops the finalizer.
 func (r *clusterDeploymentReconciler) reconcileDelete(ctx context.Context, cd *k0rdentv1beta1.ClusterDeployment) (ctrl.Result, error) {
@@ -261,8 +250,7 @@ func (r *clusterDeploymentReconciler) reconcileDelete(ctx context.Context, cd *k
 	if err := r.world.StopChild(ChildName(cd.Namespace, cd.Name)); err != nil {
 		log.FromContext(ctx).Error(err, "stopping the child cluster")
 	}
-	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: cd.Namespace, Name: k0rdentv1beta1.KubeconfigSecretName(cd.Name)}}
-	if err := r.client.Delete(ctx, s); client.IgnoreNotFound(err) != nil {
+	if err := r.unpublishKubeconfig(ctx, cd); err != nil {
 		return ctrl.Result{}, err
 	}
 	controllerutil.RemoveFinalizer(cd, k0rdentv1beta1.ClusterDeploymentFinalizer)

@@ -82,11 +82,11 @@ func Ensure(ctx context.Context, c client.Client, objs ...client.Object) error {
 	return nil
 }
 
-// EnsureClusterFixtures creates the ClusterTemplate and Credential in each namespace and waits until
-// the template is valid and the credential ready: KCM's admission refuses ClusterDeployments before.
+// EnsureClusterFixtures creates the ClusterTemplate, the adopted-cluster ClusterTemplate (kinds.go)
+// and the Credential in each namespace and waits until the template is valid and the credential ready: KCM's admission refuses ClusterDeployments before.
 func EnsureClusterFixtures(ctx context.Context, c client.Client, namespaces ...string) error {
 	for _, ns := range namespaces {
-		if err := Ensure(ctx, c, ClusterTemplate(ns), Credential(ns)); err != nil {
+		if err := Ensure(ctx, c, ClusterTemplate(ns), AdoptedClusterTemplate(ns), Credential(ns)); err != nil {
 			return err
 		}
 	}

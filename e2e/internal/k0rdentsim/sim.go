@@ -86,6 +86,9 @@ func Start(ctx context.Context, o Options) (*Simulator, error) {
 	// in the simulator's log rather than on the terminal of `make run` or the test output.
 	klog.SetLogger(logger)
 	ctrl.SetLogger(logger)
+	if err := EnsureKindCRDs(ctx, o.Config); err != nil {
+		return nil, fmt.Errorf("k0rdentsim: %w", err)
+	}
 	mgr, err := ctrl.NewManager(o.Config, ctrl.Options{
 		Scheme:                 Scheme(),
 		Logger:                 logger.WithName("k0rdent-sim"),

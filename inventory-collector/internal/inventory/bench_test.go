@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/apimachinery/pkg/types"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
 	"github.com/exalsius/exalsius-operator/common/childcluster/childtest"
@@ -35,7 +36,10 @@ func envInt(name string, def int) int {
 // and never answers). It measures how long a node change on a child takes to reach the Colony's
 // status.gpuInventory (p50, p99), the collector's RSS and heap, goroutines per connected child, and
 // status writes in a quiet window after the changes (idle writes). Set INVENTORY_BENCH_CLUSTERS and
-// INVENTORY_BENCH_NODES to change N and M.
+// INVENTORY_BENCH_NODES to change N and M. The reachable ClusterDeployments share the three servers'
+// admin kubeconfigs, so they share three connections (common/childcluster); INVENTORY_BENCH_DISTINCT=1
+// gives each its own user (its own client certificate), hence its own connection, as ClusterDeployments
+// of distinct clusters have.
 func BenchmarkNodeChangeToColony(b *testing.B) {
 	n, m := envInt("INVENTORY_BENCH_CLUSTERS", 200), envInt("INVENTORY_BENCH_NODES", 50)
 	unreachable := n / 10
@@ -60,8 +64,26 @@ func BenchmarkNodeChangeToColony(b *testing.B) {
 			onChild0 = append(onChild0, "bench-"+suffix)
 		}
 	}
+	var kubeconfig func(string, *testenv.Child) []byte
+	if os.Getenv("INVENTORY_BENCH_DISTINCT") == "1" {
+		kubeconfig = func(suffix string, ch *testenv.Child) []byte {
+			user, err := ch.Env.AddUser(envtest.User{Name: "bench-" + suffix, Groups: []string{"system:masters"}}, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			kc, err := user.KubeConfig()
+			if err != nil {
+				b.Fatal(err)
+			}
+			return kc
+		}
+	}
+	identities := "one identity per API server"
+	if kubeconfig != nil {
+		identities = "one identity per ClusterDeployment"
+	}
 	start := time.Now()
-	colony := colonyFixture(b, benchNS, "bench", clusters)
+	colony := colonyFixtureWith(b, benchNS, "bench", clusters, kubeconfig)
 	var refs []any
 	for suffix := range clusters {
 		refs = append(refs, map[string]any{"name": "bench-" + suffix, "namespace": benchNS})
@@ -150,8 +172,8 @@ func BenchmarkNodeChangeToColony(b *testing.B) {
 	b.ReportMetric(rss, "MiB-rss")
 	b.ReportMetric(perChild, "goroutines/child")
 	b.ReportMetric(idleWrites, "idle-writes")
-	fmt.Printf("inventory-collector bench: %d ClusterDeployments (%d black-holed) over %d API servers, %d GPU nodes each; first full inventory after %s\n",
-		n, unreachable, len(children), m, initial.Round(time.Millisecond))
+	fmt.Printf("inventory-collector bench: %d ClusterDeployments (%d black-holed) over %d API servers, %d GPU nodes each, %s; first full inventory after %s\n",
+		n, unreachable, len(children), m, identities, initial.Round(time.Millisecond))
 	fmt.Printf("  node change -> Colony status: p50 %s, p99 %s, max %s over %d changes (debounce %s)\n",
 		p(0.5).Round(time.Millisecond), p(0.99).Round(time.Millisecond), latencies[len(latencies)-1].Round(time.Millisecond), len(latencies), debounce)
 	fmt.Printf("  RSS %.1f MiB (whole test process), heap in use %.1f MiB, goroutines %d (%d before), %.1f per child over %d entries\n",

@@ -97,10 +97,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 		Named("inventory").
 		For(&infrav1.Colony{}, builder.WithPredicates(colonyChanged())).
 		WatchesMetadata(&k0rdentv1beta1.ClusterDeployment{}, handler.EnqueueRequestsFromMapFunc(r.colonyForClusterDeployment)).
+		// Every Secret's metadata: `<cd>-kubeconfig`, and the Secrets the lookup of an adopted or
+		// regional cluster read, whatever their name (colonyForSecret).
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.colonyForSecret),
-			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
-				return strings.HasSuffix(o.GetName(), childcluster.SecretSuffix)
-			}))).
+			builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
 		WatchesRawSource(r.Clusters.Source(handler.EnqueueRequestsFromMapFunc(r.colonyForClusterDeployment))).
 		WithOptions(opts).
 		Complete(r)
@@ -151,16 +151,43 @@ func (r *Reconciler) colonyForClusterDeployment(ctx context.Context, obj client.
 	return nil
 }
 
-// colonyForSecret maps a kubeconfig Secret to the Colony of its ClusterDeployment.
+// colonyForSecret maps a kubeconfig Secret to the Colony of its ClusterDeployment: `<cd>-kubeconfig`
+// by its name, an adopted cluster's default `<cd>-sveltos-kubeconfig` by its name too, and any other
+// Secret the last lookup of an adopted or regional cluster read or looked for (a SveltosCluster's
+// named Secret, a Region's kubeconfig) through the cache's record of it (childcluster.Cache.Using).
 func (r *Reconciler) colonyForSecret(ctx context.Context, obj client.Object) []reconcile.Request {
+	var cds []types.NamespacedName
+	if cd, ok := strings.CutSuffix(obj.GetName(), childcluster.SecretSuffix); ok {
+		cds = append(cds, types.NamespacedName{Namespace: obj.GetNamespace(), Name: cd})
+		if adopted, ok := strings.CutSuffix(cd, "-sveltos"); ok && adopted != "" {
+			cds = append(cds, types.NamespacedName{Namespace: obj.GetNamespace(), Name: adopted})
+		}
+	}
+	cds = append(cds, r.Clusters.Using(client.ObjectKeyFromObject(obj))...)
+	seen := map[types.NamespacedName]bool{}
+	var out []reconcile.Request
+	for _, key := range cds {
+		for _, req := range r.colonyForClusterDeploymentKey(ctx, key) {
+			if !seen[req.NamespacedName] {
+				seen[req.NamespacedName] = true
+				out = append(out, req)
+			}
+		}
+	}
+	return out
+}
+
+// colonyForClusterDeploymentKey maps a ClusterDeployment known by its key to its Colony, reading its
+// metadata from the cache when it is not watched yet.
+func (r *Reconciler) colonyForClusterDeploymentKey(ctx context.Context, key types.NamespacedName) []reconcile.Request {
 	cd := &metav1.PartialObjectMetadata{}
 	cd.SetGroupVersionKind(k0rdentv1beta1.GroupVersion.WithKind("ClusterDeployment"))
-	cd.SetNamespace(obj.GetNamespace())
-	cd.SetName(strings.TrimSuffix(obj.GetName(), childcluster.SecretSuffix))
+	cd.SetNamespace(key.Namespace)
+	cd.SetName(key.Name)
 	if reqs := r.colonyForClusterDeployment(ctx, cd); len(reqs) > 0 {
 		return reqs
 	}
-	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(cd), cd); err != nil {
+	if err := r.Client.Get(ctx, key, cd); err != nil {
 		return nil
 	}
 	return r.colonyForClusterDeployment(ctx, cd)

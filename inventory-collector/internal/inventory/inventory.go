@@ -46,7 +46,10 @@ func (r *Reconciler) collect(ctx context.Context, colony *infrav1.Colony, cds []
 		cl, err := r.Clusters.TryGet(ctx, cd.Namespace, cd.Name)
 		switch {
 		case err == nil:
-			e := infrav1.ClusterGPUInventory{Reachable: true, Offerings: gpu.Offerings(cl.Nodes(), cl.Pods())}
+			// Computed once per change of the child, shared by the ClusterDeployments that reach the
+			// same API server with the same identity.
+			offerings := cl.Memo("inventory/offerings", func() any { return gpu.Offerings(cl.Nodes(), cl.Pods()) }).([]infrav1.GPUOffering)
+			e := infrav1.ClusterGPUInventory{Reachable: true, Offerings: offerings}
 			e.LastUpdated = now
 			contact := contactTime(cl.LastContact(), now)
 			e.LastContact = &contact

@@ -147,6 +147,13 @@ func startCollectorWith(namespaces []string, shard sharding.Shard, tune func(*ch
 // clusterDeploymentRefs, under the colony-controller's field manager.
 func colonyFixture(t testing.TB, ns, name string, clusters map[string]*testenv.Child) *infrav1.Colony {
 	t.Helper()
+	return colonyFixtureWith(t, ns, name, clusters, nil)
+}
+
+// colonyFixtureWith is colonyFixture with each ClusterDeployment's kubeconfig from kubeconfig (nil:
+// the child's admin kubeconfig).
+func colonyFixtureWith(t testing.TB, ns, name string, clusters map[string]*testenv.Child, kubeconfig func(suffix string, child *testenv.Child) []byte) *infrav1.Colony {
+	t.Helper()
 	ctx := context.Background()
 	colony := &infrav1.Colony{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 	if err := mgmt.Client.Create(ctx, colony); err != nil {
@@ -156,7 +163,11 @@ func colonyFixture(t testing.TB, ns, name string, clusters map[string]*testenv.C
 	for suffix, child := range clusters {
 		cdName := name + "-" + suffix
 		createClusterDeployment(t, colony, cdName)
-		if err := mgmt.WriteKubeconfigSecret(ctx, ns, cdName, child.Kubeconfig); err != nil {
+		kc := child.Kubeconfig
+		if kubeconfig != nil {
+			kc = kubeconfig(suffix, child)
+		}
+		if err := mgmt.WriteKubeconfigSecret(ctx, ns, cdName, kc); err != nil {
 			t.Fatal(err)
 		}
 		refs = append(refs, map[string]any{"name": cdName, "namespace": ns})

@@ -21,6 +21,11 @@ type Children interface {
 	// Client returns a direct (uncached) client for the child. An error means the child cannot be
 	// reached now.
 	Client(ctx context.Context, cd types.NamespacedName) (client.Client, error)
+	// Find reports whether the child's kubeconfig exists: `<cd>-kubeconfig`, or the Secret of an
+	// adopted (SveltosCluster) or regional (Region) cluster. Nil when found; an error with reason
+	// KubeconfigMissing (childcluster.UnreachableReason) naming what is missing; another error when a
+	// lookup failed. indirect is true for an adopted or regional cluster.
+	Find(ctx context.Context, cd types.NamespacedName) (indirect bool, err error)
 	// Forget stops and drops the child's cache, when its ClusterDeployment or Secret is gone.
 	Forget(cd types.NamespacedName)
 	// Size is the number of children cached now, for the cache-size metric.
@@ -59,6 +64,11 @@ func (c CacheChildren) Client(ctx context.Context, cd types.NamespacedName) (cli
 		return nil, err
 	}
 	return cl.Client(), nil
+}
+
+// Find implements Children.
+func (c CacheChildren) Find(ctx context.Context, cd types.NamespacedName) (bool, error) {
+	return c.Cache.Find(ctx, cd)
 }
 
 // Forget implements Children.

@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -17,6 +16,7 @@ import (
 
 	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/common/childcluster"
 )
 
 // EventReasonCleanupIncomplete is the reason of the Warning Event a deletion leaves when it gave up
@@ -45,13 +45,12 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (reconcile.R
 	cdGone := apierrors.IsNotFound(err)
 	secretGone := cdGone
 	if !cdGone {
-		secret := &metav1.PartialObjectMetadata{}
-		secret.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
-		err := r.Client.Get(ctx, types.NamespacedName{Namespace: s.cdKey.Namespace, Name: k0rdentv1.KubeconfigSecretName(s.cdKey.Name)}, secret)
-		if err != nil && !apierrors.IsNotFound(err) {
-			return reconcile.Result{}, fmt.Errorf("reading kubeconfig Secret metadata of %s: %w", s.cdKey, err)
+		// The same lookup as resolveCluster: `<cd>-kubeconfig`, or an adopted or regional cluster's.
+		_, err := r.Children.Find(ctx, s.cdKey)
+		if err != nil && childcluster.UnreachableReason(err) != childcluster.ReasonKubeconfigMissing {
+			return reconcile.Result{}, fmt.Errorf("looking up the kubeconfig of %s: %w", s.cdKey, err)
 		}
-		secretGone = apierrors.IsNotFound(err)
+		secretGone = err != nil
 	}
 	waited := s.now.Sub(ws.DeletionTimestamp.Time)
 	givingUp := func(childErr error) bool {

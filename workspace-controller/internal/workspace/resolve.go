@@ -2,6 +2,7 @@ package workspace
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,6 +13,7 @@ import (
 
 	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/common/childcluster"
 	"github.com/exalsius/exalsius-operator/common/conditions"
 	"github.com/exalsius/exalsius-operator/common/gpu"
 	"github.com/exalsius/exalsius-operator/common/tenancy"
@@ -109,16 +111,19 @@ func (r *Reconciler) resolveCluster(ctx context.Context, s *scope) (stepResult, 
 		return stop, nil
 	}
 	s.cd = cd
-	secret := &metav1.PartialObjectMetadata{}
-	secret.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
-	err = r.Client.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: k0rdentv1.KubeconfigSecretName(key.Name)}, secret)
-	if apierrors.IsNotFound(err) {
+	// One path for every kind of cluster: `<cd>-kubeconfig`, an adopted cluster's SveltosCluster
+	// Secret or a regional cluster's Secret on its Region (common/childcluster).
+	if indirect, err := r.Children.Find(ctx, key); err != nil {
+		if childcluster.UnreachableReason(err) != childcluster.ReasonKubeconfigMissing {
+			return stop, fmt.Errorf("looking up the kubeconfig of %s: %w", key, err)
+		}
 		s.blocked(workspacesv1.PhasePending, workspacesv1.ClusterDeploymentResolvedCondition, workspacesv1.ReasonClusterNotReady,
-			fmt.Sprintf("ClusterDeployment %s has no kubeconfig Secret %s yet", key, k0rdentv1.KubeconfigSecretName(key.Name)))
+			fmt.Sprintf("ClusterDeployment %s has no kubeconfig yet (%s)", key, kubeconfigMissing(err)))
+		if indirect {
+			// A Secret on a regional cluster, or one a SveltosCluster names freely, is not watched.
+			return stopAfter(r.Options.UnreachableRetry), nil
+		}
 		return stop, nil
-	}
-	if err != nil {
-		return stop, fmt.Errorf("reading kubeconfig Secret metadata of %s: %w", key, err)
 	}
 	if out, err := r.checkReleaseNamespace(ctx, s); err != nil || out.stop {
 		return out, err
@@ -126,6 +131,16 @@ func (r *Reconciler) resolveCluster(ctx context.Context, s *scope) (stepResult, 
 	s.setTrue(workspacesv1.ClusterDeploymentResolvedCondition, workspacesv1.ReasonClusterDeploymentResolved,
 		fmt.Sprintf("ClusterDeployment %s", key))
 	return next, nil
+}
+
+// kubeconfigMissing returns what a KubeconfigMissing error says is missing, without the prefix naming
+// the cluster (the message names it already).
+func kubeconfigMissing(err error) string {
+	var u *childcluster.UnreachableError
+	if errors.As(err, &u) && u.Err != nil {
+		return u.Err.Error()
+	}
+	return err.Error()
 }
 
 // checkReleaseNamespace fails a workspace whose release namespace ws-<name> on the cluster is already

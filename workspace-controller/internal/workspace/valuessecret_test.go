@@ -129,9 +129,12 @@ func TestValuesSecretRemovedWhenUnneeded(t *testing.T) {
 	eventually(t, "values Secret made", func() error {
 		return k8s.Get(ctxT(t), types.NamespacedName{Namespace: ss.Namespace, Name: ss.Name + "-values"}, &corev1.Secret{})
 	})
-	ws := getWS(t, key)
-	ws.Spec.ValuesFrom = nil
-	must(t, k8s.Update(ctxT(t), ws))
+	// The controller writes the workspace meanwhile: retry the edit on a conflict.
+	eventually(t, "valuesFrom removed from the workspace", func() error {
+		ws := getWS(t, key)
+		ws.Spec.ValuesFrom = nil
+		return k8s.Update(ctxT(t), ws)
+	})
 	eventually(t, "values Secret removed and valuesFrom dropped", func() error {
 		err := k8s.Get(ctxT(t), types.NamespacedName{Namespace: ss.Namespace, Name: ss.Name + "-values"}, &corev1.Secret{})
 		if !apierrors.IsNotFound(err) {

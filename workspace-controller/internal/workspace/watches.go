@@ -202,9 +202,15 @@ func (r *Reconciler) forValuesSource(kind string) handler.MapFunc {
 	}
 }
 
+// forKubeconfigSecret maps `<cd>-kubeconfig` to the workspaces on cd, and an adopted cluster's
+// default `<cd>-sveltos-kubeconfig` to those on cd too.
 func (r *Reconciler) forKubeconfigSecret(ctx context.Context, o client.Object) []reconcile.Request {
 	cd := strings.TrimSuffix(o.GetName(), k0rdentv1.KubeconfigSecretSuffix)
-	return r.workspaces(ctx, IndexCluster, types.NamespacedName{Namespace: o.GetNamespace(), Name: cd}.String(), nil)
+	out := r.workspaces(ctx, IndexCluster, types.NamespacedName{Namespace: o.GetNamespace(), Name: cd}.String(), nil)
+	if adopted, ok := strings.CutSuffix(cd, "-sveltos"); ok && adopted != "" {
+		out = append(out, r.workspaces(ctx, IndexCluster, types.NamespacedName{Namespace: o.GetNamespace(), Name: adopted}.String(), nil)...)
+	}
+	return out
 }
 
 // forNamespace brings back the workspaces of other namespaces that target clusters in a namespace
