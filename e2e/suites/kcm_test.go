@@ -111,8 +111,9 @@ func assertForbidden(t *testing.T, err error, parts ...string) {
 }
 
 // TestSimulatorLikeKCM checks the simulator's KCM and Sveltos behaviours the controllers rely on:
-// values rendered as templates with valuesFrom first, retries of a failed release, serviceSpec,
-// storage, a hand-rotated kubeconfig kept, revocable token credentials, uninstall states.
+// values rendered as templates with valuesFrom first, retries of a failed release (also of one whose
+// child was down), serviceSpec, storage, a hand-rotated kubeconfig kept, revocable token
+// credentials, uninstall states.
 func TestSimulatorLikeKCM(t *testing.T) {
 	localOnly(t, "the simulator's charts and child clusters")
 	var ns string
@@ -159,6 +160,28 @@ func TestSimulatorLikeKCM(t *testing.T) {
 				t.Fatal(err)
 			}
 			waitServiceState(ctx, t, ns, ss.Name, "retry", k0rdentv1beta1.ServiceStateDeployed)
+			return ctx
+		}).
+		Assess("a release on a stopped child is retried once the child is back, the ServiceSet unchanged", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			// Sveltos requeues a failed ClusterSummary whatever failed: a release that could not even
+			// be read (the child's API server down) is not Failed for good.
+			if err := child.local.Env.Pause(); err != nil {
+				t.Fatal(err)
+			}
+			resumed := false
+			defer func() {
+				if !resumed {
+					_ = child.local.Env.Resume()
+				}
+			}()
+			ss := withOwner(ctx, t, serviceSet(ns, cd, cd+"-outage", k0rdentv1beta1.ServiceWithValues{Name: "outage", Namespace: "sim-outage", Template: "prereq"}))
+			mustCreate(ctx, t, ss)
+			waitServiceState(ctx, t, ns, ss.Name, "outage", k0rdentv1beta1.ServiceStateFailed)
+			if err := child.local.Env.Resume(); err != nil {
+				t.Fatal(err)
+			}
+			resumed = true
+			waitServiceState(ctx, t, ns, ss.Name, "outage", k0rdentv1beta1.ServiceStateDeployed)
 			return ctx
 		}).
 		Assess("helmAction Uninstall: Deleted, the release gone", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {

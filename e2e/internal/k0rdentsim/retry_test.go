@@ -68,3 +68,46 @@ func TestRetryGate(t *testing.T) {
 		t.Error("the failure record outlived its ServiceSet")
 	}
 }
+
+// A service that failed before Helm could act (its child unreachable while the release was read) is
+// tried again with backoff, though nothing about the ServiceSet changes; getting past planning drops
+// the count, and a release held back by its own backoff is not counted twice.
+func TestRetryPlanFailures(t *testing.T) {
+	r := &serviceSetReconciler{failed: map[string]failure{}, collected: map[types.NamespacedName]time.Time{}}
+	ss := &k0rdentv1beta1.ServiceSet{}
+	ss.UID, ss.Namespace, ss.Name = "uid-1", "ns", "ss"
+	svc := k0rdentv1beta1.ServiceWithValues{Name: "rel", Namespace: "ns"}
+	key := failureKey("child", ss, svc)
+	unreachable := plan{svc: svc, state: k0rdentv1beta1.ServiceStateFailed, message: "connection refused"}
+
+	if d := r.retryPlanFailures("child", ss, []plan{unreachable}); d != retryBase {
+		t.Fatalf("first failure retried after %s, want %s", d, retryBase)
+	}
+	if d := r.retryPlanFailures("child", ss, []plan{unreachable}); d != 2*retryBase {
+		t.Errorf("second failure retried after %s, want %s", d, 2*retryBase)
+	}
+	for range 10 {
+		r.retryPlanFailures("child", ss, []plan{unreachable})
+	}
+	if d := r.retryPlanFailures("child", ss, []plan{unreachable}); d != retryMax {
+		t.Errorf("retry after %s after many failures, want the cap %s", d, retryMax)
+	}
+	if d := r.retryPlanFailures("child", ss, []plan{{svc: svc, state: k0rdentv1beta1.ServiceStateDeployed}}); d != 0 {
+		t.Errorf("a deployed service schedules a retry after %s", d)
+	}
+	if _, ok := r.failed[key]; ok {
+		t.Error("a service past planning kept its count of planning failures")
+	}
+	if d := r.retryPlanFailures("child", ss, []plan{unreachable}); d != retryBase {
+		t.Errorf("a new failure after a success retried after %s, want %s", d, retryBase)
+	}
+
+	r.recordFailure(key, "inputs", "helm install failed")
+	held := plan{svc: svc, state: k0rdentv1beta1.ServiceStateFailed, message: "helm install failed", fingerprint: "inputs"}
+	if d := r.retryPlanFailures("child", ss, []plan{held}); d != 0 {
+		t.Errorf("a release held back by its backoff counted as a planning failure (retry after %s)", d)
+	}
+	if f := r.failed[key]; f.fingerprint != "inputs" || f.count != 1 {
+		t.Errorf("the release's own failure record changed: %+v", f)
+	}
+}

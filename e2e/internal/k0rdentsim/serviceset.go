@@ -189,7 +189,7 @@ func (r *serviceSetReconciler) reconcileNormal(ctx context.Context, ss *k0rdentv
 	}
 	r.pruneStates(ctx, ss, status, h)
 	finish(ss, status)
-	requeue := r.retryAfter(child.Name, ss, plans)
+	requeue := minPositive(r.retryAfter(child.Name, ss, plans), r.retryPlanFailures(child.Name, ss, plans))
 	if buildErr != nil || pcErr != nil {
 		// KCM requeues a ServiceSet whose Profile could not be built (a template not valid yet).
 		requeue = minPositive(requeue, 10*time.Second)

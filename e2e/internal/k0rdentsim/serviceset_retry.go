@@ -46,8 +46,8 @@ func (r *serviceSetReconciler) retryAfter(child string, ss *k0rdentv1beta1.Servi
 }
 
 // recordFailure counts a failed attempt and schedules the next one with backoff; an attempt with
-// other inputs starts counting anew.
-func (r *serviceSetReconciler) recordFailure(key, fingerprint, message string) {
+// other inputs starts counting anew. It returns the backoff.
+func (r *serviceSetReconciler) recordFailure(key, fingerprint, message string) time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	f := r.failed[key]
@@ -56,9 +56,36 @@ func (r *serviceSetReconciler) recordFailure(key, fingerprint, message string) {
 	}
 	f.count++
 	f.message = message
-	backoff := retryBase << min(f.count-1, 10)
-	f.next = time.Now().Add(min(backoff, retryMax))
+	backoff := min(retryBase<<min(f.count-1, 10), retryMax)
+	f.next = time.Now().Add(backoff)
 	r.failed[key] = f
+	return backoff
+}
+
+// planFailure is the fingerprint of a failure before Helm could act (the release could not be read,
+// the chart, the values or the helmOptions not loaded).
+const planFailure = "plan"
+
+// retryPlanFailures counts one more failed attempt for each service that failed before Helm could
+// act and returns when the earliest is to be tried again (zero: none failed so). Sveltos requeues a
+// failed ClusterSummary with backoff whatever failed, so a service whose child was unreachable is
+// tried again once the child is back, without any change to the ServiceSet. A service that got past
+// planning drops its count.
+func (r *serviceSetReconciler) retryPlanFailures(child string, ss *k0rdentv1beta1.ServiceSet, plans []plan) time.Duration {
+	var d time.Duration
+	for _, p := range plans {
+		key := failureKey(child, ss, p.svc)
+		if p.state == k0rdentv1beta1.ServiceStateFailed && p.work == nil && p.fingerprint == "" {
+			d = minPositive(d, r.recordFailure(key, planFailure, p.message))
+			continue
+		}
+		r.mu.Lock()
+		if r.failed[key].fingerprint == planFailure {
+			delete(r.failed, key)
+		}
+		r.mu.Unlock()
+	}
+	return d
 }
 
 // forget drops the failure record of a release.
