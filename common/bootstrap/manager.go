@@ -108,6 +108,7 @@ func managerOptions(opts *Options, scheme *runtime.Scheme) ctrl.Options {
 			CertDir:       opts.MetricsCertDir,
 		},
 		HealthProbeBindAddress:        opts.HealthProbeBindAddress,
+		PprofBindAddress:              opts.PprofBindAddress,
 		LeaderElection:                opts.LeaderElect,
 		LeaderElectionID:              opts.LeaderElectionID(),
 		LeaderElectionNamespace:       opts.LeaderElectionNamespace,
