@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"sort"
 	"strings"
@@ -172,7 +173,11 @@ func writeDoc(c config, results []result, base rates, table string, wall time.Du
 		"writes are counted for 60 s after the largest N of each class and cluster count. GPUs over capacity: the\n" +
 		"admitted GPUs per node (status.admission) above the node's GPUs at the end, and workspaces left without an\n" +
 		"admission. Ratios to the API server's own create rate, measured in the same run, hold across machines.\n\n")
-	fmt.Fprintf(&b, "Last run: %s, commit %s, machine: %s; wall time %s.\n\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"), gitCommit(), machine(), wall.Round(time.Second))
+	crds := "the project's k0rdent mirror"
+	if dir := os.Getenv("K0RDENT_CRDS"); dir != "" {
+		crds = "k0rdent's real CRDs (K0RDENT_CRDS=" + filepath.Base(dir) + ")"
+	}
+	fmt.Fprintf(&b, "Last run: %s, commit %s, %s, machine: %s; wall time %s.\n\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"), gitCommit(), crds, machine(), wall.Round(time.Second))
 	b.WriteString(table)
 	b.WriteString(targets(results))
 	if c.goBench != "" {
