@@ -172,7 +172,10 @@ func writeDoc(c config, results []result, base rates, table string, wall time.Du
 		"from `controller_runtime_reconcile_total`; RSS and CPU seconds from /proc of the controller process. Idle\n" +
 		"writes are counted for 60 s after the largest N of each class and cluster count. GPUs over capacity: the\n" +
 		"admitted GPUs per node (status.admission) above the node's GPUs at the end, and workspaces left without an\n" +
-		"admission. Ratios to the API server's own create rate, measured in the same run, hold across machines.\n\n")
+		"admission. Ratios to the API server's own create rate, measured in the same run, hold across machines.\n" +
+		"When the creates per second in brackets are close to the workspaces per second, the bench's own\n" +
+		"creates bound the throughput, not the controller: compare the latencies (each workspace's own wait) and the\n" +
+		"controller's CPU per workspace instead.\n\n")
 	crds := "the project's k0rdent mirror"
 	if dir := os.Getenv("K0RDENT_CRDS"); dir != "" {
 		crds = "k0rdent's real CRDs (K0RDENT_CRDS=" + filepath.Base(dir) + ")"

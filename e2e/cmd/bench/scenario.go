@@ -89,6 +89,9 @@ func runScenario(ctx context.Context, c config, sc scenario, children []*testenv
 	}
 
 	dir := filepath.Join(c.logDir, fmt.Sprintf("%s-%d-%d", sc.class, sc.clusters, sc.n))
+	if err := os.RemoveAll(dir); err != nil { // an earlier run's log
+		return res, err
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return res, err
 	}
