@@ -112,9 +112,14 @@ test-chaos-short: build ## The chaos suite, short: a few rounds of small rollout
 chaos: tools build ## The chaos suite, full: 20 rounds of 200-workspace rollouts with faults; figures into docs/benchmarks.md (CHAOS_SEED replays).
 	cd e2e && CHAOS=full CHAOS_DOC="$(CURDIR)/docs/benchmarks.md" go test -count=1 -timeout 12h -run '^TestChaos$$' -v ./chaos/
 
+# BENCH_FLAGS passes flags to the admission benchmark (e2e/cmd/bench), e.g. --sizes=1,100 --clusters=1
+# --classes=cpu --idle=10s for a quick run; K0RDENT_CRDS=<folder> runs it on k0rdent's real CRDs.
+BENCH_FLAGS ?=
+
 .PHONY: bench
-bench: tools ## Benchmarks that print speed and memory figures.
-	@for m in common $(COMPONENTS); do (cd $$m && go test -run '^$$' -bench . -benchmem ./...); done
+bench: tools build ## The modules' Go benchmarks (the inventory one among them), then workspace admission at scale against the built workspace-controller; rewrites its section of docs/benchmarks.md (not part of `make test`).
+	@out=$$(mktemp); 	for m in common $(COMPONENTS); do (cd $$m && go test -run '^$$' -bench . -benchmem ./...) || exit 1; done | tee "$$out"; 	cd e2e && go run ./cmd/bench --bin "$(EXALSIUS_BIN_DIR)/workspace-controller" --doc "$(CURDIR)/docs/benchmarks.md" \
+	  --go-bench-output "$$out" $(BENCH_FLAGS)
 
 .PHONY: fuzz
 fuzz: ## Run each fuzz test for a short while.

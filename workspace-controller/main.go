@@ -30,8 +30,13 @@ func main() {
 
 func run() error {
 	opts := bootstrap.NewOptions(workspace.Component)
+	// Sized to the workers: an admission is a handful of requests, each worker makes dozens a second,
+	// and the API server's priority and fairness protects it from a burst of admissions.
+	opts.KubeAPIQPS, opts.KubeAPIBurst = 500, 1000
 	opts.AddFlags(flag.CommandLine)
-	maxConcurrent := flag.Int("max-concurrent-reconciles", 4, "WorkspaceDeployments reconciled in parallel (GPU gate decisions on one cluster are serialised).")
+	maxConcurrent := flag.Int("max-concurrent-reconciles", 16, "WorkspaceDeployments reconciled in parallel (GPU gate decisions on one cluster are serialised; CPU-only admissions are not).")
+	childQPS := flag.Float64("child-api-qps", 500, "Queries per second to each child cluster's API server (release namespaces, quotas, teardown).")
+	childBurst := flag.Int("child-api-burst", 1000, "Burst of queries to each child cluster's API server.")
 	grace := flag.Duration("prerequisite-grace-period", 10*time.Minute, "How long a shared prerequisite no workspace needs is kept before it is removed.")
 	deleteTimeout := flag.Duration("unreachable-delete-timeout", 10*time.Minute, "How long a workspace's deletion waits for a child cluster that cannot be reached while its ClusterDeployment exists; then it completes and a Warning Event names what was not cleaned up. 0 waits for ever.")
 	gatewayName := flag.String("gateway-name", "tenant-gateway", "Name of the tenant Gateway on each regional cluster; its wildcard listener hostname gives the tenant domain of access URLs.")
@@ -44,6 +49,9 @@ func run() error {
 	flag.Parse()
 	if *maxConcurrent < 1 {
 		return fmt.Errorf("--max-concurrent-reconciles must be at least 1, got %d", *maxConcurrent)
+	}
+	if *childQPS <= 0 || *childBurst <= 0 {
+		return fmt.Errorf("--child-api-qps and --child-api-burst must be positive, got %v and %d", *childQPS, *childBurst)
 	}
 	if *deleteTimeout < 0 {
 		return fmt.Errorf("--unreachable-delete-timeout must not be negative, got %s", *deleteTimeout)
@@ -73,6 +81,8 @@ func run() error {
 		Logger:      mgr.GetLogger().WithName("childcluster"),
 		IdleTimeout: *childIdle,
 		UserAgent:   workspace.Component,
+		QPS:         float32(*childQPS),
+		Burst:       *childBurst,
 	}))
 	if err != nil {
 		return err

@@ -108,6 +108,7 @@ func managerOptions(opts *Options, scheme *runtime.Scheme) ctrl.Options {
 			CertDir:       opts.MetricsCertDir,
 		},
 		HealthProbeBindAddress:        opts.HealthProbeBindAddress,
+		PprofBindAddress:              opts.PprofBindAddress,
 		LeaderElection:                opts.LeaderElect,
 		LeaderElectionID:              opts.LeaderElectionID(),
 		LeaderElectionNamespace:       opts.LeaderElectionNamespace,
@@ -120,8 +121,12 @@ func managerOptions(opts *Options, scheme *runtime.Scheme) ctrl.Options {
 	if !opts.EnableHTTP2 {
 		mo.Metrics.TLSOpts = append(mo.Metrics.TLSOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
 	}
+	// The managers' caches drop managedFields: no component reads them, and they are often the
+	// larger part of a cached object (thousands of WorkspaceDeployments, each written by several
+	// managers).
+	mo.Cache.DefaultTransform = cache.TransformStripManagedFields()
 	if nss := opts.WatchNamespaces(); len(nss) > 0 {
-		mo.Cache = cache.Options{DefaultNamespaces: map[string]cache.Config{}}
+		mo.Cache.DefaultNamespaces = map[string]cache.Config{}
 		for _, ns := range nss {
 			mo.Cache.DefaultNamespaces[ns] = cache.Config{}
 		}

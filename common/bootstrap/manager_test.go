@@ -127,6 +127,7 @@ func TestManagerServesProbesSecureMetricsAndElectsALeader(t *testing.T) {
 	o.RestConfig = mgmt.Config
 	o.MetricsBindAddress = freeAddr(t)
 	o.HealthProbeBindAddress = freeAddr(t)
+	o.PprofBindAddress = freeAddr(t)
 	o.LeaderElectionNamespace = ns
 	o.LogWriter = logs
 
@@ -158,6 +159,15 @@ func TestManagerServesProbesSecureMetricsAndElectsALeader(t *testing.T) {
 			return resp.StatusCode == http.StatusOK, fmt.Errorf("status %d", resp.StatusCode)
 		})
 	}
+
+	waitFor(t, "the profiler", func() (bool, error) {
+		resp, err := http.Get("http://" + o.PprofBindAddress + "/debug/pprof/cmdline")
+		if err != nil {
+			return false, err
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, fmt.Errorf("status %d", resp.StatusCode)
+	})
 
 	lease := &coordinationv1.Lease{}
 	waitFor(t, "the leader-election lease", func() (bool, error) {
@@ -296,6 +306,11 @@ func TestWatchNamespaceLimitsTheCache(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("cache misses the watched namespace's ConfigMap")
+	}
+	for _, cm := range list.Items {
+		if len(cm.ManagedFields) > 0 {
+			t.Errorf("cached %s/%s keeps %d managedFields entries; the cache strips them", cm.Namespace, cm.Name, len(cm.ManagedFields))
+		}
 	}
 	if err := mgr.GetClient().List(ctx, &list, client.InNamespace("unwatched")); err == nil {
 		t.Errorf("listing an unwatched namespace from the cache succeeded")

@@ -62,6 +62,9 @@ type Options struct {
 	EnableHTTP2 bool
 	// HealthProbeBindAddress is where /healthz and /readyz are served; "0" disables them.
 	HealthProbeBindAddress string
+	// PprofBindAddress is where Go's profiler (net/http/pprof) is served, plain HTTP without
+	// authentication; "" or "0" disables it (the default). For profiling on a trusted network only.
+	PprofBindAddress string
 
 	// LeaderElect turns leader election on, so that only one replica reconciles at a time.
 	LeaderElect bool
@@ -118,6 +121,8 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 		"Allow HTTP/2 on the metrics server (off by default because of HTTP/2 stream attacks).")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress,
 		`Address the /healthz and /readyz probes bind to; "0" disables them.`)
+	fs.StringVar(&o.PprofBindAddress, "pprof-bind-address", o.PprofBindAddress,
+		`Address Go's profiler (/debug/pprof) binds to, plain HTTP without authentication; empty or "0" disables it.`)
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect,
 		"Elect a leader so that only one replica is active at a time.")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace,

@@ -135,8 +135,13 @@ func (r *Reconciler) gate(ctx context.Context, s *scope) (stepResult, error) {
 	if admissionCovers(s.ws.Status.Admission, cluster, s.resources) {
 		return next, nil
 	}
-	unlock := r.admissionsFor().lock(cluster)
-	defer unlock()
+	// A CPU-only workspace reserves no GPUs: its decision needs neither the cluster's gate lock nor
+	// the other workspaces' reservations, and its admission is written with the pass's status.
+	cpuOnly := gpus(s.resources) == 0
+	if !cpuOnly {
+		unlock := r.admissionsFor().lock(cluster)
+		defer unlock()
+	}
 
 	if adopted, err := r.adoptEarlierAdmission(ctx, s); err != nil || adopted {
 		return next, err
@@ -155,9 +160,11 @@ func (r *Reconciler) gate(ctx context.Context, s *scope) (stepResult, error) {
 			others = append(others, pods[i])
 		}
 	}
-	held, err := r.reservations(ctx, s, pods)
-	if err != nil {
-		return stop, err
+	var held heldGPUs
+	if !cpuOnly {
+		if held, err = r.reservations(ctx, s, pods); err != nil {
+			return stop, err
+		}
 	}
 	req := gpuRequest(s.key(), s.resources)
 	d := gpu.Gate(req, nodes, others, append(held.admitted, held.waiting...))
@@ -200,6 +207,9 @@ func (r *Reconciler) gate(ctx context.Context, s *scope) (stepResult, error) {
 		// Admitted: no longer Failed or Waiting, also for the decisions that read the status before
 		// this pass ends (a later step's verdict replaces this one).
 		s.obs.verdict = verdict{kind: verdictDeploying, reason: d.Reason, message: "admitted by the GPU gate: " + d.Message}
+	}
+	if cpuOnly {
+		return next, nil
 	}
 	if err := r.recordAdmission(ctx, s); err != nil {
 		return stop, err
@@ -264,6 +274,7 @@ func (r *Reconciler) recordAdmission(ctx context.Context, s *scope) error {
 	if err := r.Client.Status().Patch(ctx, s.ws, client.MergeFrom(base)); err != nil {
 		return fmt.Errorf("recording the admission: %w", err)
 	}
+	r.writes.wrote(s.key(), s.ws.ResourceVersion)
 	s.before.Status = *s.ws.Status.DeepCopy()
 	r.admissionsFor().wrote(s.key(), s.ws.Status.Admission, s.ws.ResourceVersion)
 	return nil
@@ -310,7 +321,8 @@ func (r *Reconciler) hasServiceSet(ctx context.Context, s *scope) (bool, error) 
 // waiting for the same GPUs that are older than this one and not suspended.
 func (r *Reconciler) reservations(ctx context.Context, s *scope, pods []corev1.Pod) (heldGPUs, error) {
 	var list workspacesv1.WorkspaceDeploymentList
-	if err := r.Client.List(ctx, &list, client.MatchingFields{IndexCluster: s.cdKey.String()}); err != nil {
+	// Read-only: the cached objects are not copied (the slice is, so sorting it is safe).
+	if err := r.Client.List(ctx, &list, client.MatchingFields{IndexCluster: s.cdKey.String()}, client.UnsafeDisableDeepCopy); err != nil {
 		return heldGPUs{}, fmt.Errorf("listing workspaces of %s: %w", s.cdKey, err)
 	}
 	withSet, err := r.workspacesWithServiceSets(ctx, s.cdKey)

@@ -75,11 +75,13 @@ func (r *Reconciler) claimReleaseNamespace(ctx context.Context, s *scope) (stepR
 	ns := &corev1.Namespace{}
 	err = cl.Get(ctx, client.ObjectKey{Name: s.releaseNamespace()}, ns)
 	if apierrors.IsNotFound(err) {
+		s.releaseNSRead = true // ensureReleaseNamespace makes it without reading it again
 		return next, nil
 	}
 	if err != nil {
 		return stop, fmt.Errorf("reading namespace %s on the child of %s: %w", s.releaseNamespace(), s.cdKey, err)
 	}
+	s.releaseNS, s.releaseNSRead = ns, true
 	if owner, who := ownerOf(ns, s.ws); owner == ownerOther {
 		s.failed(workspacesv1.ReleaseNamespaceReadyCondition, workspacesv1.ReasonReleaseNamespaceConflict,
 			fmt.Sprintf("namespace %s on the child of ClusterDeployment %s belongs to %s; rename this workspace", ns.Name, s.cdKey, who))
@@ -137,11 +139,23 @@ func (r *Reconciler) ensureReleaseNamespace(ctx context.Context, s *scope) (step
 	}
 	want := s.desiredReleaseNamespace()
 	got := &corev1.Namespace{}
-	err = cl.Get(ctx, client.ObjectKeyFromObject(want), got)
+	// The claim read the namespace a moment ago in this pass: that read is reused.
+	switch {
+	case s.releaseNSRead && s.releaseNS == nil:
+		err = apierrors.NewNotFound(corev1.Resource("namespaces"), want.Name)
+	case s.releaseNSRead:
+		got = s.releaseNS
+	default:
+		err = cl.Get(ctx, client.ObjectKeyFromObject(want), got)
+	}
+	created := false
 	switch {
 	case apierrors.IsNotFound(err):
 		if err := cl.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
 			return stop, fmt.Errorf("creating namespace %s on the child of %s: %w", want.Name, s.cdKey, err)
+		} else if err == nil {
+			created = true
+			s.releaseNSCreated = true
 		}
 	case err != nil:
 		return stop, fmt.Errorf("reading namespace %s on the child of %s: %w", want.Name, s.cdKey, err)
@@ -176,7 +190,7 @@ func (r *Reconciler) ensureReleaseNamespace(ctx context.Context, s *scope) (step
 			}
 		}
 	}
-	if err := ensureQuota(ctx, cl, s.desiredQuota()); err != nil {
+	if err := ensureQuota(ctx, cl, s.desiredQuota(), created); err != nil {
 		return stop, fmt.Errorf("GPU quota in namespace %s on the child of %s: %w", want.Name, s.cdKey, err)
 	}
 	s.setTrue(workspacesv1.ReleaseNamespaceReadyCondition, workspacesv1.ReasonReleaseNamespaceReady,
@@ -203,9 +217,16 @@ func (r *Reconciler) childContext(ctx context.Context) (context.Context, context
 	return context.WithTimeout(ctx, r.Options.ChildRequestTimeout)
 }
 
-func ensureQuota(ctx context.Context, cl client.Client, want *corev1.ResourceQuota) error {
+// ensureQuota creates or corrects the quota; fresh says the namespace was just made (so the quota
+// cannot exist yet and is created without reading it first).
+func ensureQuota(ctx context.Context, cl client.Client, want *corev1.ResourceQuota, fresh bool) error {
 	got := &corev1.ResourceQuota{}
-	err := cl.Get(ctx, client.ObjectKeyFromObject(want), got)
+	var err error
+	if fresh {
+		err = apierrors.NewNotFound(corev1.Resource("resourcequotas"), want.Name)
+	} else {
+		err = cl.Get(ctx, client.ObjectKeyFromObject(want), got)
+	}
 	if apierrors.IsNotFound(err) {
 		if err := cl.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
 			return err
@@ -305,11 +326,14 @@ func (r *Reconciler) deleteReleaseNamespace(ctx context.Context, s *scope) (left
 // olderSameName names an older workspace of the same name from another namespace on the cluster.
 func (r *Reconciler) olderSameName(ctx context.Context, s *scope) (string, error) {
 	var list workspacesv1.WorkspaceDeploymentList
-	if err := r.Client.List(ctx, &list, client.MatchingFields{IndexCluster: s.cdKey.String()}); err != nil {
-		return "", fmt.Errorf("listing workspaces of %s: %w", s.cdKey, err)
+	if err := r.Client.List(ctx, &list, client.MatchingFields{IndexName: s.ws.Name}, client.UnsafeDisableDeepCopy); err != nil {
+		return "", fmt.Errorf("listing workspaces named %s: %w", s.ws.Name, err)
 	}
 	for i := range list.Items {
 		o := &list.Items[i]
+		if ClusterKey(o) != s.cdKey {
+			continue
+		}
 		if o.Name == s.ws.Name && o.Namespace != s.ws.Namespace && older(o, s.ws) {
 			return o.Namespace + "/" + o.Name, nil
 		}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -21,7 +22,6 @@ import (
 
 	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
-	"github.com/exalsius/exalsius-operator/common/conditions"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/routing"
 )
 
@@ -65,7 +65,12 @@ type Reconciler struct {
 	Now func() time.Time
 
 	admissions *admissions
+	writes     ownWrites
 }
+
+// staleRetry is how soon a pass put off because the cache lags this process's own write is tried
+// again.
+const staleRetry = 200 * time.Millisecond
 
 // +kubebuilder:rbac:groups=workspaces.exalsius.ai,resources=workspacedeployments,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=workspaces.exalsius.ai,resources=workspacedeployments/status,verbs=get;update;patch
@@ -93,8 +98,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	if err := r.Client.Get(ctx, req.NamespacedName, ws); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.admissionsFor().forget(req.NamespacedName.String())
+			r.writes.forget(req.NamespacedName.String())
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if r.writes.stale(req.NamespacedName.String(), ws.ResourceVersion) {
+		// The cache has not caught up with this process's last write: a pass now would decide from
+		// the state before it (and record its Events again).
+		return reconcile.Result{RequeueAfter: staleRetry}, nil
 	}
 	s := newScope(ws, r.now())
 	before := ws.DeepCopy()
@@ -120,6 +131,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 		if err := r.Client.Patch(ctx, ws, client.MergeFromWithOptions(patchBase, client.MergeFromWithOptimisticLock{})); err != nil {
 			return reconcile.Result{}, fmt.Errorf("adding finalizer: %w", err)
 		}
+		r.writes.wrote(s.key(), ws.ResourceVersion)
 	}
 	if ws.Spec.Suspend {
 		// The status describes this generation: suspended, left as it was.
@@ -186,8 +198,7 @@ func (r *Reconciler) patchStatus(ctx context.Context, before *workspacesv1.Works
 	if equality.Semantic.DeepEqual(before.Status, ws.Status) {
 		return nil
 	}
-	conditions.RecordTransitions(r.Recorder, ws, before.Status.Conditions, ws.Status.Conditions,
-		conditions.WithoutEvents(workspacesv1.ReconcilingCondition, workspacesv1.StalledCondition))
+	recordPassEvent(r.Recorder, ws, before.Status.Conditions, ws.Status.Conditions)
 	if equality.Semantic.DeepEqual(s.before.Status, ws.Status) {
 		return nil // written already, with the admission
 	}
@@ -199,6 +210,7 @@ func (r *Reconciler) patchStatus(ctx context.Context, before *workspacesv1.Works
 		}
 		return fmt.Errorf("writing status: %w", err)
 	}
+	r.writes.wrote(s.key(), ws.ResourceVersion)
 	return nil
 }
 
@@ -238,6 +250,14 @@ type scope struct {
 	// secretValues are the values that travel in the workspace's values Secret (values.go).
 	secretValues string
 	svcSet       *k0rdentv1.ServiceSet
+	// releaseNS is the release namespace as the claim read it in this pass (nil: not found), when
+	// releaseNSRead; ensureReleaseNamespace reuses the read.
+	releaseNS     *corev1.Namespace
+	releaseNSRead bool
+	// releaseNSCreated: this pass made the release namespace.
+	releaseNSCreated bool
+	// sourcesRead caches the spec.valuesFrom sources read by the first values step of the pass.
+	sourcesRead *valuesFromRead
 
 	// observed is true when the pass got far enough to describe the current generation.
 	observed bool

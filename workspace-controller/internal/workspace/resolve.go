@@ -147,11 +147,14 @@ func kubeconfigMissing(err error) string {
 // used by an older workspace of the same name from another namespace.
 func (r *Reconciler) checkReleaseNamespace(ctx context.Context, s *scope) (stepResult, error) {
 	var list workspacesv1.WorkspaceDeploymentList
-	if err := r.Client.List(ctx, &list, client.MatchingFields{IndexCluster: s.cdKey.String()}); err != nil {
-		return stop, fmt.Errorf("listing workspaces of %s: %w", s.cdKey, err)
+	if err := r.Client.List(ctx, &list, client.MatchingFields{IndexName: s.ws.Name}, client.UnsafeDisableDeepCopy); err != nil {
+		return stop, fmt.Errorf("listing workspaces named %s: %w", s.ws.Name, err)
 	}
 	for i := range list.Items {
 		o := &list.Items[i]
+		if ClusterKey(o) != s.cdKey {
+			continue
+		}
 		if o.Name != s.ws.Name || o.Namespace == s.ws.Namespace || !older(o, s.ws) {
 			continue
 		}

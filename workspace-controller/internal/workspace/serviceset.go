@@ -371,7 +371,10 @@ func (r *Reconciler) readiness(ctx context.Context, s *scope) (stepResult, error
 			fmt.Sprintf("%s was deployed; k0rdent re-syncs it now (%s)", where, st))
 		return next, nil
 	}
-	quota := r.quotaRefusal(ctx, s)
+	quota := ""
+	if !s.releaseNSCreated { // a namespace made in this pass has no refused pods yet
+		quota = r.quotaRefusal(ctx, s)
+	}
 	timeout := s.deployTimeout()
 	if elapsed := s.now.Sub(started); elapsed >= timeout {
 		st := "no state reported"

@@ -18,10 +18,17 @@ import (
 // userFacingConfig defaults fill what is unset, required entries are checked, and the values are split
 // into inline values and the values that travel in the workspace's values Secret.
 func (r *Reconciler) values(ctx context.Context, s *scope) (stepResult, error) {
-	from, missing, problem, err := r.readValuesFrom(ctx, s.ws)
-	if err != nil {
-		return stop, err
+	// The pass runs this step twice (a check before the gate, then with the admitted node pinned):
+	// the sources are read once per pass.
+	if s.sourcesRead == nil {
+		from, missing, problem, err := r.readValuesFrom(ctx, s.ws)
+		if err != nil {
+			return stop, err
+		}
+		s.sourcesRead = &valuesFromRead{from: from, missing: missing, problem: problem}
 	}
+	// helmvalues.Build takes the sources apart (secret values leave the inline ones): it gets a copy.
+	from, missing, problem := copySources(s.sourcesRead.from), s.sourcesRead.missing, s.sourcesRead.problem
 	if problem != "" {
 		s.failed(workspacesv1.ResourcesInjectedCondition, workspacesv1.ReasonInvalidValues, problem)
 		return stop, nil
@@ -52,6 +59,43 @@ func (r *Reconciler) values(ctx context.Context, s *scope) (stepResult, error) {
 			"resources are injected in _exalsius and the class's resourceInjection paths")
 	}
 	return next, nil
+}
+
+// copySources deep-copies decoded values documents.
+func copySources(in []helmvalues.Source) []helmvalues.Source {
+	out := make([]helmvalues.Source, len(in))
+	for i, src := range in {
+		out[i] = helmvalues.Source{Values: copyValue(src.Values).(map[string]any), Secret: src.Secret}
+	}
+	return out
+}
+
+func copyValue(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		if t == nil {
+			return map[string]any(nil)
+		}
+		m := make(map[string]any, len(t))
+		for k, x := range t {
+			m[k] = copyValue(x)
+		}
+		return m
+	case []any:
+		l := make([]any, len(t))
+		for i, x := range t {
+			l[i] = copyValue(x)
+		}
+		return l
+	}
+	return v
+}
+
+// valuesFromRead is what readValuesFrom returned.
+type valuesFromRead struct {
+	from    []helmvalues.Source
+	missing []string
+	problem string
 }
 
 // readValuesFrom reads the workspace's spec.valuesFrom sources from the API server (Secrets are not

@@ -85,6 +85,16 @@ func (s *scope) desiredValuesSecret(owner *k0rdentv1.ServiceSet) *corev1.Secret 
 // API server: Secrets are not cached.
 func (r *Reconciler) ensureValuesSecret(ctx context.Context, s *scope, owner *k0rdentv1.ServiceSet) error {
 	key := types.NamespacedName{Namespace: s.cdKey.Namespace, Name: ValuesSecretName(s.ws)}
+	if s.secretValues == "" {
+		// Nothing to write: only a leftover Secret is removed. The Secrets' metadata is cached (the
+		// controller watches it), so a workspace without secret values costs no request here; a
+		// Secret the cache has not seen yet brings the workspace back through that watch.
+		meta := &metav1.PartialObjectMetadata{}
+		meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+		if err := r.Client.Get(ctx, key, meta); apierrors.IsNotFound(err) {
+			return nil
+		}
+	}
 	got := &corev1.Secret{}
 	err := r.APIReader.Get(ctx, key, got)
 	if err != nil && !apierrors.IsNotFound(err) {

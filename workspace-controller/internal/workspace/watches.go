@@ -64,6 +64,11 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager, 
 	}); err != nil {
 		return fmt.Errorf("indexing workspaces by cluster namespace: %w", err)
 	}
+	if err := idx.IndexField(ctx, &workspacesv1.WorkspaceDeployment{}, IndexName, func(o client.Object) []string {
+		return []string{o.GetName()}
+	}); err != nil {
+		return fmt.Errorf("indexing workspaces by name: %w", err)
+	}
 	if err := idx.IndexField(ctx, &workspacesv1.WorkspaceDeployment{}, IndexValuesFrom, func(o client.Object) []string {
 		ws := o.(*workspacesv1.WorkspaceDeployment)
 		keys := make([]string, 0, len(ws.Spec.ValuesFrom))
@@ -83,13 +88,13 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager, 
 
 	b := builder.ControllerManagedBy(mgr).
 		Named("workspacedeployment").
-		For(&workspacesv1.WorkspaceDeployment{}).
+		For(&workspacesv1.WorkspaceDeployment{}, builder.WithPredicates(workspaceChanged{writes: &r.writes})).
 		Watches(&k0rdentv1.ServiceSet{}, handler.EnqueueRequestsFromMapFunc(r.forServiceSet),
-			builder.WithPredicates(hasLabel(workspacesv1.ClusterDeploymentLabel))).
-		Watches(&k0rdentv1.ClusterDeployment{}, handler.EnqueueRequestsFromMapFunc(r.forCluster)).
+			builder.WithPredicates(hasLabel(workspacesv1.ClusterDeploymentLabel), notOwnServiceSetCreate{})).
+		Watches(&k0rdentv1.ClusterDeployment{}, handler.EnqueueRequestsFromMapFunc(r.forCluster), builder.WithPredicates(clusterChanged{})).
 		Watches(&workspacesv1.WorkspaceDeployment{}, handler.EnqueueRequestsFromMapFunc(r.forWaiters),
 			builder.WithPredicates(releasesGPUs{})).
-		Watches(&workspacesv1.WorkspaceClass{}, handler.EnqueueRequestsFromMapFunc(r.forClass)).
+		Watches(&workspacesv1.WorkspaceClass{}, handler.EnqueueRequestsFromMapFunc(r.forClass), builder.WithPredicates(classChanged{})).
 		Watches(&k0rdentv1.ServiceTemplate{}, handler.EnqueueRequestsFromMapFunc(r.forTemplate)).
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.forKubeconfigSecret),
 			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
@@ -145,7 +150,7 @@ func hasLabel(key string) predicate.Predicate {
 // workspaces lists workspaces by an index, filtered, as requests.
 func (r *Reconciler) workspaces(ctx context.Context, index, value string, keep func(*workspacesv1.WorkspaceDeployment) bool) []reconcile.Request {
 	var list workspacesv1.WorkspaceDeploymentList
-	if err := r.Client.List(ctx, &list, client.MatchingFields{index: value}); err != nil {
+	if err := r.Client.List(ctx, &list, client.MatchingFields{index: value}, client.UnsafeDisableDeepCopy); err != nil {
 		log.FromContext(ctx).Error(err, "listing workspaces for a watch event", "index", index)
 		return nil
 	}

@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -56,6 +58,39 @@ type Reconciler struct {
 	// one created a moment ago (not yet in the cache) still protects it; SetupWithManager sets the
 	// manager's when nil.
 	APIReader client.Reader
+	// CountInterval is the least time between two status writes that only change status.inUseBy:
+	// while workspaces of a class arrive by the hundred the count is written once per interval, not
+	// once per workspace. 0 means 5s; negative writes every change.
+	CountInterval time.Duration
+
+	countMu      sync.Mutex
+	countWritten map[string]time.Time
+}
+
+// countDelay returns how long to put off a status write that only changes inUseBy (0: write now).
+func (r *Reconciler) countDelay(class string, now time.Time) time.Duration {
+	interval := r.CountInterval
+	if interval == 0 {
+		interval = 5 * time.Second
+	}
+	if interval < 0 {
+		return 0
+	}
+	r.countMu.Lock()
+	defer r.countMu.Unlock()
+	if last, ok := r.countWritten[class]; ok && now.Sub(last) < interval {
+		return interval - now.Sub(last)
+	}
+	return 0
+}
+
+func (r *Reconciler) countWrote(class string, now time.Time) {
+	r.countMu.Lock()
+	defer r.countMu.Unlock()
+	if r.countWritten == nil {
+		r.countWritten = map[string]time.Time{}
+	}
+	r.countWritten[class] = now
 }
 
 // +kubebuilder:rbac:groups=workspaces.exalsius.ai,resources=workspaceclasses,verbs=get;list;watch;patch
@@ -145,7 +180,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, err
 	}
 	var wsList workspacesv1.WorkspaceDeploymentList
-	if err := r.Client.List(ctx, &wsList, client.MatchingFields{IndexClassRef: class.Name}); err != nil {
+	if err := r.Client.List(ctx, &wsList, client.MatchingFields{IndexClassRef: class.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return reconcile.Result{}, fmt.Errorf("counting WorkspaceDeployments of class %s: %w", class.Name, err)
 	}
 
@@ -165,6 +200,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if equality.Semantic.DeepEqual(before, st) {
 		return reconcile.Result{}, nil
 	}
+	now := time.Now()
+	countOnly := *before
+	countOnly.InUseBy = st.InUseBy
+	if equality.Semantic.DeepEqual(&countOnly, st) {
+		if d := r.countDelay(class.Name, now); d > 0 {
+			return reconcile.Result{RequeueAfter: d}, nil
+		}
+	}
 	conditions.RecordTransitions(r.Recorder, class, before.Conditions, st.Conditions)
 	patchBase := class.DeepCopy()
 	patchBase.Status = *before
@@ -174,6 +217,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 		return reconcile.Result{}, fmt.Errorf("writing WorkspaceClass %s status: %w", class.Name, err)
 	}
+	r.countWrote(class.Name, now)
 	return reconcile.Result{}, nil
 }
 

@@ -1,0 +1,267 @@
+// Command bench measures workspace admission: it starts real API servers (a management server with
+// the project's CRDs, or k0rdent's real ones from K0RDENT_CRDS, and separate child servers with GPU
+// nodes), runs the built workspace-controller binary as a separate process against them, creates N
+// WorkspaceDeployments back to back from one client and measures how long each takes until its
+// ServiceSet is seen on a watch, and what the admission cost in requests, Events, reconciles, memory
+// and CPU. `make bench` runs it and rewrites its section of docs/benchmarks.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/exalsius/exalsius-operator/common/childcluster/childtest"
+	"github.com/exalsius/exalsius-operator/common/gpu"
+	"github.com/exalsius/exalsius-operator/common/testenv"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+type config struct {
+	bin        string
+	doc        string
+	goBench    string
+	sizes      []int
+	clusters   []int
+	classes    []string
+	idle       time.Duration
+	gpuNodes   int
+	gpusByNode int64
+	timeout    time.Duration
+	extraArgs  []string
+	logDir     string
+}
+
+func run() error {
+	var c config
+	var sizes, clusters, classes, extra string
+	flag.StringVar(&c.bin, "bin", "", "The built workspace-controller binary.")
+	flag.StringVar(&c.doc, "doc", "", "docs/benchmarks.md to rewrite the admission section of; empty prints only.")
+	flag.StringVar(&c.goBench, "go-bench-output", "", "A file with the output of the modules' Go benchmarks (the inventory benchmark), quoted in the section.")
+	flag.StringVar(&sizes, "sizes", "1,100,1000", "Numbers of workspaces per scenario.")
+	flag.StringVar(&clusters, "clusters", "1,20", "Numbers of child clusters per scenario.")
+	flag.StringVar(&classes, "classes", "cpu,gpu", "Workspace classes: cpu (CPU-only) and gpu (1 GPU per workspace).")
+	flag.DurationVar(&c.idle, "idle", 60*time.Second, "How long idle writes are counted after the largest admission of each class and cluster count.")
+	flag.IntVar(&c.gpuNodes, "gpu-nodes", 0, "8-GPU nodes per child; 0 sizes them to the largest scenario with room to spare.")
+	flag.DurationVar(&c.timeout, "timeout", 15*time.Minute, "How long one scenario may take.")
+	flag.StringVar(&extra, "controller-args", "", "Extra flags for the workspace-controller, space-separated.")
+	flag.StringVar(&c.logDir, "log-dir", filepath.Join(os.TempDir(), "exalsius-bench"), "Where the controller's log of each scenario is kept.")
+	flag.Parse()
+	c.gpusByNode = 8
+	var err error
+	if c.sizes, err = ints(sizes); err != nil {
+		return fmt.Errorf("--sizes: %w", err)
+	}
+	if c.clusters, err = ints(clusters); err != nil {
+		return fmt.Errorf("--clusters: %w", err)
+	}
+	c.classes = strings.Split(classes, ",")
+	c.extraArgs = strings.Fields(extra)
+	if c.bin == "" {
+		return errors.New("--bin is required (the built workspace-controller)")
+	}
+	if c.bin, err = filepath.Abs(c.bin); err != nil {
+		return err
+	}
+	if _, err := os.Stat(c.bin); err != nil {
+		return fmt.Errorf("--bin: %w (run `make build`)", err)
+	}
+	ctrllog.SetLogger(logr.Discard())
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+
+	maxClusters, maxN := 0, 0
+	for _, n := range c.clusters {
+		maxClusters = max(maxClusters, n)
+	}
+	for _, n := range c.sizes {
+		maxN = max(maxN, n)
+	}
+	started := time.Now()
+	progress("starting %d child API servers", maxClusters)
+	names := make([]string, maxClusters)
+	for i := range names {
+		names[i] = fmt.Sprintf("bench-child-%02d", i)
+	}
+	children, err := testenv.StartChildren(names...)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, ch := range children {
+			_ = ch.Stop()
+		}
+	}()
+	// GPU nodes: every workspace of the GPU class asks 1 GPU, so the first child holds the largest
+	// scenario on one cluster, the others their share of it on 20, each with 25% to spare.
+	nodesFirst := c.gpuNodes
+	if nodesFirst == 0 {
+		nodesFirst = int((int64(maxN)*5/4 + c.gpusByNode - 1) / c.gpusByNode)
+	}
+	nodesOther := c.gpuNodes
+	if nodesOther == 0 && maxClusters > 1 {
+		nodesOther = int((int64(maxN)*5/4/int64(maxClusters) + c.gpusByNode) / c.gpusByNode)
+	}
+	progress("creating GPU nodes (%d on the first child, %d on each other, %d GPUs each)", nodesFirst, nodesOther, c.gpusByNode)
+	var wg sync.WaitGroup
+	errs := make([]error, len(children))
+	for i, ch := range children {
+		n := nodesOther
+		if i == 0 {
+			n = nodesFirst
+		}
+		wg.Go(func() {
+			for j := range n {
+				name := fmt.Sprintf("gpu-%03d", j)
+				if err := childtest.CreateNode(ctx, ch.Client, childtest.Node{Name: name,
+					Labels:      map[string]string{gpu.LabelGPUModel: "B200", corev1.LabelHostname: name},
+					Allocatable: childtest.GPUs(gpu.ResourceNVIDIA, c.gpusByNode)}); err != nil {
+					errs[i] = err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+
+	base, err := baselineRate(ctx)
+	if err != nil {
+		return err
+	}
+	progress("API server ConfigMap creates: %.0f/s from 1 client, %.0f/s from 8 clients", base.one, base.eight)
+
+	var results []result
+	for _, class := range c.classes {
+		for _, nc := range c.clusters {
+			for _, n := range c.sizes {
+				sc := scenario{class: class, clusters: nc, n: n}
+				if n == maxN {
+					sc.idle = c.idle
+				}
+				r, err := runScenario(ctx, c, sc, children[:nc])
+				if err != nil {
+					return fmt.Errorf("%s: %w", sc, err)
+				}
+				results = append(results, r)
+				fmt.Println(r.line())
+			}
+		}
+	}
+	fmt.Println()
+	table := renderTable(results, base)
+	fmt.Print(table)
+	if c.doc != "" {
+		if err := writeDoc(c, results, base, table, time.Since(started)); err != nil {
+			return err
+		}
+		progress("wrote %s", c.doc)
+	}
+	return nil
+}
+
+func ints(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%q is not a positive number", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func progress(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "[bench %s] %s\n", time.Now().UTC().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+// rates are the API server's own ConfigMap create rates from 1 and 8 clients.
+type rates struct{ one, eight float64 }
+
+// baselineRate measures how fast a fresh management API server creates ConfigMaps from 1 and from 8
+// unthrottled clients, 3 s each.
+func baselineRate(ctx context.Context) (rates, error) {
+	progress("measuring the API server's own create rate")
+	m, err := testenv.StartManagement()
+	if err != nil {
+		return rates{}, err
+	}
+	defer func() { _ = m.Stop() }()
+	cfg := unthrottled(m.Config)
+	var out rates
+	for _, clients := range []int{1, 8} {
+		cl, err := newClient(cfg)
+		if err != nil {
+			return rates{}, err
+		}
+		ns := fmt.Sprintf("rate-%d", clients)
+		if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			return rates{}, err
+		}
+		var total int64
+		var mu sync.Mutex
+		deadline := time.Now().Add(3 * time.Second)
+		start := time.Now()
+		var wg sync.WaitGroup
+		for w := range clients {
+			wg.Go(func() {
+				var n int64
+				for i := 0; time.Now().Before(deadline); i++ {
+					cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("c-%d-%d", w, i)},
+						Data: map[string]string{"k": "v"}}
+					if err := cl.Create(ctx, cm); err == nil {
+						n++
+					}
+				}
+				mu.Lock()
+				total += n
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		r := float64(total) / time.Since(start).Seconds()
+		if clients == 1 {
+			out.one = r
+		} else {
+			out.eight = r
+		}
+	}
+	return out, nil
+}
+
+// unthrottled is cfg without a client-side rate limit.
+func unthrottled(cfg *rest.Config) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.QPS, c.Burst = -1, 0
+	return c
+}
+
+func init() {
+	// The bench's own client work (watch decoding, creates) must not starve on a small machine.
+	runtime.GOMAXPROCS(max(runtime.NumCPU(), 2))
+}
