@@ -65,6 +65,8 @@ type Reconciler struct {
 	Now func() time.Time
 
 	admissions *admissions
+	// placed remembers placements written until the cache shows them (placement.go).
+	placed placementMemory
 }
 
 // +kubebuilder:rbac:groups=workspaces.exalsius.ai,resources=workspacedeployments,verbs=get;list;watch;update;patch
@@ -139,6 +141,8 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (reconcile.R
 	}{
 		{"adopt legacy", r.adoptLegacy},
 		{"resolve class", r.resolveClass},
+		// A workspace naming a Colony or a cluster selector is placed (and admitted) here, once.
+		{"placement", r.place},
 		{"resolve cluster", r.resolveCluster},
 		{"resolve templates", r.resolveTemplates},
 		{"merge resources", r.mergeResources},

@@ -112,3 +112,16 @@ type WorkspaceQuotaList struct {
 func init() {
 	SchemeBuilder.Register(&WorkspaceQuota{}, &WorkspaceQuotaList{})
 }
+
+// MaxPriority is the highest spec.priority a WorkspaceDeployment may ask for in the namespace of the
+// quotas: the lowest spec.maxPriority among them, 0 when none sets it.
+func MaxPriority(quotas []WorkspaceQuota) int32 {
+	var out int32
+	found := false
+	for i := range quotas {
+		if m := quotas[i].Spec.MaxPriority; m != nil && (!found || *m < out) {
+			out, found = *m, true
+		}
+	}
+	return out
+}
