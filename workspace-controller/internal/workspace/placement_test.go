@@ -190,7 +190,9 @@ func TestPlacementBurstNoOvershoot(t *testing.T) {
 	keys := make([]types.NamespacedName, n)
 	var wg sync.WaitGroup
 	for i := range n {
-		wg.Go(func() { keys[i] = createWorkspace(t, ns, class, "", placedBy(sel, gpuRes(1, workspacesv1.GPUVendorNVIDIA, model))) })
+		wg.Go(func() {
+			keys[i] = createWorkspace(t, ns, class, "", placedBy(sel, gpuRes(1, workspacesv1.GPUVendorNVIDIA, model)))
+		})
 	}
 	wg.Wait()
 
