@@ -25,7 +25,9 @@ func TestWorkspaceDeploymentTarget(t *testing.T) {
 	}{
 		{"colony", byColony, nil},
 		{"selector", bySelector, nil},
-		{"none", func(d *workspacesv1.WorkspaceDeployment) { d.Spec.ClusterDeploymentRef = workspacesv1.ClusterDeploymentRef{} },
+		{"none", func(d *workspacesv1.WorkspaceDeployment) {
+			d.Spec.ClusterDeploymentRef = workspacesv1.ClusterDeploymentRef{}
+		},
 			[]string{"spec.clusterDeploymentRef.name"}},
 		{"cluster and colony", func(d *workspacesv1.WorkspaceDeployment) { d.Spec.ColonyRef = &workspacesv1.ColonyRef{Name: "fleet"} },
 			[]string{"spec"}},
