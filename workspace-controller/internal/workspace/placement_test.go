@@ -114,7 +114,7 @@ func TestPlacementAcrossClusters(t *testing.T) {
 	}
 
 	// Only the AMD cluster has AMD GPUs.
-	amdWS := createWorkspace(t, ns, class, "", placedBy(sel, gpuRes(2, workspacesv1.GPUVendorAMD, "")))
+	amdWS := createWorkspace(t, ns, class, "", placedBy(sel, gpuRes(2, workspacesv1.GPUVendorAMD, amdModel)))
 	if p := waitPlaced(t, amdWS); p.Cluster != amd.Name || p.Reason != workspacesv1.PlacementOnlyFit {
 		t.Errorf("AMD placed on %s (%s), want %s (OnlyFit)", p.Cluster, p.Reason, amd.Name)
 	}
