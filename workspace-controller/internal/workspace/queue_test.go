@@ -33,7 +33,9 @@ func TestQueueAndQuotaMetrics(t *testing.T) {
 	waitPhase(t, placed, workspacesv1.PhaseWaiting, workspacesv1.ReasonNoClusterFitsNow)
 
 	cluster := types.NamespacedName{Namespace: ns, Name: cd.Name}.String()
-	quotaLabels := func(res string) map[string]string { return map[string]string{"namespace": ns, "quota": q.Name, "resource": res} }
+	quotaLabels := func(res string) map[string]string {
+		return map[string]string{"namespace": ns, "quota": q.Name, "resource": res}
+	}
 	eventually(t, "queue and quota gauges", func() error {
 		if v := metric(t, "workspace_controller_queue_length", map[string]string{"cluster": cluster, "namespace": ns}); v != 1 {
 			return fmt.Errorf("queue_length on the cluster = %v", v)
