@@ -169,8 +169,8 @@ func TestDefaultRender(t *testing.T) {
 	}
 
 	crds := r.ofKind("CustomResourceDefinition")
-	if len(crds) != 3 {
-		t.Fatalf("want 3 CRDs, got %d", len(crds))
+	if len(crds) != 4 {
+		t.Fatalf("want 4 CRDs (Colony, WorkspaceClass, WorkspaceDeployment, WorkspaceQuota), got %d", len(crds))
 	}
 	for _, u := range crds {
 		if u.GetAnnotations()["helm.sh/resource-policy"] != "keep" {

@@ -59,6 +59,10 @@ var allowed = map[string]map[string][]string{
 		"workspaces.exalsius.ai/workspacedeployments":            {"get", "list", "patch", "update", "watch"},
 		"workspaces.exalsius.ai/workspacedeployments/status":     {"get", "patch", "update"},
 		"workspaces.exalsius.ai/workspacedeployments/finalizers": {"update"},
+		// Placement (spec.colonyRef), quotas and priorities (docs/placement.md).
+		"infra.exalsius.ai/colonies":                    {"get", "list", "watch"},
+		"workspaces.exalsius.ai/workspacequotas":        {"get", "list", "watch"},
+		"workspaces.exalsius.ai/workspacequotas/status": {"get", "patch", "update"},
 	},
 	"inventory-collector": {
 		"/secrets":                                {"get", "list", "watch"},
@@ -80,7 +84,8 @@ var allowed = map[string]map[string][]string{
 		"authorization.k8s.io/subjectaccessreviews":                    {"create"},
 		"workspaces.exalsius.ai/workspaceclasses":                      {"get", "list", "watch"},
 		"workspaces.exalsius.ai/workspacedeployments":                  {"list"},
-		"infra.exalsius.ai/colonies":                                   {"list"}, // name collisions between Colonies
+		"infra.exalsius.ai/colonies":                                   {"list"},                 // name collisions between Colonies
+		"workspaces.exalsius.ai/workspacequotas":                       {"get", "list", "watch"}, // spec.priority's cap
 	},
 }
 

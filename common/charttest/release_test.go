@@ -184,8 +184,8 @@ func TestCRDsKeepFalseNeedsASecondValue(t *testing.T) {
 	}
 	r := render(t, "--set", "crds.keep=false", "--set", "crds.iUnderstandThatUninstallDeletesAllColonies=true")
 	crds := r.ofKind("CustomResourceDefinition")
-	if len(crds) != 3 {
-		t.Fatalf("want 3 CRDs, got %d", len(crds))
+	if len(crds) != 4 {
+		t.Fatalf("want 4 CRDs (Colony, WorkspaceClass, WorkspaceDeployment, WorkspaceQuota), got %d", len(crds))
 	}
 	for _, u := range crds {
 		if _, kept := u.GetAnnotations()["helm.sh/resource-policy"]; kept {

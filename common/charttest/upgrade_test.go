@@ -20,7 +20,8 @@ import (
 // release work); after a release, point it at the release tag. EXALSIUS_PREVIOUS_CHART_REF overrides it.
 const previousChartRef = "d58a86b"
 
-var crdNames = []string{"colonies.infra.exalsius.ai", "workspaceclasses.workspaces.exalsius.ai", "workspacedeployments.workspaces.exalsius.ai"}
+var crdNames = []string{"colonies.infra.exalsius.ai", "workspaceclasses.workspaces.exalsius.ai", "workspacedeployments.workspaces.exalsius.ai",
+	"workspacequotas.workspaces.exalsius.ai"}
 
 // previousChart extracts the chart at previousChartRef into a temporary folder, or skips when the
 // clone lacks that commit (a shallow clone).

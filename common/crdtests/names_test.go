@@ -32,7 +32,9 @@ var wantCRDs = []crdNames{
 	{group: "workspaces.exalsius.ai", kind: "WorkspaceClass", plural: "workspaceclasses", scope: apiextensionsv1.ClusterScoped,
 		shortNames: []string{"wsc"}, categories: []string{"exalsius"}, columns: []string{"Display Name", "Template", "Valid", "Age"}},
 	{group: "workspaces.exalsius.ai", kind: "WorkspaceDeployment", plural: "workspacedeployments", scope: apiextensionsv1.NamespaceScoped,
-		shortNames: []string{"wsd"}, categories: []string{"exalsius"}, columns: []string{"Class", "Cluster", "Phase", "Ready", "URL", "Age"}},
+		shortNames: []string{"wsd"}, categories: []string{"exalsius"}, columns: []string{"Class", "Cluster", "Placement", "Priority", "Phase", "Ready", "URL", "Age"}},
+	{group: "workspaces.exalsius.ai", kind: "WorkspaceQuota", plural: "workspacequotas", scope: apiextensionsv1.NamespaceScoped,
+		shortNames: []string{"wsq"}, categories: []string{"exalsius"}, columns: []string{"Used", "Waiting", "MaxPriority", "Age"}},
 	// The k0rdent mirror: names and scopes of KCM's CRDs.
 	{group: "k0rdent.mirantis.com", kind: "ClusterDeployment", plural: "clusterdeployments", scope: apiextensionsv1.NamespaceScoped,
 		shortNames: []string{"clusterd", "cld"}},
@@ -112,7 +114,7 @@ func TestExalsiusCategory(t *testing.T) {
 		}
 	}
 	slices.Sort(got)
-	want := []string{"colonies", "workspaceclasses", "workspacedeployments"}
+	want := []string{"colonies", "workspaceclasses", "workspacedeployments", "workspacequotas"}
 	if !slices.Equal(got, want) {
 		t.Errorf("resources in category exalsius = %v, want %v", got, want)
 	}
@@ -162,5 +164,9 @@ func TestKubectl(t *testing.T) {
 	header := strings.Fields(strings.SplitN(run("get", "wsd", "-n", ns), "\n", 2)[0])
 	if want := []string{"NAME", "CLASS", "CLUSTER", "PHASE", "READY", "URL", "AGE"}; !slices.Equal(header, want) {
 		t.Errorf("kubectl get wsd columns = %v, want %v", header, want)
+	}
+	wide := strings.Fields(strings.SplitN(run("get", "wsd", "-n", ns, "-o", "wide"), "\n", 2)[0])
+	if want := []string{"NAME", "CLASS", "CLUSTER", "PLACEMENT", "PRIORITY", "PHASE", "READY", "URL", "AGE"}; !slices.Equal(wide, want) {
+		t.Errorf("kubectl get wsd -o wide columns = %v, want %v", wide, want)
 	}
 }

@@ -74,7 +74,7 @@ func TestManagementServesEveryCRD(t *testing.T) {
 	}
 	want := map[string][]string{
 		infrav1.GroupVersion.String():  {"colonies"},
-		"workspaces.exalsius.ai/v1":    {"workspaceclasses", "workspacedeployments"},
+		"workspaces.exalsius.ai/v1":    {"workspaceclasses", "workspacedeployments", "workspacequotas"},
 		"k0rdent.mirantis.com/v1beta1": {"clusterdeployments", "clustertemplates", "credentials", "servicesets", "servicetemplates"},
 	}
 	for gv, names := range want {

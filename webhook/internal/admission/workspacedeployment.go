@@ -43,7 +43,11 @@ func (v *DeploymentValidator) ValidateCreate(ctx context.Context, wsd *workspace
 	if err != nil {
 		return warnings, err
 	}
-	return warnings, invalid(deploymentKind, wsd.Name, append(errs, terrs...))
+	perrs, err := v.priority(ctx, wsd)
+	if err != nil {
+		return warnings, err
+	}
+	return warnings, invalid(deploymentKind, wsd.Name, append(append(errs, terrs...), perrs...))
 }
 
 // ValidateUpdate keeps the class and cluster references fixed and checks a changed spec again. A
@@ -61,6 +65,13 @@ func (v *DeploymentValidator) ValidateUpdate(ctx context.Context, oldWSD, newWSD
 	cerrs, warnings, err := v.check(ctx, newWSD)
 	if err != nil {
 		return warnings, err
+	}
+	if newWSD.Spec.Priority > oldWSD.Spec.Priority {
+		perrs, err := v.priority(ctx, newWSD)
+		if err != nil {
+			return warnings, err
+		}
+		cerrs = append(cerrs, perrs...)
 	}
 	return warnings, invalid(deploymentKind, newWSD.Name, cerrs)
 }
@@ -110,6 +121,20 @@ func ClassMissingWarning(class string) string {
 		"resources were not checked against it", class)
 }
 
+// priority refuses a spec.priority above what the namespace's WorkspaceQuotas allow (their lowest
+// spec.maxPriority, 0 without one), so that tenants cannot outrank each other at will. Only a raise
+// is checked on update: a workspace whose cap was lowered later may still be edited otherwise.
+func (v *DeploymentValidator) priority(ctx context.Context, wsd *workspacesv1.WorkspaceDeployment) (field.ErrorList, error) {
+	if wsd.Spec.Priority <= 0 {
+		return nil, nil
+	}
+	var quotas workspacesv1.WorkspaceQuotaList
+	if err := v.Reader.List(ctx, &quotas, client.InNamespace(wsd.Namespace)); err != nil {
+		return nil, apierrors.NewInternalError(fmt.Errorf("listing WorkspaceQuotas of %s: %w", wsd.Namespace, err))
+	}
+	return validation.Priority(wsd, workspacesv1.MaxPriority(quotas.Items)), nil
+}
+
 // tenancy applies the cross-namespace rule of common/tenancy to spec.clusterDeploymentRef.namespace.
 func (v *DeploymentValidator) tenancy(ctx context.Context, wsd *workspacesv1.WorkspaceDeployment) (field.ErrorList, error) {
 	target := wsd.Spec.ClusterDeploymentRef.Namespace
@@ -131,7 +156,8 @@ func (v *DeploymentValidator) tenancy(ctx context.Context, wsd *workspacesv1.Wor
 }
 
 // DeploymentDefaulter fills spec.clusterDeploymentRef.namespace with the deployment's own namespace,
-// so that the stored object says where the workspace runs. On update it only restores the value when
+// so that the stored object says where the workspace runs; a deployment that names a Colony or a
+// cluster selector instead is left alone. On update it only restores the value when
 // a client drops it (server-side apply of a manifest without it), so that the immutability rule never
 // trips on a field the client never set.
 //
@@ -150,7 +176,7 @@ func (d *DeploymentDefaulter) Handle(_ context.Context, req admission.Request) a
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the WorkspaceDeployment: %w", err))
 	}
 	ns := req.Namespace
-	if ns == "" || refNamespace(obj) != "" {
+	if ns == "" || refNamespace(obj) != "" || placesItself(obj) {
 		return admission.Allowed("")
 	}
 	if req.Operation == admissionv1.Update {
@@ -170,6 +196,18 @@ func (d *DeploymentDefaulter) Handle(_ context.Context, req admission.Request) a
 		op = jsonpatch.NewOperation("add", "/spec/clusterDeploymentRef/namespace", ns)
 	}
 	return admission.Patched("", op)
+}
+
+// placesItself reports whether a decoded object names a Colony or a cluster selector and no
+// ClusterDeployment: it gets no clusterDeploymentRef.
+func placesItself(obj map[string]any) bool {
+	spec, _ := obj["spec"].(map[string]any)
+	if _, ok := spec["clusterDeploymentRef"]; ok {
+		return false
+	}
+	_, colony := spec["colonyRef"]
+	_, selector := spec["clusterSelector"]
+	return colony || selector
 }
 
 // refNamespace is spec.clusterDeploymentRef.namespace of a decoded object, "" when absent.

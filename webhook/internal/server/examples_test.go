@@ -112,7 +112,8 @@ func TestExamplesAreAccepted(t *testing.T) {
 				if w := warnings.take(); len(w) > 0 {
 					t.Errorf("%s drew warnings: %v", what, w)
 				}
-				if obj.GetKind() == "WorkspaceDeployment" {
+				// A deployment placed by Colony or selector has no clusterDeploymentRef to default.
+				if _, named, _ := unstructured.NestedMap(obj.Object, "spec", "clusterDeploymentRef"); obj.GetKind() == "WorkspaceDeployment" && named {
 					checkDefaulted(t, what, client.ObjectKeyFromObject(obj))
 				}
 			}

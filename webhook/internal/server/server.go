@@ -255,7 +255,7 @@ func (w *Webhook) Setup(mgr ctrl.Manager, c *Config) error {
 		LiveReader: mgr.GetAPIReader(),
 		Deployment: wsvalidation.DeploymentOptions{MaxReplicas: int32(c.MaxReplicas)},
 	})
-	for _, obj := range []client.Object{&workspacesv1.WorkspaceClass{}, &corev1.Namespace{}} {
+	for _, obj := range []client.Object{&workspacesv1.WorkspaceClass{}, &corev1.Namespace{}, &workspacesv1.WorkspaceQuota{}} {
 		if _, err := mgr.GetCache().GetInformer(context.Background(), obj); err != nil {
 			return fmt.Errorf("starting the informer for %T: %w", obj, err)
 		}

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
@@ -49,21 +51,68 @@ func WorkspaceDeployment(wsd *workspacesv1.WorkspaceDeployment, class *workspace
 	} else {
 		errs = append(errs, dnsSubdomain(wsd.Spec.WorkspaceClassRef, spec.Child("workspaceClassRef"))...)
 	}
-	cd := spec.Child("clusterDeploymentRef")
-	if wsd.Spec.ClusterDeploymentRef.Name == "" {
-		errs = append(errs, field.Required(cd.Child("name"), "the ClusterDeployment to deploy on"))
-	} else {
-		errs = append(errs, dnsSubdomain(wsd.Spec.ClusterDeploymentRef.Name, cd.Child("name"))...)
-	}
-	if ns := wsd.Spec.ClusterDeploymentRef.Namespace; ns != "" {
-		errs = append(errs, dnsLabel(ns, cd.Child("namespace"))...)
-	}
+	errs = append(errs, target(wsd, spec)...)
 	errs = append(errs, overrides(wsd.Spec.Resources, class, opts, spec.Child("resources"))...)
 	errs = append(errs, valuesFrom(wsd.Spec.ValuesFrom, spec.Child("valuesFrom"))...)
 	verrs, vwarn := values(wsd, class, spec.Child("values"))
 	errs = append(errs, verrs...)
 	warnings = append(warnings, vwarn...)
 	return Sort(errs), warnings
+}
+
+// target checks where the workspace runs: exactly one of spec.clusterDeploymentRef, spec.colonyRef
+// and spec.clusterSelector, each well formed.
+func target(wsd *workspacesv1.WorkspaceDeployment, spec *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	ref := wsd.Spec.ClusterDeploymentRef
+	set := 0
+	for _, on := range []bool{ref.Name != "" || ref.Namespace != "", wsd.Spec.ColonyRef != nil, wsd.Spec.ClusterSelector != nil} {
+		if on {
+			set++
+		}
+	}
+	switch {
+	case set == 0:
+		return field.ErrorList{field.Required(spec.Child("clusterDeploymentRef", "name"),
+			"the ClusterDeployment to deploy on; or set spec.colonyRef or spec.clusterSelector to let the controller place the workspace")}
+	case set > 1:
+		errs = append(errs, field.Invalid(spec, "clusterDeploymentRef, colonyRef, clusterSelector",
+			"exactly one of spec.clusterDeploymentRef, spec.colonyRef and spec.clusterSelector must be set"))
+	}
+	cd := spec.Child("clusterDeploymentRef")
+	if ref.Name != "" || ref.Namespace != "" {
+		if ref.Name == "" {
+			errs = append(errs, field.Required(cd.Child("name"), "the ClusterDeployment to deploy on"))
+		} else {
+			errs = append(errs, dnsSubdomain(ref.Name, cd.Child("name"))...)
+		}
+		if ref.Namespace != "" {
+			errs = append(errs, dnsLabel(ref.Namespace, cd.Child("namespace"))...)
+		}
+	}
+	if c := wsd.Spec.ColonyRef; c != nil {
+		if c.Name == "" {
+			errs = append(errs, field.Required(spec.Child("colonyRef", "name"), "the Colony whose clusters the workspace may run on"))
+		} else {
+			errs = append(errs, dnsSubdomain(c.Name, spec.Child("colonyRef", "name"))...)
+		}
+	}
+	if sel := wsd.Spec.ClusterSelector; sel != nil {
+		if _, err := metav1.LabelSelectorAsSelector(sel); err != nil {
+			errs = append(errs, field.Invalid(spec.Child("clusterSelector"), sel.String(), err.Error()))
+		}
+	}
+	return errs
+}
+
+// Priority checks spec.priority against the highest priority the namespace's WorkspaceQuotas allow.
+func Priority(wsd *workspacesv1.WorkspaceDeployment, maxPriority int32) field.ErrorList {
+	if wsd.Spec.Priority <= maxPriority {
+		return nil
+	}
+	return field.ErrorList{field.Forbidden(field.NewPath("spec", "priority"), fmt.Sprintf(
+		"%d is above %d, the highest priority the WorkspaceQuotas of namespace %s allow (spec.maxPriority; 0 without one)",
+		wsd.Spec.Priority, maxPriority, wsd.Namespace))}
 }
 
 // WorkspaceDeploymentUpdate checks the fields that never change after creation.
@@ -74,7 +123,18 @@ func WorkspaceDeploymentUpdate(oldWSD, newWSD *workspacesv1.WorkspaceDeployment)
 		errs = append(errs, field.Forbidden(spec.Child("workspaceClassRef"),
 			"is immutable: delete the WorkspaceDeployment and create it again with the new class"))
 	}
+	if !apiequality.Semantic.DeepEqual(oldWSD.Spec.ColonyRef, newWSD.Spec.ColonyRef) {
+		errs = append(errs, field.Forbidden(spec.Child("colonyRef"),
+			"is immutable: delete the WorkspaceDeployment and create it again with the other Colony"))
+	}
+	if !apiequality.Semantic.DeepEqual(oldWSD.Spec.ClusterSelector, newWSD.Spec.ClusterSelector) {
+		errs = append(errs, field.Forbidden(spec.Child("clusterSelector"),
+			"is immutable: delete the WorkspaceDeployment and create it again with the other selector"))
+	}
 	oldRef, newRef := oldWSD.Spec.ClusterDeploymentRef, newWSD.Spec.ClusterDeploymentRef
+	if oldRef.Name == "" && newRef.Name == "" {
+		return Sort(errs)
+	}
 	if oldRef.Name != newRef.Name {
 		errs = append(errs, field.Forbidden(spec.Child("clusterDeploymentRef", "name"),
 			"is immutable: delete the WorkspaceDeployment and create it again on the other cluster"))

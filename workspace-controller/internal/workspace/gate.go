@@ -136,12 +136,16 @@ func (r *Reconciler) gate(ctx context.Context, s *scope) (stepResult, error) {
 		return next, nil
 	}
 	// A CPU-only workspace reserves no GPUs: its decision needs neither the cluster's gate lock nor
-	// the other workspaces' reservations, and its admission is written with the pass's status.
+	// the other workspaces' reservations, and its admission is written with the pass's status. Under a
+	// WorkspaceQuota it still takes the namespace's quota lock (lockGate takes it when the namespace
+	// has a quota) and records its admission before releasing it, so the next count sees it.
 	cpuOnly := gpus(s.resources) == 0
-	if !cpuOnly {
-		unlock := r.admissionsFor().lock(cluster)
-		defer unlock()
+	locked := []string{cluster}
+	if cpuOnly {
+		locked = nil
 	}
+	unlock := r.lockGate(ctx, s.ws.Namespace, locked...)
+	defer unlock()
 
 	if adopted, err := r.adoptEarlierAdmission(ctx, s); err != nil || adopted {
 		return next, err
@@ -153,27 +157,9 @@ func (r *Reconciler) gate(ctx context.Context, s *scope) (stepResult, error) {
 			fmt.Sprintf("cannot reach the child cluster of ClusterDeployment %s: %v", s.cdKey, err))
 		return stopAfter(r.Options.UnreachableRetry), nil
 	}
-	own := s.releaseNamespace()
-	others := make([]corev1.Pod, 0, len(pods))
-	for i := range pods {
-		if pods[i].Namespace != own {
-			others = append(others, pods[i])
-		}
-	}
-	var held heldGPUs
-	if !cpuOnly {
-		if held, err = r.reservations(ctx, s, pods); err != nil {
-			return stop, err
-		}
-	}
-	req := gpuRequest(s.key(), s.resources)
-	d := gpu.Gate(req, nodes, others, append(held.admitted, held.waiting...))
-	if d.Outcome == gpu.Admit && gpus(s.resources) > 0 {
-		if why := unpinnedOverlap(d, nodes, held); why != "" {
-			d.Outcome, d.Reason = gpu.Wait, workspacesv1.ReasonWaitingForGpuCapacity
-			d.Message = why + "; " + d.Message
-			d.Placement = nil
-		}
+	d, others, err := r.decide(ctx, s, nodes, pods)
+	if err != nil {
+		return stop, err
 	}
 	fit := gpu.FitResources(d.Selector, perReplicaList(s.resources), s.resources.Replicas, nodes, others)
 	gateDecisions.WithLabelValues(string(d.Outcome)).Inc()
@@ -198,6 +184,9 @@ func (r *Reconciler) gate(ctx context.Context, s *scope) (stepResult, error) {
 		return stop, r.releaseAdmission(ctx, s)
 	}
 	ad := newAdmission(cluster, s.resources, d, nodes, s.now)
+	if blocked, err := r.quotaBlocks(ctx, s, ad); err != nil || blocked {
+		return stop, err
+	}
 	if prev := s.ws.Status.Admission; prev != nil && prev.AdmittedAt != nil && equality.Semantic.DeepEqual(withoutTime(prev), withoutTime(ad)) {
 		ad.AdmittedAt = prev.AdmittedAt
 	}
@@ -208,13 +197,44 @@ func (r *Reconciler) gate(ctx context.Context, s *scope) (stepResult, error) {
 		// this pass ends (a later step's verdict replaces this one).
 		s.obs.verdict = verdict{kind: verdictDeploying, reason: d.Reason, message: "admitted by the GPU gate: " + d.Message}
 	}
-	if cpuOnly {
+	if cpuOnly && !conditions.IsTrue(s.ws.Status.Conditions, workspacesv1.WithinQuotaCondition) {
 		return next, nil
 	}
 	if err := r.recordAdmission(ctx, s); err != nil {
 		return stop, err
 	}
 	return next, nil
+}
+
+// decide runs the gate's math for the workspace on the cluster s.cdKey, from the child's nodes and
+// pods and the reservations of the other workspaces there; the caller holds the cluster's gate lock.
+// It also returns the pods of the other workspaces. Placement (placement.go) runs it for each
+// candidate cluster, so that a placement never disagrees with the admission.
+func (r *Reconciler) decide(ctx context.Context, s *scope, nodes []corev1.Node, pods []corev1.Pod) (gpu.Decision, []corev1.Pod, error) {
+	own := s.releaseNamespace()
+	others := make([]corev1.Pod, 0, len(pods))
+	for i := range pods {
+		if pods[i].Namespace != own {
+			others = append(others, pods[i])
+		}
+	}
+	var held heldGPUs
+	if gpus(s.resources) > 0 {
+		var err error
+		if held, err = r.reservations(ctx, s, pods); err != nil {
+			return gpu.Decision{}, nil, err
+		}
+	}
+	req := gpuRequest(s.key(), s.resources)
+	d := gpu.Gate(req, nodes, others, append(held.admitted, held.waiting...))
+	if d.Outcome == gpu.Admit && gpus(s.resources) > 0 {
+		if why := unpinnedOverlap(d, nodes, held); why != "" {
+			d.Outcome, d.Reason = gpu.Wait, workspacesv1.ReasonWaitingForGpuCapacity
+			d.Message = why + "; " + d.Message
+			d.Placement = nil
+		}
+	}
+	return d, others, nil
 }
 
 // adoptEarlierAdmission records the admission of a workspace admitted before admissions were
@@ -258,6 +278,7 @@ func newAdmission(cluster string, res *workspacesv1.ResolvedResources, d gpu.Dec
 		ad.GPUsPerReplica = n
 		ad.GPUs = n * int64(res.Replicas)
 		ad.Selector = nonEmpty(d.Selector)
+		ad.GPUModel = admittedModel(d, nodes)
 		for _, p := range d.Placement {
 			ad.Nodes = append(ad.Nodes, workspacesv1.AdmittedNode{Name: p.Node, Replicas: p.Replicas, Hostname: hostnames[p.Node]})
 		}
@@ -317,20 +338,26 @@ func (r *Reconciler) hasServiceSet(ctx context.Context, s *scope) (bool, error) 
 
 // reservations returns the GPUs held by other workspaces on the cluster that the child's pods do not
 // show yet: the admissions that still hold GPUs (see holdsGPUs), each replica charged to the node it
-// was counted on, less the replicas bound there; then, first come first served, the workspaces
-// waiting for the same GPUs that are older than this one and not suspended.
+// was counted on, less the replicas bound there; then the workspaces waiting for the same GPUs that
+// are ahead of this one in the cluster's queue (higher priority, then older; priority.go) and not
+// suspended.
 func (r *Reconciler) reservations(ctx context.Context, s *scope, pods []corev1.Pod) (heldGPUs, error) {
 	var list workspacesv1.WorkspaceDeploymentList
 	// Read-only: the cached objects are not copied (the slice is, so sorting it is safe).
 	if err := r.Client.List(ctx, &list, client.MatchingFields{IndexCluster: s.cdKey.String()}, client.UnsafeDisableDeepCopy); err != nil {
 		return heldGPUs{}, fmt.Errorf("listing workspaces of %s: %w", s.cdKey, err)
 	}
+	list.Items = r.withRecentAdmissions(ctx, s.cdKey.String(), list.Items)
 	withSet, err := r.workspacesWithServiceSets(ctx, s.cdKey)
 	if err != nil {
 		return heldGPUs{}, err
 	}
 	unpinned := map[string]bool{}
-	sort.Slice(list.Items, func(i, j int) bool { return older(&list.Items[i], &list.Items[j]) })
+	caps, err := r.priorityCaps(ctx)
+	if err != nil {
+		return heldGPUs{}, err
+	}
+	sort.Slice(list.Items, func(i, j int) bool { return caps.ahead(&list.Items[i], &list.Items[j]) })
 	mySel := gpu.Selector(gpuRequest("", s.resources))
 	var admitted, waiting []gpu.Reservation
 	for i := range list.Items {
@@ -358,8 +385,8 @@ func (r *Reconciler) reservations(ctx context.Context, s *scope, pods []corev1.P
 				admitted = append(admitted, gpu.Reservation{Key: key, Vendor: res.PerReplica.GPUVendor,
 					Selector: gpu.Selector(gpuRequest(key, res)), GPUsPerReplica: gpus(res), Replicas: replicas})
 			}
-		case o.Status.Phase == workspacesv1.PhaseWaiting && o.DeletionTimestamp.IsZero() && !o.Spec.Suspend &&
-			o.Status.ResolvedResources != nil && gpus(o.Status.ResolvedResources) > 0 && older(o, s.ws):
+		case waitingForGPUs(o) && o.DeletionTimestamp.IsZero() && !o.Spec.Suspend &&
+			o.Status.ResolvedResources != nil && gpus(o.Status.ResolvedResources) > 0 && caps.ahead(o, s.ws):
 			res := o.Status.ResolvedResources
 			sel := gpu.Selector(gpuRequest(key, res))
 			if res.PerReplica.GPUVendor != s.resources.PerReplica.GPUVendor || !equality.Semantic.DeepEqual(sel, mySel) {

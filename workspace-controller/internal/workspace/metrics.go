@@ -102,15 +102,18 @@ func registerMetrics(reader client.Reader, children Children) error {
 	phases.mu.Lock()
 	phases.reader = reader
 	phases.mu.Unlock()
+	queues.use(reader)
 	childCache.Lock()
 	childCache.children = children
 	childCache.Unlock()
-	return bootstrap.RegisterMetrics(gateDecisions, timeToRunning, phases, childClients)
+	return bootstrap.RegisterMetrics(gateDecisions, timeToRunning, phases, childClients,
+		placements, quotaDecisions, waitSeconds, queues)
 }
 
 // observePhase records the creation-to-Running time when a workspace of its first generation
 // reaches Running for the first time.
 func observePhase(before, after *workspacesv1.WorkspaceDeployment, now time.Time) {
+	observeWait(before, after, now)
 	if after.Status.Phase != workspacesv1.PhaseRunning || before.Status.Phase == workspacesv1.PhaseRunning {
 		return
 	}

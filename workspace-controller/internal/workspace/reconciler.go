@@ -66,6 +66,8 @@ type Reconciler struct {
 
 	admissions *admissions
 	writes     ownWrites
+	// placed remembers placements written until the cache shows them (placement.go).
+	placed placementMemory
 }
 
 // staleRetry is how soon a pass put off because the cache lags this process's own write is tried
@@ -151,6 +153,8 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (reconcile.R
 	}{
 		{"adopt legacy", r.adoptLegacy},
 		{"resolve class", r.resolveClass},
+		// A workspace naming a Colony or a cluster selector is placed (and admitted) here, once.
+		{"placement", r.place},
 		{"resolve cluster", r.resolveCluster},
 		{"resolve templates", r.resolveTemplates},
 		{"merge resources", r.mergeResources},

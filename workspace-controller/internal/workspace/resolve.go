@@ -21,7 +21,12 @@ import (
 )
 
 // ClusterKey returns the namespace/name of the ClusterDeployment a workspace targets.
+// A workspace that names a Colony or a cluster selector targets the cluster status.placement names,
+// and none (an empty name) until it is placed.
 func ClusterKey(ws *workspacesv1.WorkspaceDeployment) types.NamespacedName {
+	if ws.Spec.ClusterDeploymentRef.Name == "" {
+		return placedKey(ws)
+	}
 	ns := ws.Spec.ClusterDeploymentRef.Namespace
 	if ns == "" {
 		ns = ws.Namespace

@@ -110,6 +110,10 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager, 
 		WatchesMetadata(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.forNamespace),
 			builder.WithPredicates(predicate.AnnotationChangedPredicate{})).
 		WithOptions(opts)
+	b, err := r.setupPlacement(mgr, b)
+	if err != nil {
+		return err
+	}
 	if childEvents != nil {
 		ch := make(chan event.GenericEvent)
 		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
@@ -178,7 +182,8 @@ func (r *Reconciler) forServiceSet(ctx context.Context, o client.Object) []recon
 }
 
 func (r *Reconciler) forCluster(ctx context.Context, o client.Object) []reconcile.Request {
-	return r.workspaces(ctx, IndexCluster, client.ObjectKeyFromObject(o).String(), nil)
+	return append(r.workspaces(ctx, IndexCluster, client.ObjectKeyFromObject(o).String(), nil),
+		r.namespaceWaiters(ctx, o.GetNamespace(), client.ObjectKey{})...)
 }
 
 func (r *Reconciler) forClass(ctx context.Context, o client.Object) []reconcile.Request {
@@ -251,16 +256,19 @@ func (r *Reconciler) forWaiters(ctx context.Context, o client.Object) []reconcil
 	if !ok {
 		return nil
 	}
-	return r.workspaces(ctx, IndexCluster, ClusterKey(ws).String(), func(w *workspacesv1.WorkspaceDeployment) bool {
+	out := r.workspaces(ctx, IndexCluster, ClusterKey(ws).String(), func(w *workspacesv1.WorkspaceDeployment) bool {
 		return w.Status.Phase == workspacesv1.PhaseWaiting && (w.Namespace != ws.Namespace || w.Name != ws.Name)
 	})
+	// Freed quota and freed GPUs also wake the namespace's quota waiters and unplaced workspaces.
+	return append(out, r.namespaceWaiters(ctx, ws.Namespace, client.ObjectKeyFromObject(ws))...)
 }
 
 // forChildEvent brings back, when a child's Nodes or Pods changed or it became (un)reachable, the
 // workspaces whose state may depend on it: waiting for GPUs, failed for a missing GPU kind, pending
 // on an unreachable child, or being deleted.
 func (r *Reconciler) forChildEvent(ctx context.Context, o client.Object) []reconcile.Request {
-	return r.workspaces(ctx, IndexCluster, client.ObjectKeyFromObject(o).String(), func(ws *workspacesv1.WorkspaceDeployment) bool {
+	// The unplaced workspaces of the cluster's namespace may fit on it now.
+	return append(r.namespaceWaiters(ctx, o.GetNamespace(), client.ObjectKey{}), r.workspaces(ctx, IndexCluster, client.ObjectKeyFromObject(o).String(), func(ws *workspacesv1.WorkspaceDeployment) bool {
 		if !ws.DeletionTimestamp.IsZero() {
 			return true // a deletion may wait for the child
 		}
@@ -273,5 +281,5 @@ func (r *Reconciler) forChildEvent(ctx context.Context, o client.Object) []recon
 				c.Reason == workspacesv1.ReasonClusterUnreachable)
 		}
 		return false
-	})
+	})...)
 }

@@ -38,6 +38,12 @@ const (
 	// Waiting, Deploying, Deleting), with Ready's reason and message, and absent otherwise: the
 	// kstatus convention that Flux and Argo CD read as "in progress".
 	ReconcilingCondition = "Reconciling"
+	// WithinQuotaCondition: the namespace's WorkspaceQuotas leave room for the workspace; set only
+	// while a WorkspaceQuota applies to the namespace.
+	WithinQuotaCondition = "WithinQuota"
+	// PlacedCondition: the workspace is placed on a cluster (status.placement); set only for a
+	// workspace that names a Colony or a cluster selector.
+	PlacedCondition = "Placed"
 	// StalledCondition is True while the workspace is Failed, with the failure's reason and message,
 	// and absent otherwise: the kstatus convention that Flux and Argo CD read as "failed".
 	StalledCondition = "Stalled"
@@ -113,8 +119,36 @@ const (
 	// ReasonRoutingInfraNotReady: the routing infrastructure (the regional cluster, its Gateway, a
 	// wildcard listener, TCP listeners for SSH and TCP endpoints) is missing; the message names what.
 	ReasonRoutingInfraNotReady = "RoutingInfraNotReady"
+	// ReasonQuotaExceeded: admitting the workspace would take the namespace over a WorkspaceQuota;
+	// the message names the quota, its limit and what is used. The workspace waits.
+	ReasonQuotaExceeded = "QuotaExceeded"
+	// ReasonWithinQuota: every WorkspaceQuota of the namespace leaves room for the workspace.
+	ReasonWithinQuota = "WithinQuota"
+	// ReasonNoClusterFitsNow: no candidate cluster can hold the workspace now, but one could once GPUs
+	// are freed (or a cluster becomes reachable); the workspace waits unplaced.
+	ReasonNoClusterFitsNow = "NoClusterFitsNow"
+	// ReasonNoClusterCanFit: no candidate cluster has, or could ever free, the GPUs the workspace asks
+	// for; the message names the largest offering.
+	ReasonNoClusterCanFit = "NoClusterCanFit"
+	// ReasonNoCandidateClusters: the Colony or the cluster selector names no ClusterDeployment (yet).
+	ReasonNoCandidateClusters = "NoCandidateClusters"
+	// ReasonColonyNotFound: spec.colonyRef names no Colony in the workspace's namespace.
+	ReasonColonyNotFound = "ColonyNotFound"
+	// ReasonPlaced: status.placement names the cluster.
+	ReasonPlaced = "Placed"
 	// ReasonRoutesReady: every access endpoint's route serves.
 	ReasonRoutesReady = "RoutesReady"
+)
+
+// Placement reasons (status.placement.reason).
+const (
+	// PlacementNamed: spec.clusterDeploymentRef names the cluster.
+	PlacementNamed = "Named"
+	// PlacementOnlyFit: one candidate cluster could hold the workspace now.
+	PlacementOnlyFit = "OnlyFit"
+	// PlacementTightestFit: of several candidates, the one with the fewest matching GPUs left free
+	// after the workspace (then the first by name).
+	PlacementTightestFit = "TightestFit"
 )
 
 // Condition types and reasons of a WorkspaceClass.

@@ -20,7 +20,22 @@ type ClusterDeploymentRef struct {
 	Namespace string `json:"namespace,omitempty"`
 }
 
-// WorkspaceDeploymentSpec is a user's request for one workspace.
+// ColonyRef names a Colony in the workspace's namespace.
+type ColonyRef struct {
+	// Name of the Colony.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// WorkspaceDeploymentSpec is a user's request for one workspace. It names where the workspace runs in
+// exactly one of three ways: one ClusterDeployment (clusterDeploymentRef), any cluster of a Colony
+// (colonyRef), or any ClusterDeployment of its namespace whose labels match (clusterSelector). With
+// colonyRef or clusterSelector the controller places the workspace on a cluster that can hold it now
+// and records the choice in status.placement (see docs/placement.md).
+// +kubebuilder:validation:XValidation:rule="[has(self.clusterDeploymentRef), has(self.colonyRef), has(self.clusterSelector)].filter(x, x).size() == 1",message="exactly one of spec.clusterDeploymentRef, spec.colonyRef and spec.clusterSelector must be set"
+// +kubebuilder:validation:XValidation:rule="has(self.clusterDeploymentRef) == has(oldSelf.clusterDeploymentRef) && has(self.colonyRef) == has(oldSelf.colonyRef) && has(self.clusterSelector) == has(oldSelf.clusterSelector)",message="spec.clusterDeploymentRef, spec.colonyRef and spec.clusterSelector are immutable: which one is set cannot change"
 type WorkspaceDeploymentSpec struct {
 	// WorkspaceClassRef is the name of the WorkspaceClass. Immutable.
 	// +required
@@ -29,10 +44,32 @@ type WorkspaceDeploymentSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="workspaceClassRef is immutable"
 	WorkspaceClassRef string `json:"workspaceClassRef"`
 
-	// ClusterDeploymentRef is the ClusterDeployment the workspace runs on. Immutable.
-	// +required
+	// ClusterDeploymentRef is the ClusterDeployment the workspace runs on. Immutable. Exactly one of
+	// clusterDeploymentRef, colonyRef and clusterSelector is set.
+	// +optional
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="clusterDeploymentRef is immutable"
-	ClusterDeploymentRef ClusterDeploymentRef `json:"clusterDeploymentRef"`
+	ClusterDeploymentRef ClusterDeploymentRef `json:"clusterDeploymentRef,omitzero"`
+
+	// ColonyRef places the workspace on one of the Colony's clusters (status.clusterDeploymentRefs of
+	// the Colony in the workspace's namespace). Immutable.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="colonyRef is immutable"
+	ColonyRef *ColonyRef `json:"colonyRef,omitempty"`
+
+	// ClusterSelector places the workspace on one of the ClusterDeployments of its namespace whose
+	// labels match. Immutable.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="clusterSelector is immutable"
+	ClusterSelector *metav1.LabelSelector `json:"clusterSelector,omitempty"`
+
+	// Priority orders the workspaces waiting for GPUs on a cluster and for the namespace's quota:
+	// higher first, then older first. A namespace's WorkspaceQuotas cap it (spec.maxPriority, 0 when
+	// none sets it); the webhook refuses a higher value and the controller counts at most the cap. A
+	// running workspace is never preempted.
+	// +optional
+	// +kubebuilder:validation:Minimum=-1000
+	// +kubebuilder:validation:Maximum=1000
+	Priority int32 `json:"priority,omitempty"`
 
 	// Resources override the class's defaultResources, field by field.
 	// +optional
@@ -96,7 +133,9 @@ const (
 	PhasePending WorkspacePhase = "Pending"
 	// PhaseInstallingPrerequisites: waiting for the prerequisites to be deployed.
 	PhaseInstallingPrerequisites WorkspacePhase = "InstallingPrerequisites"
-	// PhaseWaiting: the requested GPU kind exists on the cluster but none is free; retried, oldest first.
+	// PhaseWaiting: the requested GPU kind exists but none is free, no candidate cluster can hold the
+	// workspace now, or the namespace's WorkspaceQuota is used up; retried, highest priority and
+	// oldest first.
 	PhaseWaiting WorkspacePhase = "Waiting"
 	// PhaseDeploying: the ServiceSet is made and the release is being installed.
 	PhaseDeploying WorkspacePhase = "Deploying"
@@ -192,6 +231,10 @@ type Admission struct {
 	// GPUVendor is the vendor of the GPUs.
 	// +optional
 	GPUVendor GPUVendor `json:"gpuVendor,omitempty"`
+	// GPUModel is the exalsius.ai/gpu-model label of the nodes the replicas were counted on, when
+	// they all share one; a WorkspaceQuota's per-model limit counts it.
+	// +optional
+	GPUModel string `json:"gpuModel,omitempty"`
 	// GPUsPerReplica is the GPUs each replica holds, all on one node.
 	// +optional
 	GPUsPerReplica int64 `json:"gpusPerReplica,omitempty"`
@@ -211,6 +254,25 @@ type Admission struct {
 	// AdmittedAt is when the gate admitted the workspace.
 	// +optional
 	AdmittedAt *metav1.Time `json:"admittedAt,omitempty"`
+}
+
+// Placement records the cluster a workspace was placed on.
+type Placement struct {
+	// Cluster is the ClusterDeployment's name.
+	Cluster string `json:"cluster"`
+	// Namespace is the ClusterDeployment's namespace.
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	// Reason is how the cluster was chosen: Named (spec.clusterDeploymentRef), OnlyFit (the one
+	// candidate that could hold the workspace now) or TightestFit (the candidate with the fewest
+	// matching GPUs left free, then the first by name).
+	Reason string `json:"reason"`
+	// Message lists the candidates the choice was made among.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// PlacedAt is when the choice was made.
+	// +optional
+	PlacedAt *metav1.Time `json:"placedAt,omitempty"`
 }
 
 // AccessStatus is one URL of a workspace.
@@ -286,6 +348,11 @@ type WorkspaceDeploymentStatus struct {
 	// +optional
 	Feasibility *Feasibility `json:"feasibility,omitempty"`
 
+	// Placement is the cluster the workspace runs on and why. Set once, when the workspace is placed
+	// (or resolved, with clusterDeploymentRef), and never changed: a workspace never moves.
+	// +optional
+	Placement *Placement `json:"placement,omitempty"`
+
 	// Admission is what the GPU gate granted, while the workspace holds it.
 	// +optional
 	Admission *Admission `json:"admission,omitempty"`
@@ -310,7 +377,9 @@ type WorkspaceDeploymentStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Namespaced,categories=exalsius,shortName=wsd
 // +kubebuilder:printcolumn:name="Class",type=string,JSONPath=`.spec.workspaceClassRef`
-// +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.clusterDeploymentRef.name`
+// +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.status.placement.cluster`
+// +kubebuilder:printcolumn:name="Placement",type=string,JSONPath=`.status.placement.reason`,priority=1
+// +kubebuilder:printcolumn:name="Priority",type=integer,JSONPath=`.spec.priority`,priority=1
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.status.access[0].url`

@@ -1,0 +1,127 @@
+package v1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// GPUQuota caps the GPUs of one vendor, or of one model of that vendor.
+type GPUQuota struct {
+	// Vendor of the GPUs counted.
+	// +required
+	Vendor GPUVendor `json:"vendor"`
+	// Model, when set, counts only GPUs of this model (the exalsius.ai/gpu-model label of the nodes a
+	// workspace was admitted on); without it every GPU of the vendor counts.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Model string `json:"model,omitempty"`
+	// Limit is the most GPUs the namespace's workspaces may hold at once.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	Limit int64 `json:"limit"`
+}
+
+// WorkspaceQuotaSpec caps what the workspaces of a namespace hold across all clusters.
+type WorkspaceQuotaSpec struct {
+	// GPUs caps GPUs per vendor and, optionally, per model. Each entry applies on its own.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:XValidation:rule="self.all(x, self.exists_one(y, y.vendor == x.vendor && (has(y.model) ? y.model : '') == (has(x.model) ? x.model : '')))",message="spec.gpus: each vendor and model appears at most once"
+	GPUs []GPUQuota `json:"gpus,omitempty"`
+
+	// Workspaces caps the number of admitted workspaces (with or without GPUs).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Workspaces *int32 `json:"workspaces,omitempty"`
+
+	// MaxPriority is the highest spec.priority a WorkspaceDeployment of the namespace may ask for.
+	// Without any WorkspaceQuota setting it the maximum is 0; with several, the lowest applies.
+	// +optional
+	// +kubebuilder:validation:Minimum=-1000
+	// +kubebuilder:validation:Maximum=1000
+	MaxPriority *int32 `json:"maxPriority,omitempty"`
+}
+
+// GPUUsage is what a namespace's workspaces hold of one GPUQuota entry.
+type GPUUsage struct {
+	// Vendor of the entry.
+	Vendor GPUVendor `json:"vendor"`
+	// Model of the entry, when it has one.
+	// +optional
+	Model string `json:"model,omitempty"`
+	// Used is the GPUs the admitted workspaces hold.
+	Used int64 `json:"used"`
+	// Limit repeats the entry's limit.
+	Limit int64 `json:"limit"`
+}
+
+// WorkspaceQuotaStatus is what the namespace uses.
+type WorkspaceQuotaStatus struct {
+	// ObservedGeneration is the generation of the spec this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// GPUs is the use of each spec.gpus entry, in the same order.
+	// +optional
+	// +listType=atomic
+	GPUs []GPUUsage `json:"gpus,omitempty"`
+	// Workspaces is the number of admitted workspaces in the namespace.
+	// +optional
+	Workspaces int32 `json:"workspaces,omitempty"`
+	// Waiting is the number of workspaces of the namespace waiting because of a WorkspaceQuota.
+	// +optional
+	Waiting int32 `json:"waiting,omitempty"`
+	// Summary is the use in one line, for example `NVIDIA 3/4, workspaces 2/5`.
+	// +optional
+	Summary string `json:"summary,omitempty"`
+}
+
+// WorkspaceQuota caps the GPUs (per vendor, optionally per model) and the number of workspaces the
+// WorkspaceDeployments of its namespace hold across all clusters, and the priority they may ask for.
+// A workspace that would go over it waits (reason QuotaExceeded); it is never failed. See
+// docs/placement.md.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Namespaced,categories=exalsius,shortName=wsq
+// +kubebuilder:printcolumn:name="Used",type=string,JSONPath=`.status.summary`
+// +kubebuilder:printcolumn:name="Waiting",type=integer,JSONPath=`.status.waiting`
+// +kubebuilder:printcolumn:name="MaxPriority",type=integer,JSONPath=`.spec.maxPriority`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type WorkspaceQuota struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the cap.
+	// +required
+	Spec WorkspaceQuotaSpec `json:"spec"`
+
+	// Status is the use.
+	// +optional
+	Status WorkspaceQuotaStatus `json:"status,omitempty"`
+}
+
+// WorkspaceQuotaList is a list of WorkspaceQuotas.
+//
+// +kubebuilder:object:root=true
+type WorkspaceQuotaList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []WorkspaceQuota `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&WorkspaceQuota{}, &WorkspaceQuotaList{})
+}
+
+// MaxPriority is the highest spec.priority a WorkspaceDeployment may ask for in the namespace of the
+// quotas: the lowest spec.maxPriority among them, 0 when none sets it.
+func MaxPriority(quotas []WorkspaceQuota) int32 {
+	var out int32
+	found := false
+	for i := range quotas {
+		if m := quotas[i].Spec.MaxPriority; m != nil && (!found || *m < out) {
+			out, found = *m, true
+		}
+	}
+	return out
+}

@@ -1,0 +1,88 @@
+package workspace
+
+import (
+	"context"
+	"fmt"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/common/conditions"
+)
+
+// priorityCaps are the highest priorities the namespaces' WorkspaceQuotas allow (spec.maxPriority,
+// the lowest when several set it); a namespace without one is capped at 0. The webhook refuses a
+// higher spec.priority; the controller also counts at most the cap, so that a cap lowered later, or
+// a webhook that was bypassed, never lets a tenant outrank others.
+type priorityCaps map[string]int32
+
+// priorityCaps reads the caps from the WorkspaceQuotas in the cache.
+func (r *Reconciler) priorityCaps(ctx context.Context) (priorityCaps, error) {
+	var list workspacesv1.WorkspaceQuotaList
+	if err := r.Client.List(ctx, &list); err != nil {
+		return nil, fmt.Errorf("listing WorkspaceQuotas: %w", err)
+	}
+	return capsOf(list.Items), nil
+}
+
+// capsOf computes the caps from a list of quotas.
+func capsOf(quotas []workspacesv1.WorkspaceQuota) priorityCaps {
+	caps := priorityCaps{}
+	for i := range quotas {
+		q := &quotas[i]
+		if q.Spec.MaxPriority == nil {
+			continue
+		}
+		if c, ok := caps[q.Namespace]; !ok || *q.Spec.MaxPriority < c {
+			caps[q.Namespace] = *q.Spec.MaxPriority
+		}
+	}
+	return caps
+}
+
+func (c priorityCaps) max(namespace string) int32 {
+	if m, ok := c[namespace]; ok {
+		return m
+	}
+	return 0
+}
+
+// effective is a workspace's priority as the queues count it: spec.priority, at most its namespace's
+// cap.
+func (c priorityCaps) effective(ws *workspacesv1.WorkspaceDeployment) int32 {
+	return min(ws.Spec.Priority, c.max(ws.Namespace))
+}
+
+// ahead reports whether a comes before b in a queue: higher effective priority first, then older
+// (then by namespace and name, see older).
+func (c priorityCaps) ahead(a, b *workspacesv1.WorkspaceDeployment) bool {
+	if pa, pb := c.effective(a), c.effective(b); pa != pb {
+		return pa > pb
+	}
+	return older(a, b)
+}
+
+// waitingForGPUs reports whether a workspace waits in its cluster's GPU queue: Waiting for capacity,
+// not for its namespace's quota (a quota waiter holds no place on the cluster, so that a tenant over
+// quota never blocks another tenant's workspace).
+func waitingForGPUs(ws *workspacesv1.WorkspaceDeployment) bool {
+	return ws.Status.Phase == workspacesv1.PhaseWaiting && !waitingForQuota(ws)
+}
+
+// waitingForQuota reports whether a workspace waits for its namespace's quota.
+func waitingForQuota(ws *workspacesv1.WorkspaceDeployment) bool {
+	if ws.Status.Phase != workspacesv1.PhaseWaiting {
+		return false
+	}
+	c := conditions.Get(ws.Status.Conditions, workspacesv1.ReadyCondition)
+	return c != nil && c.Reason == workspacesv1.ReasonQuotaExceeded
+}
+
+// listQuotas lists the WorkspaceQuotas of a namespace from the cache.
+func listQuotas(ctx context.Context, c client.Reader, namespace string) ([]workspacesv1.WorkspaceQuota, error) {
+	var list workspacesv1.WorkspaceQuotaList
+	if err := c.List(ctx, &list, client.InNamespace(namespace)); err != nil {
+		return nil, fmt.Errorf("listing WorkspaceQuotas of %s: %w", namespace, err)
+	}
+	return list.Items, nil
+}

@@ -1,0 +1,270 @@
+package workspace
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/common/conditions"
+	"github.com/exalsius/exalsius-operator/common/gpu"
+)
+
+// +kubebuilder:rbac:groups=workspaces.exalsius.ai,resources=workspacequotas,verbs=get;list;watch
+// +kubebuilder:rbac:groups=workspaces.exalsius.ai,resources=workspacequotas/status,verbs=get;update;patch
+
+// quotaCharge is what one workspace holds, or asks for, against a namespace's quotas: one workspace
+// and its GPUs of a vendor and model.
+type quotaCharge struct {
+	key    string
+	vendor workspacesv1.GPUVendor
+	model  string
+	gpus   int64
+}
+
+// chargeOf is what an admission holds.
+func chargeOf(key string, ad *workspacesv1.Admission) quotaCharge {
+	return quotaCharge{key: key, vendor: ad.GPUVendor, model: ad.GPUModel, gpus: ad.GPUs}
+}
+
+// counts reports whether a GPU quota entry counts a charge: same vendor, and same model when the
+// entry names one.
+func counts(e workspacesv1.GPUQuota, c quotaCharge) bool {
+	return c.gpus > 0 && c.vendor == e.Vendor && (e.Model == "" || e.Model == c.model)
+}
+
+// quotaUse sums the charges for each entry of a quota.
+func quotaUse(q *workspacesv1.WorkspaceQuota, held []quotaCharge) ([]workspacesv1.GPUUsage, int32) {
+	out := make([]workspacesv1.GPUUsage, 0, len(q.Spec.GPUs))
+	for _, e := range q.Spec.GPUs {
+		u := workspacesv1.GPUUsage{Vendor: e.Vendor, Model: e.Model, Limit: e.Limit}
+		for _, c := range held {
+			if counts(e, c) {
+				u.Used += c.gpus
+			}
+		}
+		out = append(out, u)
+	}
+	return out, int32(len(held))
+}
+
+// quotaViolation says which quota the request would take the namespace over, with the limit and what
+// is used, or "" when every quota leaves room. held are the charges of the namespace's admitted
+// workspaces (and of the quota waiters ahead of the request).
+func quotaViolation(quotas []workspacesv1.WorkspaceQuota, held []quotaCharge, req quotaCharge) string {
+	for i := range quotas {
+		q := &quotas[i]
+		use, n := quotaUse(q, held)
+		if w := q.Spec.Workspaces; w != nil && n+1 > *w {
+			return fmt.Sprintf("WorkspaceQuota %s: %d of %d workspaces are used; one more would exceed spec.workspaces", q.Name, n, *w)
+		}
+		for j, e := range q.Spec.GPUs {
+			if counts(e, req) && use[j].Used+req.gpus > e.Limit {
+				what := string(e.Vendor)
+				if e.Model != "" {
+					what += " " + e.Model
+				}
+				return fmt.Sprintf("WorkspaceQuota %s: %d of %d %s GPUs are used and the workspace asks for %d (spec.gpus[%d])",
+					q.Name, use[j].Used, e.Limit, what, req.gpus, j)
+			}
+		}
+	}
+	return ""
+}
+
+// quotaSummary is a quota's use in one line.
+func quotaSummary(q *workspacesv1.WorkspaceQuota, use []workspacesv1.GPUUsage, n int32) string {
+	parts := make([]string, 0, len(use)+1)
+	for _, u := range use {
+		what := string(u.Vendor)
+		if u.Model != "" {
+			what += " " + u.Model
+		}
+		parts = append(parts, fmt.Sprintf("%s %d/%d", what, u.Used, u.Limit))
+	}
+	if w := q.Spec.Workspaces; w != nil {
+		parts = append(parts, fmt.Sprintf("workspaces %d/%d", n, *w))
+	} else {
+		parts = append(parts, fmt.Sprintf("workspaces %d", n))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// admittedModel is the exalsius.ai/gpu-model of the nodes a decision placed the replicas on, when
+// they share one.
+func admittedModel(d gpu.Decision, nodes []corev1.Node) string {
+	if m := d.Selector[gpu.LabelGPUModel]; m != "" {
+		return m
+	}
+	byName := make(map[string]string, len(nodes))
+	for i := range nodes {
+		byName[nodes[i].Name] = nodes[i].Labels[gpu.LabelGPUModel]
+	}
+	model := ""
+	for i, p := range d.Placement {
+		m := byName[p.Node]
+		if i > 0 && m != model {
+			return ""
+		}
+		model = m
+	}
+	return model
+}
+
+// namespaceUse lists what the other workspaces of a namespace hold (admissions that still hold
+// GPUs, see holdsGPUs) and the workspaces waiting for the namespace's quota. current returns a
+// workspace's admission.
+func namespaceUse(ctx context.Context, c client.Reader, namespace, self string,
+	current func(*workspacesv1.WorkspaceDeployment) *workspacesv1.Admission) ([]quotaCharge, []workspacesv1.WorkspaceDeployment, error) {
+	var list workspacesv1.WorkspaceDeploymentList
+	if err := c.List(ctx, &list, client.InNamespace(namespace)); err != nil {
+		return nil, nil, fmt.Errorf("listing workspaces of %s: %w", namespace, err)
+	}
+	var sets k0rdentv1.ServiceSetList
+	if err := c.List(ctx, &sets, client.MatchingLabels{workspacesv1.WorkspaceNamespaceLabel: namespace}); err != nil {
+		return nil, nil, fmt.Errorf("listing ServiceSets of the workspaces of %s: %w", namespace, err)
+	}
+	withSet := make(map[string]bool, len(sets.Items))
+	for i := range sets.Items {
+		withSet[sets.Items[i].Labels[workspacesv1.WorkspaceLabel]] = true
+	}
+	var held []quotaCharge
+	var waiting []workspacesv1.WorkspaceDeployment
+	for i := range list.Items {
+		o := &list.Items[i]
+		key := o.Namespace + "/" + o.Name
+		if key == self {
+			continue
+		}
+		if ad := current(o); holdsGPUs(o, ad, withSet[o.Name]) {
+			held = append(held, chargeOf(key, ad))
+			continue
+		}
+		if waitingForQuota(o) && o.DeletionTimestamp.IsZero() && !o.Spec.Suspend {
+			waiting = append(waiting, *o)
+		}
+	}
+	return held, waiting, nil
+}
+
+// waiterCharge is what a quota waiter asks for, from its resolved resources.
+func waiterCharge(o *workspacesv1.WorkspaceDeployment) (quotaCharge, bool) {
+	res := o.Status.ResolvedResources
+	if res == nil {
+		return quotaCharge{}, false
+	}
+	return quotaCharge{key: o.Namespace + "/" + o.Name, vendor: res.PerReplica.GPUVendor, model: res.PerReplica.GPUType,
+		gpus: gpus(res) * int64(res.Replicas)}, true
+}
+
+// quotaBlocks checks the admission the gate is about to grant against the namespace's WorkspaceQuotas;
+// the caller holds the namespace's quota lock (lockGate). The quota waiters ahead of the workspace
+// (higher priority, then older) that the quotas could admit now count first, so that freed quota goes
+// to the next in line. Over quota, the workspace waits (QuotaExceeded) and true is returned.
+func (r *Reconciler) quotaBlocks(ctx context.Context, s *scope, ad *workspacesv1.Admission) (bool, error) {
+	quotas, err := listQuotas(ctx, r.Client, s.ws.Namespace)
+	if err != nil {
+		return false, err
+	}
+	if len(quotas) == 0 {
+		conditions.Remove(&s.ws.Status.Conditions, workspacesv1.WithinQuotaCondition)
+		return false, nil
+	}
+	held, waiting, err := namespaceUse(ctx, r.Client, s.ws.Namespace, s.key(), r.admissionsFor().current)
+	if err != nil {
+		return false, err
+	}
+	caps := capsOf(quotas)
+	sort.Slice(waiting, func(i, j int) bool { return caps.ahead(&waiting[i], &waiting[j]) })
+	for i := range waiting {
+		o := &waiting[i]
+		if !caps.ahead(o, s.ws) {
+			break
+		}
+		if c, ok := waiterCharge(o); ok && quotaViolation(quotas, held, c) == "" {
+			held = append(held, c)
+		}
+	}
+	req := chargeOf(s.key(), ad)
+	if why := quotaViolation(quotas, held, req); why != "" {
+		quotaDecisions.WithLabelValues("Exceeded").Inc()
+		s.blocked(workspacesv1.PhaseWaiting, workspacesv1.WithinQuotaCondition, workspacesv1.ReasonQuotaExceeded, why)
+		return true, r.releaseAdmission(ctx, s)
+	}
+	quotaDecisions.WithLabelValues("Within").Inc()
+	s.setTrue(workspacesv1.WithinQuotaCondition, workspacesv1.ReasonWithinQuota,
+		fmt.Sprintf("the namespace's %d WorkspaceQuota(s) leave room for the workspace", len(quotas)))
+	return false, nil
+}
+
+// QuotaReconciler writes the use of each WorkspaceQuota into its status.
+type QuotaReconciler struct {
+	Client client.Client
+}
+
+// Reconcile counts the namespace's admitted workspaces and quota waiters into the quota's status.
+func (q *QuotaReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	quota := &workspacesv1.WorkspaceQuota{}
+	if err := q.Client.Get(ctx, req.NamespacedName, quota); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	held, waiting, err := namespaceUse(ctx, q.Client, quota.Namespace, "",
+		func(o *workspacesv1.WorkspaceDeployment) *workspacesv1.Admission { return o.Status.Admission })
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	use, n := quotaUse(quota, held)
+	st := workspacesv1.WorkspaceQuotaStatus{ObservedGeneration: quota.Generation, GPUs: use, Workspaces: n,
+		Waiting: int32(len(waiting)), Summary: quotaSummary(quota, use, n)}
+	if len(st.GPUs) == 0 {
+		st.GPUs = nil
+	}
+	if equality.Semantic.DeepEqual(quota.Status, st) {
+		return reconcile.Result{}, nil
+	}
+	base := quota.DeepCopy()
+	quota.Status = st
+	if err := q.Client.Status().Patch(ctx, quota, client.MergeFrom(base)); err != nil && !apierrors.IsNotFound(err) {
+		return reconcile.Result{}, fmt.Errorf("writing WorkspaceQuota status: %w", err)
+	}
+	return reconcile.Result{}, nil
+}
+
+// SetupWithManager watches the quotas and the workspaces of their namespaces.
+func (q *QuotaReconciler) SetupWithManager(mgr manager.Manager) error {
+	return builder.ControllerManagedBy(mgr).
+		Named("workspacequota").
+		For(&workspacesv1.WorkspaceQuota{}).
+		Watches(&workspacesv1.WorkspaceDeployment{}, handler.EnqueueRequestsFromMapFunc(q.forWorkspace)).
+		Watches(&k0rdentv1.ServiceSet{}, handler.EnqueueRequestsFromMapFunc(q.forWorkspace),
+			builder.WithPredicates(hasLabel(workspacesv1.WorkspaceNamespaceLabel))).
+		Complete(q)
+}
+
+// forWorkspace maps a workspace (or its ServiceSet) to the quotas of its namespace.
+func (q *QuotaReconciler) forWorkspace(ctx context.Context, o client.Object) []reconcile.Request {
+	ns := o.GetNamespace()
+	if v := o.GetLabels()[workspacesv1.WorkspaceNamespaceLabel]; v != "" {
+		ns = v
+	}
+	quotas, err := listQuotas(ctx, q.Client, ns)
+	if err != nil {
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(quotas))
+	for i := range quotas {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&quotas[i])})
+	}
+	return out
+}
