@@ -186,7 +186,9 @@ func (r *Reconciler) serviceSet(ctx context.Context, s *scope) (stepResult, erro
 	want := s.desiredServiceSet(name)
 	s.ws.Status.ServiceSetName = want.Name
 	s.ws.Status.ReleaseName = want.Spec.Services[0].Name
-	stamp := s.now.UTC().Format(time.RFC3339)
+	// Nanoseconds, so that two rollouts within one second (a stop right after a start) never share a
+	// stamp, and the second is never taken for deployed because the first was.
+	stamp := s.now.UTC().Format(time.RFC3339Nano)
 
 	if h := valuesHash(s.secretValues); h != "" {
 		want.Annotations = map[string]string{AnnotationValuesHash: h}
