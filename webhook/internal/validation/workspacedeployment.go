@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -60,10 +61,23 @@ func WorkspaceDeployment(wsd *workspacesv1.WorkspaceDeployment, class *workspace
 	}
 	errs = append(errs, overrides(wsd.Spec.Resources, class, opts, spec.Child("resources"))...)
 	errs = append(errs, valuesFrom(wsd.Spec.ValuesFrom, spec.Child("valuesFrom"))...)
+	errs = append(errs, positiveDuration(wsd.Spec.StopAfter, spec.Child("stopAfter"))...)
 	verrs, vwarn := values(wsd, class, spec.Child("values"))
 	errs = append(errs, verrs...)
 	warnings = append(warnings, vwarn...)
 	return Sort(errs), warnings
+}
+
+// OnlyStoppedChanged reports whether an update changes spec.stopped and nothing else of the spec: a
+// stop or a start, by a user or by the controller's spec.stopAfter, is never held up by checks of
+// fields it leaves alone.
+func OnlyStoppedChanged(oldWSD, newWSD *workspacesv1.WorkspaceDeployment) bool {
+	if oldWSD.Spec.Stopped == newWSD.Spec.Stopped {
+		return false
+	}
+	o, n := oldWSD.Spec.DeepCopy(), newWSD.Spec.DeepCopy()
+	o.Stopped = n.Stopped
+	return apiequality.Semantic.DeepEqual(o, n)
 }
 
 // WorkspaceDeploymentUpdate checks the fields that never change after creation.
