@@ -135,6 +135,11 @@ func derivePhase(prev *workspacesv1.WorkspaceDeploymentStatus, obs observation) 
 	}
 	out := derived{phase: phase, message: v.message,
 		ready: &metav1.Condition{Type: workspacesv1.ReadyCondition, Status: metav1.ConditionFalse, Reason: v.reason, Message: v.message}}
+	if phase == workspacesv1.PhaseStopped && v.reason == workspacesv1.ReasonStopped {
+		// Stopped as the spec asks: the desired state is reached (as a Knative Service scaled to zero
+		// stays Ready), so GitOps health reads Current, not InProgress for as long as it is stopped.
+		out.ready.Status = metav1.ConditionTrue
+	}
 	if phase != workspacesv1.PhaseFailed {
 		return out
 	}

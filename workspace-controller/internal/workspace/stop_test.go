@@ -107,6 +107,9 @@ func TestStopFreesGPUsAndStartGatesAgain(t *testing.T) {
 	if ws.Status.Admission != nil {
 		t.Errorf("a stopped workspace keeps its admission: %+v", ws.Status.Admission)
 	}
+	if c := condition(ws, workspacesv1.ReadyCondition); c.Status != metav1.ConditionTrue {
+		t.Errorf("Ready %+v of a stopped workspace, want True (the spec's desired state is reached)", c)
+	}
 	for _, typ := range []string{workspacesv1.ReconcilingCondition, workspacesv1.StalledCondition} {
 		if c := conditions.Get(ws.Status.Conditions, typ); c != nil {
 			t.Errorf("a stopped workspace has %s: %+v", typ, c)
