@@ -66,8 +66,10 @@ type WorkspaceDeploymentSpec struct {
 
 	// StopAfter stops the workspace (the controller sets spec.stopped to true) once the spec has not
 	// changed for this long, counted from status.lastSpecChange. Starting the workspace again is a spec
-	// change, so the clock restarts. Must be positive.
+	// change, so the clock restarts. A positive duration such as `30m` or `8h` (units h, m, s, ms).
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`
 	StopAfter *metav1.Duration `json:"stopAfter,omitempty"`
 }
 
