@@ -80,11 +80,6 @@ const (
 	ReasonRoutesPending        = "RoutesPending"
 	ReasonNoEndpoints          = "NoEndpoints"
 	ReasonSuspended            = "Suspended"
-	// ReasonStopping: spec.stopped is set and the release is being scaled to zero; its GPUs are still
-	// held until k0rdent reports the change deployed.
-	ReasonStopping = "Stopping"
-	// ReasonStopped: the release runs no replica and holds no GPU (spec.stopped).
-	ReasonStopped = "Stopped"
 	ReasonDeleting             = "Deleting"
 	ReasonRunning              = "Running"
 	// ReasonServiceTemplateNotInClusterNamespace: k0rdent looks a ServiceSet's templates up in the
@@ -120,6 +115,12 @@ const (
 	ReasonRoutingInfraNotReady = "RoutingInfraNotReady"
 	// ReasonRoutesReady: every access endpoint's route serves.
 	ReasonRoutesReady = "RoutesReady"
+
+	// ReasonStopping: spec.stopped is set and the release is being scaled to zero; its GPUs are still
+	// held until k0rdent reports the change deployed.
+	ReasonStopping = "Stopping"
+	// ReasonStopped: the release runs no replica and holds no GPU (spec.stopped).
+	ReasonStopped = "Stopped"
 )
 
 // Condition types and reasons of a WorkspaceClass.
