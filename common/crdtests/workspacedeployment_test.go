@@ -74,6 +74,10 @@ func TestWorkspaceDeploymentValidation(t *testing.T) {
 		{name: "valuesFrom name missing", spec: wsd(`,"valuesFrom":[{"kind":"Secret"}]`), want: []string{"spec.valuesFrom[0].name", "Required value"}},
 		{name: "valuesFrom 17 sources", spec: wsd(`,"valuesFrom":` + jsonList(17, `{"kind":"Secret","name":"s%d"}`)), want: []string{"spec.valuesFrom", "Too many"}},
 		{name: "suspend not a bool", spec: wsd(`,"suspend":"yes"`), want: []string{"spec.suspend", "must be of type boolean"}},
+		{name: "stopped and stopAfter", spec: wsd(`,"stopped":true,"stopAfter":"8h30m"`)},
+		{name: "stopped not a bool", spec: wsd(`,"stopped":"yes"`), want: []string{"spec.stopped", "must be of type boolean"}},
+		{name: "stopAfter not a duration", spec: wsd(`,"stopAfter":"soon"`), want: []string{"spec.stopAfter", "should match"}},
+		{name: "stopAfter negative", spec: wsd(`,"stopAfter":"-5m"`), want: []string{"spec.stopAfter", "should match"}},
 	}
 	runCases(t, workspacesAPI, "WorkspaceDeployment", ns, cases)
 	requireTypedList(t, &workspacesv1.WorkspaceDeploymentList{})

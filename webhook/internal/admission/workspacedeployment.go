@@ -51,15 +51,15 @@ func (v *DeploymentValidator) ValidateCreate(ctx context.Context, wsd *workspace
 }
 
 // ValidateUpdate keeps the class and cluster references fixed and checks a changed spec again. A
-// deployment being deleted, or an update that leaves the spec alone (finalizers, labels), always
-// passes, so that teardown never waits for the webhook's verdict on old data. Tenancy is checked on
+// deployment being deleted, an update that leaves the spec alone (finalizers, labels), or one that
+// only stops or starts the workspace (spec.stopped) always passes, so that teardown never waits for the webhook's verdict on old data. Tenancy is checked on
 // create only: the target never changes, and the workspace-controller re-checks it on every pass.
 func (v *DeploymentValidator) ValidateUpdate(ctx context.Context, oldWSD, newWSD *workspacesv1.WorkspaceDeployment) (admission.Warnings, error) {
 	if newWSD.DeletionTimestamp != nil {
 		return nil, nil
 	}
 	errs := validation.WorkspaceDeploymentUpdate(oldWSD, newWSD)
-	if len(errs) > 0 || apiequality.Semantic.DeepEqual(oldWSD.Spec, newWSD.Spec) {
+	if len(errs) > 0 || apiequality.Semantic.DeepEqual(oldWSD.Spec, newWSD.Spec) || validation.OnlyStoppedChanged(oldWSD, newWSD) {
 		return nil, invalid(deploymentKind, newWSD.Name, errs)
 	}
 	cerrs, warnings, err := v.check(ctx, newWSD)

@@ -54,6 +54,7 @@ func WorkspaceDeployment(wsd *workspacesv1.WorkspaceDeployment, class *workspace
 	errs = append(errs, target(wsd, spec)...)
 	errs = append(errs, overrides(wsd.Spec.Resources, class, opts, spec.Child("resources"))...)
 	errs = append(errs, valuesFrom(wsd.Spec.ValuesFrom, spec.Child("valuesFrom"))...)
+	errs = append(errs, positiveDuration(wsd.Spec.StopAfter, spec.Child("stopAfter"))...)
 	verrs, vwarn := values(wsd, class, spec.Child("values"))
 	errs = append(errs, verrs...)
 	warnings = append(warnings, vwarn...)
@@ -113,6 +114,18 @@ func Priority(wsd *workspacesv1.WorkspaceDeployment, maxPriority int32) field.Er
 	return field.ErrorList{field.Forbidden(field.NewPath("spec", "priority"), fmt.Sprintf(
 		"%d is above %d, the highest priority the WorkspaceQuotas of namespace %s allow (spec.maxPriority; 0 without one)",
 		wsd.Spec.Priority, maxPriority, wsd.Namespace))}
+}
+
+// OnlyStoppedChanged reports whether an update changes spec.stopped and nothing else of the spec: a
+// stop or a start, by a user or by the controller's spec.stopAfter, is never held up by checks of
+// fields it leaves alone.
+func OnlyStoppedChanged(oldWSD, newWSD *workspacesv1.WorkspaceDeployment) bool {
+	if oldWSD.Spec.Stopped == newWSD.Spec.Stopped {
+		return false
+	}
+	o, n := oldWSD.Spec.DeepCopy(), newWSD.Spec.DeepCopy()
+	o.Stopped = n.Stopped
+	return apiequality.Semantic.DeepEqual(o, n)
 }
 
 // WorkspaceDeploymentUpdate checks the fields that never change after creation.

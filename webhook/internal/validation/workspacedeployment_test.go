@@ -3,6 +3,7 @@ package validation
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -98,6 +99,12 @@ func TestWorkspaceDeploymentRules(t *testing.T) {
 		{"valuesFrom bad name", DeploymentOptions{}, func(d *workspacesv1.WorkspaceDeployment) {
 			d.Spec.ValuesFrom = []workspacesv1.ValuesFromSource{{Kind: "Secret", Name: "Bad_Name"}}
 		}, []string{"spec.valuesFrom[0].name"}},
+		{"stopAfter zero", DeploymentOptions{}, func(d *workspacesv1.WorkspaceDeployment) {
+			d.Spec.StopAfter = &metav1.Duration{}
+		}, []string{"spec.stopAfter"}},
+		{"stopAfter negative", DeploymentOptions{}, func(d *workspacesv1.WorkspaceDeployment) {
+			d.Spec.StopAfter = &metav1.Duration{Duration: -time.Hour}
+		}, []string{"spec.stopAfter"}},
 		{"valuesFrom twice", DeploymentOptions{}, func(d *workspacesv1.WorkspaceDeployment) {
 			d.Spec.ValuesFrom = []workspacesv1.ValuesFromSource{{Kind: "Secret", Name: "pw"}, {Kind: "ConfigMap", Name: "pw"}, {Kind: "Secret", Name: "pw"}}
 		}, []string{"spec.valuesFrom[2]"}},
@@ -138,6 +145,25 @@ func TestWorkspaceDeploymentInjectionWarning(t *testing.T) {
 	expectPaths(t, errs)
 	if len(warnings) != 1 || !strings.Contains(warnings[0], "spec.values.replicaCount") {
 		t.Fatalf("want one warning naming spec.values.replicaCount, got %v", warnings)
+	}
+}
+
+func TestOnlyStoppedChanged(t *testing.T) {
+	oldD := validDeployment()
+	newD := validDeployment()
+	if OnlyStoppedChanged(oldD, newD) {
+		t.Error("no change taken for a stop")
+	}
+	newD.Spec.Stopped = true
+	if !OnlyStoppedChanged(oldD, newD) {
+		t.Error("a stop not recognised")
+	}
+	if !OnlyStoppedChanged(newD, oldD) {
+		t.Error("a start not recognised")
+	}
+	newD.Spec.StopAfter = &metav1.Duration{Duration: -time.Hour}
+	if OnlyStoppedChanged(oldD, newD) {
+		t.Error("a stop with another spec change taken for a stop only")
 	}
 }
 

@@ -481,7 +481,7 @@ func admittedReservations(key string, ad *workspacesv1.Admission, pods []corev1.
 }
 
 // workspacesWithServiceSets returns the workspaces (namespace/name) that have a ServiceSet on the
-// cluster, from the ServiceSets' labels.
+// cluster, from the ServiceSets' labels, leaving out the ServiceSets of stopped workspaces.
 func (r *Reconciler) workspacesWithServiceSets(ctx context.Context, cd types.NamespacedName) (map[string]bool, error) {
 	var list k0rdentv1.ServiceSetList
 	if err := r.Client.List(ctx, &list, client.InNamespace(cd.Namespace),
@@ -491,6 +491,9 @@ func (r *Reconciler) workspacesWithServiceSets(ctx context.Context, cd types.Nam
 	out := make(map[string]bool, len(list.Items))
 	for i := range list.Items {
 		l := list.Items[i].Labels
+		if l[LabelStopped] == "true" {
+			continue // scaled to zero: its release holds no GPU (stop.go)
+		}
 		out[l[workspacesv1.WorkspaceNamespaceLabel]+"/"+l[workspacesv1.WorkspaceLabel]] = true
 	}
 	return out, nil

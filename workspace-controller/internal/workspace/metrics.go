@@ -81,7 +81,7 @@ func (c *phaseCollector) Collect(ch chan<- prometheus.Metric) {
 	counts := map[workspacesv1.WorkspacePhase]int{}
 	for _, p := range []workspacesv1.WorkspacePhase{
 		workspacesv1.PhasePending, workspacesv1.PhaseInstallingPrerequisites, workspacesv1.PhaseWaiting,
-		workspacesv1.PhaseDeploying, workspacesv1.PhaseRunning, workspacesv1.PhaseFailed, workspacesv1.PhaseDeleting,
+		workspacesv1.PhaseDeploying, workspacesv1.PhaseRunning, workspacesv1.PhaseStopped, workspacesv1.PhaseFailed, workspacesv1.PhaseDeleting,
 	} {
 		counts[p] = 0
 	}
@@ -107,7 +107,7 @@ func registerMetrics(reader client.Reader, children Children) error {
 	childCache.children = children
 	childCache.Unlock()
 	return bootstrap.RegisterMetrics(gateDecisions, timeToRunning, phases, childClients,
-		placements, quotaDecisions, waitSeconds, queues)
+		placements, quotaDecisions, waitSeconds, queues, stopsAfterIdle)
 }
 
 // observePhase records the creation-to-Running time when a workspace of its first generation

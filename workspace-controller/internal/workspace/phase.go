@@ -24,6 +24,8 @@ const (
 	verdictRunning
 	// verdictFailed: a human must act.
 	verdictFailed
+	// verdictStopped: spec.stopped; the release is (being) scaled to zero (stop.go).
+	verdictStopped
 )
 
 // verdict is the decision of a pass: its kind, and the reason and message Ready repeats.
@@ -79,6 +81,11 @@ func deriveStatus(prev *workspacesv1.WorkspaceDeploymentStatus, obs observation)
 	case workspacesv1.PhaseRunning:
 	case workspacesv1.PhaseFailed:
 		d.stalled = mirror(workspacesv1.StalledCondition)
+	case workspacesv1.PhaseStopped:
+		// Stopped is a steady state: in progress only while the release is scaled down.
+		if d.ready.Reason == workspacesv1.ReasonStopping {
+			d.reconciling = mirror(workspacesv1.ReconcilingCondition)
+		}
 	default:
 		d.reconciling = mirror(workspacesv1.ReconcilingCondition)
 	}
@@ -123,9 +130,16 @@ func derivePhase(prev *workspacesv1.WorkspaceDeploymentStatus, obs observation) 
 			ready: &metav1.Condition{Type: workspacesv1.ReadyCondition, Status: metav1.ConditionTrue, Reason: workspacesv1.ReasonRunning, Message: msg}}
 	case verdictFailed:
 		phase = workspacesv1.PhaseFailed
+	case verdictStopped:
+		phase = workspacesv1.PhaseStopped
 	}
 	out := derived{phase: phase, message: v.message,
 		ready: &metav1.Condition{Type: workspacesv1.ReadyCondition, Status: metav1.ConditionFalse, Reason: v.reason, Message: v.message}}
+	if phase == workspacesv1.PhaseStopped && v.reason == workspacesv1.ReasonStopped {
+		// Stopped as the spec asks: the desired state is reached (as a Knative Service scaled to zero
+		// stays Ready), so GitOps health reads Current, not InProgress for as long as it is stopped.
+		out.ready.Status = metav1.ConditionTrue
+	}
 	if phase != workspacesv1.PhaseFailed {
 		return out
 	}
@@ -156,6 +170,8 @@ func phaseVerdict(p workspacesv1.WorkspacePhase) verdictKind {
 		return verdictRunning
 	case workspacesv1.PhaseFailed:
 		return verdictFailed
+	case workspacesv1.PhaseStopped:
+		return verdictStopped
 	}
 	return verdictPending
 }

@@ -141,7 +141,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 		s.observed = true
 		return reconcile.Result{}, nil
 	}
-	return r.reconcileNormal(ctx, s)
+	if stopped, err := r.stopWhenIdle(ctx, s); stopped || err != nil {
+		return reconcile.Result{}, err // the spec change brings the workspace back
+	}
+	res, err := r.reconcileNormal(ctx, s)
+	return s.untilStopDeadline(res), err
 }
 
 // reconcileNormal runs the steps in order; a step that cannot finish stops the pass and says when to
@@ -158,6 +162,8 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (reconcile.R
 		{"resolve cluster", r.resolveCluster},
 		{"resolve templates", r.resolveTemplates},
 		{"merge resources", r.mergeResources},
+		// A stopped workspace is scaled to zero and skips the gate (stop.go).
+		{"stop", r.stopWorkspace},
 		// Everything that can fail the workspace for good is checked before the gate, so that an
 		// admission is never written and then dropped again pass after pass.
 		{"values check", r.values},
@@ -265,6 +271,8 @@ type scope struct {
 
 	// observed is true when the pass got far enough to describe the current generation.
 	observed bool
+	// stopping is true when spec.stopped scales the release to zero (stop.go).
+	stopping bool
 	// requeueAfter asks for a pass at a deadline (deployTimeout) even without events.
 	requeueAfter time.Duration
 }

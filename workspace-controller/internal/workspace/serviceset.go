@@ -145,7 +145,7 @@ func (s *scope) deployTimeout() time.Duration {
 // desiredServiceSet is the workspace's ServiceSet as the k0rdent contract wants it
 // (docs/design/k0rdent-contract.md).
 func (s *scope) desiredServiceSet(name string) *k0rdentv1.ServiceSet {
-	return &k0rdentv1.ServiceSet{
+	ss := &k0rdentv1.ServiceSet{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      name,
 			Namespace: s.cdKey.Namespace,
@@ -170,6 +170,10 @@ func (s *scope) desiredServiceSet(name string) *k0rdentv1.ServiceSet {
 			}},
 		},
 	}
+	if s.stopping {
+		ss.Labels[LabelStopped] = "true"
+	}
+	return ss
 }
 
 // serviceSet creates the workspace's ServiceSet, or corrects it when it drifted from what the
@@ -182,7 +186,9 @@ func (r *Reconciler) serviceSet(ctx context.Context, s *scope) (stepResult, erro
 	want := s.desiredServiceSet(name)
 	s.ws.Status.ServiceSetName = want.Name
 	s.ws.Status.ReleaseName = want.Spec.Services[0].Name
-	stamp := s.now.UTC().Format(time.RFC3339)
+	// Nanoseconds, so that two rollouts within one second (a stop right after a start) never share a
+	// stamp, and the second is never taken for deployed because the first was.
+	stamp := s.now.UTC().Format(time.RFC3339Nano)
 
 	if h := valuesHash(s.secretValues); h != "" {
 		want.Annotations = map[string]string{AnnotationValuesHash: h}
@@ -243,6 +249,9 @@ func (r *Reconciler) serviceSet(ctx context.Context, s *scope) (stepResult, erro
 		}
 		got.Labels[k] = v
 	}
+	if want.Labels[LabelStopped] == "" {
+		delete(got.Labels, LabelStopped)
+	}
 	if !hasOwner(got, want.OwnerReferences[0]) {
 		got.OwnerReferences = append(got.OwnerReferences, want.OwnerReferences[0])
 	}
@@ -281,6 +290,9 @@ func drift(got, want *k0rdentv1.ServiceSet) (spec, meta bool) {
 		if got.Labels[k] != v {
 			meta = true
 		}
+	}
+	if got.Labels[LabelStopped] != want.Labels[LabelStopped] {
+		meta = true
 	}
 	if !hasOwner(got, want.OwnerReferences[0]) {
 		meta = true

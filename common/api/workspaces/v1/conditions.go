@@ -138,6 +138,12 @@ const (
 	ReasonPlaced = "Placed"
 	// ReasonRoutesReady: every access endpoint's route serves.
 	ReasonRoutesReady = "RoutesReady"
+
+	// ReasonStopping: spec.stopped is set and the release is being scaled to zero; its GPUs are still
+	// held until k0rdent reports the change deployed.
+	ReasonStopping = "Stopping"
+	// ReasonStopped: the release runs no replica and holds no GPU (spec.stopped).
+	ReasonStopped = "Stopped"
 )
 
 // Placement reasons (status.placement.reason).

@@ -93,6 +93,21 @@ type WorkspaceDeploymentSpec struct {
 	// Suspend stops reconciling the workspace (it keeps running as it is). It never blocks deletion.
 	// +optional
 	Suspend bool `json:"suspend,omitempty"`
+
+	// Stopped scales the workspace's release to zero replicas and frees its GPUs for other workspaces;
+	// its volumes, its release and its URLs are kept (phase Stopped). Setting it back to false passes
+	// the GPU gate again (Waiting while the GPUs are taken) and brings the workspace back with its
+	// data. See docs/stop-start.md.
+	// +optional
+	Stopped bool `json:"stopped,omitempty"`
+
+	// StopAfter stops the workspace (the controller sets spec.stopped to true) once the spec has not
+	// changed for this long, counted from status.lastSpecChange. Starting the workspace again is a spec
+	// change, so the clock restarts. A positive duration such as `30m` or `8h` (units h, m, s, ms).
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`
+	StopAfter *metav1.Duration `json:"stopAfter,omitempty"`
 }
 
 // ValuesSourceKind is the kind of a valuesFrom source.
@@ -125,7 +140,7 @@ type ValuesFromSource struct {
 }
 
 // WorkspacePhase summarises a workspace in one word.
-// +kubebuilder:validation:Enum=Pending;InstallingPrerequisites;Waiting;Deploying;Running;Failed;Deleting
+// +kubebuilder:validation:Enum=Pending;InstallingPrerequisites;Waiting;Deploying;Running;Stopped;Failed;Deleting
 type WorkspacePhase string
 
 const (
@@ -141,6 +156,9 @@ const (
 	PhaseDeploying WorkspacePhase = "Deploying"
 	// PhaseRunning: the release is deployed.
 	PhaseRunning WorkspacePhase = "Running"
+	// PhaseStopped: spec.stopped is set; the release runs no replica and holds no GPU, its volumes and
+	// URLs are kept.
+	PhaseStopped WorkspacePhase = "Stopped"
 	// PhaseFailed: a human must act; the Ready condition and failureContext say why.
 	PhaseFailed WorkspacePhase = "Failed"
 	// PhaseDeleting: the release is being uninstalled.
@@ -369,6 +387,19 @@ type WorkspaceDeploymentStatus struct {
 	// Message is a human summary of the current state.
 	// +optional
 	Message string `json:"message,omitempty"`
+
+	// LastSpecChange is the spec generation the controller last saw change, and when it first saw it;
+	// spec.stopAfter counts from it.
+	// +optional
+	LastSpecChange *SpecChange `json:"lastSpecChange,omitempty"`
+}
+
+// SpecChange records when the controller first saw a generation of the spec.
+type SpecChange struct {
+	// Generation is the metadata.generation seen.
+	Generation int64 `json:"generation"`
+	// Time is when the controller first saw it.
+	Time metav1.Time `json:"time"`
 }
 
 // WorkspaceDeployment is one instance of a WorkspaceClass on one ClusterDeployment.

@@ -1,0 +1,283 @@
+package workspace
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/common/conditions"
+	"github.com/exalsius/exalsius-operator/common/gpu"
+)
+
+// setStopped sets spec.stopped of a workspace.
+func setStopped(t *testing.T, key types.NamespacedName, stopped bool) {
+	t.Helper()
+	ws := getWS(t, key)
+	patch := client.MergeFrom(ws.DeepCopy())
+	ws.Spec.Stopped = stopped
+	must(t, k8s.Patch(ctxT(t), ws, patch))
+}
+
+// releaseReplicas reads _exalsius.resources.replicas from the workspace's ServiceSet.
+func releaseReplicas(t *testing.T, ss *k0rdentv1.ServiceSet) (int64, error) {
+	t.Helper()
+	ex, _ := serviceSetValues(t, ss)["_exalsius"].(map[string]any)
+	res, _ := ex["resources"].(map[string]any)
+	r, ok := res["replicas"]
+	if !ok {
+		return 0, fmt.Errorf("no _exalsius.resources.replicas in %v", ex)
+	}
+	switch n := r.(type) {
+	case int:
+		return int64(n), nil
+	case int64:
+		return n, nil
+	case float64:
+		return int64(n), nil
+	}
+	return 0, fmt.Errorf("_exalsius.resources.replicas is %T", r)
+}
+
+// waitReplicas waits until the workspace's ServiceSet asks for n replicas, with the stopped label
+// exactly when n is 0.
+func waitReplicas(t *testing.T, key types.NamespacedName, n int64) *k0rdentv1.ServiceSet {
+	t.Helper()
+	ss := &k0rdentv1.ServiceSet{}
+	ws := getWS(t, key)
+	ssKey := types.NamespacedName{Namespace: ClusterKey(ws).Namespace, Name: ServiceSetName(ws)}
+	eventually(t, fmt.Sprintf("ServiceSet %s with %d replicas", ssKey, n), func() error {
+		if err := k8s.Get(ctxT(t), ssKey, ss); err != nil {
+			return err
+		}
+		got, err := releaseReplicas(t, ss)
+		if err != nil {
+			return err
+		}
+		if got != n {
+			return fmt.Errorf("replicas %d", got)
+		}
+		if stopped := ss.Labels[LabelStopped] == "true"; stopped != (n == 0) {
+			return fmt.Errorf("label %s=%q with %d replicas", LabelStopped, ss.Labels[LabelStopped], n)
+		}
+		return nil
+	})
+	return ss
+}
+
+// TestStopFreesGPUsAndStartGatesAgain: a Running workspace holding the only GPU is stopped; its
+// release is scaled to zero through _exalsius, it keeps its GPU until k0rdent reports the scaled
+// release, then a waiting workspace is admitted. Started again while the GPU is taken it waits
+// (never Failed) with its release still at zero, and comes back once the GPU is free.
+func TestStopFreesGPUsAndStartGatesAgain(t *testing.T) {
+	ns, class, cd := gateFixture(t)
+	model := name("a10")
+	gpuNode(t, child.Client, gpu.ResourceNVIDIA, 1, modelLabels(model))
+	holder := createWorkspace(t, ns, class, cd, func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Resources = gpuResources(1, model) })
+	ws := waitPhase(t, holder, workspacesv1.PhaseDeploying, "")
+	ssKey := client.ObjectKeyFromObject(waitServiceSet(t, ws))
+	setServiceState(t, ssKey, k0rdentv1.ServiceStateDeployed, "")
+	waitPhase(t, holder, workspacesv1.PhaseRunning, "")
+	// A re-sync in progress, so that the state k0rdent shows is not Deployed when the stop rolls out.
+	setServiceState(t, ssKey, k0rdentv1.ServiceStateProvisioning, "")
+	waiter := createWorkspace(t, ns, class, cd, func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Resources = gpuResources(1, model) })
+	waitPhase(t, waiter, workspacesv1.PhaseWaiting, workspacesv1.ReasonWaitingForGpuCapacity)
+
+	setStopped(t, holder, true)
+	waitReplicas(t, holder, 0)
+	ws = waitPhase(t, holder, workspacesv1.PhaseStopped, workspacesv1.ReasonStopping)
+	if ws.Status.Admission == nil {
+		t.Errorf("the admission is released before the release is scaled to zero")
+	}
+	if c := condition(ws, workspacesv1.ReconcilingCondition); c.Status != metav1.ConditionTrue {
+		t.Errorf("Reconciling %+v while stopping, want True", c)
+	}
+	if p := getWS(t, waiter).Status.Phase; p != workspacesv1.PhaseWaiting {
+		t.Errorf("the waiter is %s while the stopped release still scales down, want Waiting", p)
+	}
+
+	setServiceState(t, ssKey, k0rdentv1.ServiceStateDeployed, "")
+	ws = waitPhase(t, holder, workspacesv1.PhaseStopped, workspacesv1.ReasonStopped)
+	if ws.Status.Admission != nil {
+		t.Errorf("a stopped workspace keeps its admission: %+v", ws.Status.Admission)
+	}
+	if c := condition(ws, workspacesv1.ReadyCondition); c.Status != metav1.ConditionTrue {
+		t.Errorf("Ready %+v of a stopped workspace, want True (the spec's desired state is reached)", c)
+	}
+	for _, typ := range []string{workspacesv1.ReconcilingCondition, workspacesv1.StalledCondition} {
+		if c := conditions.Get(ws.Status.Conditions, typ); c != nil {
+			t.Errorf("a stopped workspace has %s: %+v", typ, c)
+		}
+	}
+	if c := condition(ws, workspacesv1.FeasibleCondition); c.Status != metav1.ConditionFalse || c.Reason != workspacesv1.ReasonStopped {
+		t.Errorf("Feasible %+v, want False/%s", c, workspacesv1.ReasonStopped)
+	}
+	if len(ws.Status.Access) == 0 {
+		t.Errorf("a stopped workspace lost its URLs")
+	}
+	waitPhase(t, waiter, workspacesv1.PhaseDeploying, "")
+
+	// KCM reports states to the second: a Deployed of the same second as the start's rollout would
+	// count as current. A re-sync in progress keeps the start from being taken for deployed at once.
+	setServiceState(t, ssKey, k0rdentv1.ServiceStateProvisioning, "")
+	setStopped(t, holder, false)
+	ws = waitPhase(t, holder, workspacesv1.PhaseWaiting, workspacesv1.ReasonWaitingForGpuCapacity)
+	if ws.Status.Admission != nil {
+		t.Errorf("a started workspace waiting for GPUs holds an admission: %+v", ws.Status.Admission)
+	}
+	waitReplicas(t, holder, 0) // not scaled up while it waits
+
+	must(t, k8s.Delete(ctxT(t), getWS(t, waiter)))
+	waitGone(t, "waiter", waiter, &workspacesv1.WorkspaceDeployment{})
+	waitPhase(t, holder, workspacesv1.PhaseDeploying, "")
+	waitReplicas(t, holder, 1)
+	setServiceState(t, ssKey, k0rdentv1.ServiceStateDeployed, "")
+	ws = waitPhase(t, holder, workspacesv1.PhaseRunning, "")
+	if ws.Status.Admission == nil || ws.Status.Admission.GPUs != 1 {
+		t.Errorf("a started workspace has admission %+v, want 1 GPU", ws.Status.Admission)
+	}
+}
+
+// TestStoppedBeforeInstall: a workspace created stopped installs nothing and holds no GPU; started,
+// it is gated and installed.
+func TestStoppedBeforeInstall(t *testing.T) {
+	ns, class, cd := gateFixture(t)
+	model := name("t4")
+	gpuNode(t, child.Client, gpu.ResourceNVIDIA, 1, modelLabels(model))
+	key := createWorkspace(t, ns, class, cd, func(ws *workspacesv1.WorkspaceDeployment) {
+		ws.Spec.Resources = gpuResources(1, model)
+		ws.Spec.Stopped = true
+	})
+	ws := waitPhase(t, key, workspacesv1.PhaseStopped, workspacesv1.ReasonStopped)
+	if ws.Status.Admission != nil {
+		t.Errorf("admission %+v, want none", ws.Status.Admission)
+	}
+	if sets := workspaceServiceSets(t, ws); len(sets) != 0 {
+		t.Errorf("a workspace created stopped has %d ServiceSets", len(sets))
+	}
+	setStopped(t, key, false)
+	waitPhase(t, key, workspacesv1.PhaseDeploying, "")
+	waitReplicas(t, key, 1)
+}
+
+// TestStopAfterStopsAtTheDeadline: spec.stopAfter sets spec.stopped once the spec has not changed for
+// that long, not before, with an event and the annotation saying so; started again, the annotation
+// goes and the clock restarts.
+func TestStopAfterStopsAtTheDeadline(t *testing.T) {
+	ns, class, cd := gateFixture(t)
+	const after = 3 * time.Second
+	key := createWorkspace(t, ns, class, cd, func(ws *workspacesv1.WorkspaceDeployment) {
+		ws.Spec.StopAfter = &metav1.Duration{Duration: after}
+	})
+	ws := waitPhase(t, key, workspacesv1.PhaseDeploying, "")
+	ssKey := client.ObjectKeyFromObject(waitServiceSet(t, ws))
+	setServiceState(t, ssKey, k0rdentv1.ServiceStateProvisioning, "")
+
+	var stopped *workspacesv1.WorkspaceDeployment
+	eventually(t, "spec.stopped set by stopAfter", func() error {
+		stopped = getWS(t, key)
+		if !stopped.Spec.Stopped {
+			return fmt.Errorf("not stopped yet (phase %s)", stopped.Status.Phase)
+		}
+		return nil
+	})
+	at, err := time.Parse(time.RFC3339, stopped.Annotations[AnnotationAutoStopped])
+	if err != nil {
+		t.Fatalf("annotation %s: %v", AnnotationAutoStopped, err)
+	}
+	first := ws.Status.LastSpecChange
+	if first == nil || first.Generation != ws.Generation {
+		t.Fatalf("lastSpecChange %+v, want generation %d", first, ws.Generation)
+	}
+	if at.Before(first.Time.Add(after)) {
+		t.Errorf("stopped at %s, before the deadline %s", at, first.Time.Add(after))
+	}
+	waitReplicas(t, key, 0)
+	setServiceState(t, ssKey, k0rdentv1.ServiceStateDeployed, "")
+	ws = waitPhase(t, key, workspacesv1.PhaseStopped, workspacesv1.ReasonStopped)
+	if err := contains(condition(ws, workspacesv1.ReadyCondition).Message, "spec.stopAfter"); err != nil {
+		t.Error(err)
+	}
+	eventually(t, "StoppedAfterIdle event", func() error { return hasEvent(t, ws, "StoppedAfterIdle") })
+
+	// Started: the annotation goes, and the clock counts from the start.
+	setStopped(t, key, false)
+	eventually(t, "annotation removed and clock restarted", func() error {
+		ws = getWS(t, key)
+		if _, ok := ws.Annotations[AnnotationAutoStopped]; ok && !ws.Spec.Stopped {
+			return fmt.Errorf("annotation still there")
+		}
+		if c := ws.Status.LastSpecChange; c == nil || c.Generation <= stopped.Generation {
+			return fmt.Errorf("lastSpecChange %+v", c)
+		}
+		return nil
+	})
+	restarted := ws.Status.LastSpecChange
+	eventually(t, "stopped again by stopAfter", func() error {
+		ws = getWS(t, key)
+		if !ws.Spec.Stopped {
+			return fmt.Errorf("not stopped yet (phase %s)", ws.Status.Phase)
+		}
+		return nil
+	})
+	at, err = time.Parse(time.RFC3339, ws.Annotations[AnnotationAutoStopped])
+	must(t, err)
+	if at.Before(restarted.Time.Add(after)) {
+		t.Errorf("stopped again at %s, before the deadline %s", at, restarted.Time.Add(after))
+	}
+}
+
+// hasEvent reports whether an event of the reason regards the workspace.
+func hasEvent(t *testing.T, ws *workspacesv1.WorkspaceDeployment, reason string) error {
+	t.Helper()
+	var list eventsv1.EventList
+	if err := k8s.List(ctxT(t), &list, client.InNamespace(ws.Namespace)); err != nil {
+		return err
+	}
+	for _, e := range list.Items {
+		if e.Regarding.Name == ws.Name && e.Reason == reason {
+			return nil
+		}
+	}
+	return fmt.Errorf("no %s event for %s among %d", reason, ws.Name, len(list.Items))
+}
+
+// TestSuspendHoldsStop: spec.stopped set on a suspended workspace does nothing until the suspension
+// ends (suspend pauses all reconciliation), then the release is scaled to zero.
+func TestSuspendHoldsStop(t *testing.T) {
+	ns, class, cd := gateFixture(t)
+	key := createWorkspace(t, ns, class, cd)
+	ws := waitPhase(t, key, workspacesv1.PhaseDeploying, "")
+	ssKey := client.ObjectKeyFromObject(waitServiceSet(t, ws))
+	setServiceState(t, ssKey, k0rdentv1.ServiceStateDeployed, "")
+	waitPhase(t, key, workspacesv1.PhaseRunning, "")
+
+	ws = getWS(t, key)
+	patch := client.MergeFrom(ws.DeepCopy())
+	ws.Spec.Suspend, ws.Spec.Stopped = true, true
+	must(t, k8s.Patch(ctxT(t), ws, patch))
+	eventually(t, "suspension observed", func() error {
+		ws = getWS(t, key)
+		if ws.Status.ObservedGeneration != ws.Generation {
+			return fmt.Errorf("observedGeneration %d of %d", ws.Status.ObservedGeneration, ws.Generation)
+		}
+		return contains(ws.Status.Message, "suspended")
+	})
+	if ws.Status.Phase != workspacesv1.PhaseRunning {
+		t.Errorf("a suspended workspace asked to stop is %s, want left Running", ws.Status.Phase)
+	}
+	waitReplicas(t, key, 1)
+
+	patch = client.MergeFrom(ws.DeepCopy())
+	ws.Spec.Suspend = false
+	must(t, k8s.Patch(ctxT(t), ws, patch))
+	waitReplicas(t, key, 0)
+	setServiceState(t, ssKey, k0rdentv1.ServiceStateDeployed, "")
+	waitPhase(t, key, workspacesv1.PhaseStopped, workspacesv1.ReasonStopped)
+}
