@@ -43,7 +43,7 @@ import (
 )
 
 const (
-	// EnvVerbose, when set to 1 or true, attaches the servers' output to the test's stdout/stderr.
+	// EnvVerbose names the variable that, set to 1 or true, attaches the servers' output to the test's stdout/stderr.
 	EnvVerbose = "TESTENV_VERBOSE"
 
 	// KubeconfigSecretKey is the data key of a ClusterDeployment's kubeconfig Secret.

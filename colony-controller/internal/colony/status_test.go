@@ -294,15 +294,15 @@ func TestGPUInventoryLeftAlone(t *testing.T) {
 		if m.Subresource != "status" || m.FieldsV1 == nil {
 			continue
 		}
-		owns := strings.Contains(string(m.FieldsV1.Raw), "gpuInventory")
+		owns := strings.Contains(m.FieldsV1.GetRawString(), "gpuInventory")
 		switch m.Manager {
 		case "inventory-collector":
 			if !owns {
-				t.Errorf("inventory-collector lost gpuInventory: %s", m.FieldsV1.Raw)
+				t.Errorf("inventory-collector lost gpuInventory: %s", m.FieldsV1.GetRawString())
 			}
 		case FieldManager:
 			if owns {
-				t.Errorf("colony-controller owns gpuInventory: %s", m.FieldsV1.Raw)
+				t.Errorf("colony-controller owns gpuInventory: %s", m.FieldsV1.GetRawString())
 			}
 		}
 	}

@@ -68,6 +68,7 @@ func newNamespace(t *testing.T) string {
 
 // runningManager is a manager running the colony reconciler in one namespace.
 type runningManager struct {
+	t      testing.TB
 	mgr    ctrl.Manager
 	cancel context.CancelFunc
 	done   chan error
@@ -101,7 +102,7 @@ func startManagerWith(t *testing.T, namespace string, tune func(*Reconciler)) *r
 		t.Fatalf("setting up the reconciler: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	rm := &runningManager{mgr: mgr, cancel: cancel, done: make(chan error, 1)}
+	rm := &runningManager{t: t, mgr: mgr, cancel: cancel, done: make(chan error, 1)}
 	go func() { rm.done <- mgr.Start(ctx) }()
 	t.Cleanup(rm.stop)
 	return rm
@@ -113,7 +114,9 @@ func (rm *runningManager) stop() {
 		return
 	}
 	rm.cancel()
-	<-rm.done
+	if err := <-rm.done; err != nil {
+		rm.t.Errorf("the manager stopped with an error: %v", err)
+	}
 	rm.cancel = nil
 }
 

@@ -138,9 +138,9 @@ func TestInventoryOfThreeChildren(t *testing.T) {
 		}
 		switch mf.Manager {
 		case FieldManager:
-			ours = string(mf.FieldsV1.Raw)
+			ours = mf.FieldsV1.GetRawString()
 		case "colony-controller":
-			theirs = string(mf.FieldsV1.Raw)
+			theirs = mf.FieldsV1.GetRawString()
 		}
 	}
 	if !strings.Contains(ours, `"f:gpuInventory"`) || strings.Contains(ours, `"f:phase"`) || strings.Contains(ours, `"f:conditions"`) {

@@ -92,19 +92,19 @@ type ValuesFromSource struct {
 type WorkspacePhase string
 
 const (
-	// PhasePending: resolving the class and the cluster, or the cluster cannot be reached yet.
+	// PhasePending means resolving the class and the cluster, or the cluster cannot be reached yet.
 	PhasePending WorkspacePhase = "Pending"
-	// PhaseInstallingPrerequisites: waiting for the prerequisites to be deployed.
+	// PhaseInstallingPrerequisites means waiting for the prerequisites to be deployed.
 	PhaseInstallingPrerequisites WorkspacePhase = "InstallingPrerequisites"
-	// PhaseWaiting: the requested GPU kind exists on the cluster but none is free; retried, oldest first.
+	// PhaseWaiting means the requested GPU kind exists on the cluster but none is free; retried, oldest first.
 	PhaseWaiting WorkspacePhase = "Waiting"
-	// PhaseDeploying: the ServiceSet is made and the release is being installed.
+	// PhaseDeploying means the ServiceSet is made and the release is being installed.
 	PhaseDeploying WorkspacePhase = "Deploying"
-	// PhaseRunning: the release is deployed.
+	// PhaseRunning means the release is deployed.
 	PhaseRunning WorkspacePhase = "Running"
-	// PhaseFailed: a human must act; the Ready condition and failureContext say why.
+	// PhaseFailed means a human must act; the Ready condition and failureContext say why.
 	PhaseFailed WorkspacePhase = "Failed"
-	// PhaseDeleting: the release is being uninstalled.
+	// PhaseDeleting means the release is being uninstalled.
 	PhaseDeleting WorkspacePhase = "Deleting"
 )
 
@@ -340,5 +340,5 @@ type WorkspaceDeploymentList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&WorkspaceDeployment{}, &WorkspaceDeploymentList{})
+	objectTypes = append(objectTypes, &WorkspaceDeployment{}, &WorkspaceDeploymentList{})
 }
