@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/childcluster"
 )
@@ -662,7 +662,7 @@ func (g *Gateway) Remove(ctx context.Context, ws Workspace) (bool, error) {
 	if cd == nil {
 		// The ClusterDeployment is gone with its labels: only the default can still name the regional
 		// cluster. Routes on a cluster its label named are left to the sweeper.
-		cd = &k0rdentv1.ClusterDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ws.ClusterKey.Namespace, Name: ws.ClusterKey.Name}}
+		cd = &k0rdentv1beta1.ClusterDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ws.ClusterKey.Namespace, Name: ws.ClusterKey.Name}}
 	}
 	key, _, ok := RegionalCluster(cd, g.Options.DefaultRegional)
 	if !ok {

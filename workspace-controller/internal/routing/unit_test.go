@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 )
 
@@ -117,7 +117,7 @@ func TestQualifierAndNamespaces(t *testing.T) {
 }
 
 func TestRegionalCluster(t *testing.T) {
-	cd := &k0rdentv1.ClusterDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "child"}}
+	cd := &k0rdentv1beta1.ClusterDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "child"}}
 	if _, _, ok := RegionalCluster(cd, RegionalRef{}); ok {
 		t.Errorf("found a regional cluster without label or default")
 	}
