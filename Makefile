@@ -47,7 +47,7 @@ test: tools verify build test-unit test-unit-real-crds test-chart test-e2e test-
 ##@ Development
 
 .PHONY: tools
-tools: ## Build kube-apiserver, etcd, kube-controller-manager, kube-scheduler, kubectl, kwok, helm, controller-gen and crd-ref-docs into the cache (once per machine).
+tools: ## Build kube-apiserver, etcd, kube-controller-manager, kube-scheduler, kubectl, kwok, helm, controller-gen, crd-ref-docs, actionlint and golangci-lint into the cache (once per machine).
 	hack/tools.sh
 
 .PHONY: generate
@@ -56,8 +56,8 @@ generate: ## Generate deepcopy code, CRDs, RBAC, the chart's copies of them and 
 	hack/generate.sh
 
 .PHONY: verify
-verify: ## Fail on generated-file drift, gofmt or go vet findings, broken Markdown links or examples that do not parse.
-	hack/tools.sh controller-gen crd-ref-docs
+verify: ## Fail on generated-file drift, gofmt, go vet or golangci-lint findings, broken Markdown links or examples that do not parse.
+	hack/tools.sh controller-gen crd-ref-docs golangci-lint
 	hack/verify.sh
 
 .PHONY: build

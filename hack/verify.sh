@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fails when generated files drift from their sources, or on gofmt or go vet findings.
+# Fails when generated files drift from their sources, or on gofmt, go vet or golangci-lint findings.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fail=0
@@ -12,6 +12,20 @@ for m in common colony-controller workspace-controller inventory-collector webho
   (cd "$m" && go vet ./...) || fail=1
 done
 (cd hack/nodeimage && GOWORK=off go vet ./...) || fail=1 # its own module, outside go.work
+
+# .golangci.yml at the root holds the settings; each module is linted from its own folder.
+echo "[verify] golangci-lint"
+golangci_lint="$(hack/tools.sh bindir)/golangci-lint"
+if [ -x "$golangci_lint" ]; then
+  for m in common colony-controller workspace-controller inventory-collector webhook e2e; do
+    (cd "$m" && "$golangci_lint" run ./...) || fail=1
+  done
+  for m in hack/imagebuild hack/nodeimage; do
+    (cd "$m" && GOWORK=off "$golangci_lint" run ./...) || fail=1
+  done
+else
+  echo "[verify] golangci-lint is missing: run 'hack/tools.sh golangci-lint' (or make tools)"; fail=1
+fi
 
 echo "[verify] every module builds alone (GOWORK=off) and its go.mod is tidy"
 for m in common colony-controller workspace-controller inventory-collector webhook e2e hack/imagebuild; do

@@ -164,7 +164,7 @@ func readObjects(t *testing.T, dir string) []*unstructured.Unstructured {
 	t.Helper()
 	var out []*unstructured.Unstructured
 	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !(strings.HasSuffix(path, ".yaml") || strings.HasSuffix(path, ".yml")) {
+		if err != nil || d.IsDir() || (!strings.HasSuffix(path, ".yaml") && !strings.HasSuffix(path, ".yml")) {
 			return err
 		}
 		data, err := os.ReadFile(path)

@@ -87,7 +87,8 @@ func TestHostLabel63(t *testing.T) {
 }
 
 func TestQualifierAndNamespaces(t *testing.T) {
-	if Qualifier("team-a") == Qualifier("team-b") || Qualifier("team-a") != Qualifier("team-a") || len(Qualifier("x")) != 5 {
+	first, again := Qualifier("team-a"), Qualifier("team-a")
+	if first == Qualifier("team-b") || first != again || len(Qualifier("x")) != 5 {
 		t.Fatalf("qualifier not stable or not distinct")
 	}
 	if got := RouteNamespace("nb", "team-a", false); got != "wsr-nb" {
