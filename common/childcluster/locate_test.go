@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
-	"github.com/exalsius/exalsius-operator/common/childcluster/childtest"
+	"github.com/exalsius/exalsius-operator/common/testing/childtest"
 )
 
 // installCRDs installs the SveltosCluster CRD (when the shared copy exists) and a minimal Region CRD.

@@ -387,7 +387,7 @@ func crdDirs() ([]string, error) {
 // else by walking up from the working directory (for builds with -trimpath).
 func commonDir() (string, error) {
 	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
-		dir := filepath.Dir(filepath.Dir(file))
+		dir := filepath.Join(filepath.Dir(file), "..", "..") // common/testing/testenv/testenv.go
 		if isDir(filepath.Join(dir, "config", "crd", "bases")) {
 			return dir, nil
 		}
