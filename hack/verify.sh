@@ -32,6 +32,11 @@ for m in common colony-controller workspace-controller inventory-collector webho
   if ! (cd "$m" && GOWORK=off GOFLAGS=-mod=mod go mod tidy -diff >/dev/null); then
     echo "[verify] $m/go.mod is not tidy: run 'cd $m && GOWORK=off go mod tidy'"; fail=1
   fi
+  # The images are built this way (hack/imagebuild): from the module alone, with go.mod's replace of
+  # ../common, not through go.work.
+  if ! (cd "$m" && GOWORK=off go build ./...); then
+    echo "[verify] $m does not build alone: GOWORK=off go build ./... fails"; fail=1
+  fi
 done
 (cd hack/imagebuild && GOWORK=off go vet ./...) || fail=1
 
