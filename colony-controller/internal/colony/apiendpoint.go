@@ -18,6 +18,7 @@ import (
 
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	"github.com/exalsius/exalsius-operator/common/bootstrap"
 )
 
 // The API-endpoint ConfigMap. A cluster whose control plane k0smotron hosts on the management
@@ -144,7 +145,7 @@ func (r *Reconciler) reconcileAPIEndpoint(ctx context.Context, colony *infrav1.C
 		return fmt.Errorf("the kubeconfig in Secret %s cannot be used", secretName) // never quote it
 	}
 	cfg.Timeout = 15 * time.Second
-	cfg.UserAgent = Component
+	cfg.UserAgent = bootstrap.UserAgent(Component)
 	child, err := client.New(cfg, client.Options{})
 	if err != nil {
 		return fmt.Errorf("a client for the child: %w", err)

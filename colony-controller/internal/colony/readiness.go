@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	"github.com/exalsius/exalsius-operator/common/bootstrap"
 	"github.com/exalsius/exalsius-operator/common/childcluster"
 )
 
@@ -73,7 +74,7 @@ const locatorTimeout = 15 * time.Second
 // workspace-controller and the inventory-collector (common/childcluster).
 func (r *Reconciler) locator() *childcluster.Locator {
 	return &childcluster.Locator{Reader: r.APIReader, SystemNamespace: r.SystemNamespace,
-		UserAgent: Component, Timeout: locatorTimeout}
+		UserAgent: bootstrap.UserAgent(Component), Timeout: locatorTimeout}
 }
 
 // locateMessage says why an adopted or regional cluster's kubeconfig was not found (it names
