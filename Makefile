@@ -47,7 +47,7 @@ test: tools verify build test-unit test-unit-real-crds test-chart test-e2e test-
 ##@ Development
 
 .PHONY: tools
-tools: ## Build kube-apiserver, etcd, kube-controller-manager, kube-scheduler, kubectl, kwok, helm, controller-gen and crd-ref-docs into the cache (once per machine).
+tools: ## Build kube-apiserver, etcd, kube-controller-manager, kube-scheduler, kubectl, kwok, helm, controller-gen, crd-ref-docs, actionlint and golangci-lint into the cache (once per machine).
 	hack/tools.sh
 
 .PHONY: generate
@@ -56,8 +56,8 @@ generate: ## Generate deepcopy code, CRDs, RBAC, the chart's copies of them and 
 	hack/generate.sh
 
 .PHONY: verify
-verify: ## Fail on generated-file drift, gofmt or go vet findings, broken Markdown links or examples that do not parse.
-	hack/tools.sh controller-gen crd-ref-docs
+verify: ## Fail on generated-file drift, gofmt, go vet or golangci-lint findings, broken Markdown links or examples that do not parse.
+	hack/tools.sh controller-gen crd-ref-docs golangci-lint
 	hack/verify.sh
 
 .PHONY: build
@@ -70,7 +70,7 @@ test-unit: ## Unit and integration tests of every module but e2e (real API serve
 	@for m in common $(COMPONENTS); do echo "[test] $$m"; (cd $$m && env -u K0RDENT_CRDS go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v /charttest)); done
 
 # K0RDENT_CRDS=<folder of KCM's own CRD files> runs the controller suites once more with k0rdent's real
-# CRDs instead of the project's mirror (common/testenv installs them); unset, that run is skipped.
+# CRDs instead of the project's mirror (common/testing/testenv installs them); unset, that run is skipped.
 # test-unit and test-e2e always use the mirror, so both schemas are tested.
 K0RDENT_CRDS ?=
 
@@ -79,7 +79,7 @@ test-unit-real-crds: ## The packages whose tests start API servers, once more ag
 	@if [ -z "$(K0RDENT_CRDS)" ]; then echo "[test] K0RDENT_CRDS is not set: the run against k0rdent's real CRDs is skipped"; exit 0; fi; \
 	crds="$(abspath $(K0RDENT_CRDS))"; [ -d "$$crds" ] || { echo "[test] K0RDENT_CRDS=$(K0RDENT_CRDS) is not a folder"; exit 1; }; \
 	for m in common $(COMPONENTS); do \
-	  pkgs=$$(cd $$m && grep -rl --include='*_test.go' 'exalsius-operator/common/testenv"' . | xargs -r -n1 dirname | sort -u | grep -v /charttest || true); \
+	  pkgs=$$(cd $$m && grep -rl --include='*_test.go' 'exalsius-operator/common/testing/testenv"' . | xargs -r -n1 dirname | sort -u | grep -v /charttest || true); \
 	  [ -n "$$pkgs" ] || continue; \
 	  echo "[test] $$m against k0rdent's real CRDs in $$crds"; \
 	  (cd $$m && K0RDENT_CRDS="$$crds" go test $(GO_TEST_FLAGS) $$pkgs) || exit 1; \

@@ -78,7 +78,7 @@ that every component is available and that the webhook answers admission.
 Each component's rules are generated from its `+kubebuilder:rbac` markers. With
 `global.watchNamespace` set, the controllers' rules on namespaced resources (Secrets included) are
 Roles in the watched namespaces only, and only cluster-scoped reads (Namespaces, WorkspaceClasses)
-stay in ClusterRoles. A chart test (common/charttest, TestRBACIsNotWidened) fails when any rule grows
+stay in ClusterRoles. A chart test (common/testing/charttest, TestRBACIsNotWidened) fails when any rule grows
 beyond the reviewed list. Why each component touches Secrets:
 
 | Component | Rule | Reason |

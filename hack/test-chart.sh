@@ -3,7 +3,7 @@
 #   1. its README is what hack/chart-readme.sh generates from values.yaml;
 #   2. helm lint (strict) under the default values and every values file in ci/;
 #   3. helm template under the same values (renders, and the schema accepts them);
-#   4. the Go tests of common/charttest: assertions over the rendered objects (pod contract, RBAC
+#   4. the Go tests of common/testing/charttest: assertions over the rendered objects (pod contract, RBAC
 #      without wildcards, one workload per enabled component, isolation between components, CRDs in
 #      sync, schema rejections), a server-side dry run of every rendered object on a real API server,
 #      and SubjectAccessReviews as each component's ServiceAccount.
@@ -30,6 +30,6 @@ for v in "${values[@]}"; do
   "$HELM" template exalsius-operator "$chart" --namespace exalsius-system --kube-version v1.37.2 "${args[@]}" >/dev/null
 done
 
-echo "[chart] go test ./charttest (rendered-object assertions, server-side dry run, RBAC reviews)"
-(cd common && go test -count=1 ${GO_TEST_ARGS:-} ./charttest/...)
+echo "[chart] go test ./testing/charttest (rendered-object assertions, server-side dry run, RBAC reviews)"
+(cd common && go test -count=1 ${GO_TEST_ARGS:-} ./testing/charttest/...)
 echo "[chart] ok"

@@ -22,6 +22,7 @@ HELM_VERSION=${HELM_VERSION:-v3.22.0}
 CONTROLLER_GEN_VERSION=${CONTROLLER_GEN_VERSION:-v0.23.0}
 CRD_REF_DOCS_VERSION=${CRD_REF_DOCS_VERSION:-v0.3.0}
 ACTIONLINT_VERSION=${ACTIONLINT_VERSION:-v1.7.12}
+GOLANGCI_LINT_VERSION=${GOLANGCI_LINT_VERSION:-v2.15.0}
 
 CACHE=${EXALSIUS_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/exalsius-operator/tools}
 ASSETS="$CACHE/assets/kube-${KUBE_VERSION}_etcd-${ETCD_VERSION}"
@@ -137,13 +138,14 @@ build() {
   kube-apiserver | kube-controller-manager | kube-scheduler | kubectl | kubelet | kube-proxy) timed "$1" "$KUBE_VERSION" kube_build "$1" ;;
   kwok) timed kwok "$KWOK_VERSION" go_install kwok "$KWOK_VERSION" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" ;;
   actionlint) timed actionlint "$ACTIONLINT_VERSION" go_install actionlint "$ACTIONLINT_VERSION" "github.com/rhysd/actionlint/cmd/actionlint@$ACTIONLINT_VERSION" ;;
+  golangci-lint) timed golangci-lint "$GOLANGCI_LINT_VERSION" go_install golangci-lint "$GOLANGCI_LINT_VERSION" "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$GOLANGCI_LINT_VERSION" ;;
   helm) timed helm "$HELM_VERSION" go_install helm "$HELM_VERSION" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" ;;
   crd-ref-docs) timed crd-ref-docs "$CRD_REF_DOCS_VERSION" go_install crd-ref-docs "$CRD_REF_DOCS_VERSION" "github.com/elastic/crd-ref-docs@$CRD_REF_DOCS_VERSION" ;;
   *) log "unknown tool $1"; return 2 ;;
   esac
 }
 
-ALL=(controller-gen etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok helm crd-ref-docs actionlint)
+ALL=(controller-gen etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok helm crd-ref-docs actionlint golangci-lint)
 NODE=(kubelet kube-proxy)
 
 case "${1:-all}" in

@@ -20,8 +20,6 @@ import (
 	"github.com/exalsius/exalsius-operator/inventory-collector/internal/sharding"
 )
 
-const component = "inventory-collector"
-
 // flags are the inventory-collector's own options, besides the shared bootstrap ones.
 type flags struct {
 	shardIndex              int
@@ -53,13 +51,13 @@ func (f *flags) add(fs *flag.FlagSet) {
 
 func main() {
 	if err := run(); err != nil {
-		fmt.Fprintf(os.Stderr, "%s: %v\n", component, err)
+		fmt.Fprintf(os.Stderr, "%s: %v\n", inventory.Component, err)
 		os.Exit(1)
 	}
 }
 
 func run() error {
-	opts := bootstrap.NewOptions(component)
+	opts := bootstrap.NewOptions(inventory.Component)
 	opts.AddFlags(flag.CommandLine)
 	var f flags
 	f.add(flag.CommandLine)
@@ -83,13 +81,14 @@ func run() error {
 	mgr, err := bootstrap.NewManager(opts, scheme.New(), func(o *ctrl.Options) {
 		// One active replica per shard: a second pod for the same shard stands by.
 		if shard.Sharded() {
-			o.LeaderElectionID = fmt.Sprintf("%s-shard-%d.%s", component, shard.Index, bootstrap.LeaderElectionDomain)
+			o.LeaderElectionID = fmt.Sprintf("%s-shard-%d.%s", inventory.Component, shard.Index, bootstrap.LeaderElectionDomain)
 		}
 	})
 	if err != nil {
 		return err
 	}
-	log := ctrl.Log.WithName(component)
+	// The manager's logger is already named after the component.
+	log := mgr.GetLogger()
 
 	// Kubeconfig Secret data are read through the API reader, never cached, and only when the
 	// Secret's resourceVersion (from the controller's metadata-only watch) moved.
@@ -103,7 +102,7 @@ func run() error {
 		Debounce:              f.debounce,
 		QPS:                   float32(f.childQPS),
 		Burst:                 f.childBurst,
-		UserAgent:             "exalsius-" + component,
+		UserAgent:             bootstrap.UserAgent(inventory.Component),
 		OnConnect: func(cd types.NamespacedName, _ time.Duration, err error) {
 			inventory.ObserveConnect(cd, err)
 		},
@@ -114,7 +113,7 @@ func run() error {
 	if err := mgr.Add(clusters); err != nil {
 		return fmt.Errorf("adding the child-cluster cache: %w", err)
 	}
-	r := &inventory.Reconciler{Client: mgr.GetClient(), Clusters: clusters, Shard: shard, Recorder: mgr.GetEventRecorder(component),
+	r := &inventory.Reconciler{Client: mgr.GetClient(), Clusters: clusters, Shard: shard, Recorder: mgr.GetEventRecorder(inventory.Component),
 		ContactRefresh: f.contactRefresh}
 	if err := r.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: f.maxConcurrentReconciles}); err != nil {
 		return fmt.Errorf("setting up the inventory controller: %w", err)

@@ -24,7 +24,7 @@ import (
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
 func main() {
-	opts := bootstrap.NewOptions("webhook")
+	opts := bootstrap.NewOptions(server.Component)
 	// Every replica serves admission requests: there is nothing to elect a leader for.
 	opts.LeaderElect = false
 	opts.AddFlags(flag.CommandLine)
@@ -43,7 +43,7 @@ func main() {
 		return
 	}
 	if err := run(opts, cfg); err != nil {
-		fmt.Fprintln(os.Stderr, "webhook:", err)
+		fmt.Fprintln(os.Stderr, server.Component+":", err)
 		os.Exit(1)
 	}
 }

@@ -23,7 +23,7 @@ import (
 
 func main() {
 	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "workspace-controller:", err)
+		fmt.Fprintln(os.Stderr, workspace.Component+":", err)
 		os.Exit(1)
 	}
 }
@@ -80,7 +80,7 @@ func run() error {
 	children, err := childcluster.New(withSecretReaders(mgr, childcluster.Options{
 		Logger:      mgr.GetLogger().WithName("childcluster"),
 		IdleTimeout: *childIdle,
-		UserAgent:   workspace.Component,
+		UserAgent:   bootstrap.UserAgent(workspace.Component),
 		QPS:         float32(*childQPS),
 		Burst:       *childBurst,
 	}))
@@ -95,7 +95,7 @@ func run() error {
 	regionals, err := childcluster.New(withSecretReaders(mgr, childcluster.Options{
 		Scheme:    routing.Scheme(),
 		Logger:    mgr.GetLogger().WithName("regionalcluster"),
-		UserAgent: workspace.Component,
+		UserAgent: bootstrap.UserAgent(workspace.Component),
 	}))
 	if err != nil {
 		return err
@@ -127,7 +127,7 @@ func run() error {
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
 		Children:  workspace.CacheChildren{Cache: children},
-		Recorder:  mgr.GetEventRecorder("workspace-controller"),
+		Recorder:  mgr.GetEventRecorder(workspace.Component),
 		Routes:    routes,
 		Options:   workspace.Options{RoutingRetry: *routingRetry, RoutingResync: *routingResync, UnreachableDeleteTimeout: *deleteTimeout},
 	}).SetupWithManager(ctx, mgr, copts, events); err != nil {

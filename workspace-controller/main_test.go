@@ -15,7 +15,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/exalsius/exalsius-operator/common/childcluster"
-	"github.com/exalsius/exalsius-operator/common/testenv"
+	"github.com/exalsius/exalsius-operator/common/testing/testenv"
 )
 
 var mgmt *testenv.Management
@@ -65,7 +65,12 @@ func TestChildCacheReadsSecretDataOnlyOnChange(t *testing.T) {
 	mctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(mctx) }()
-	t.Cleanup(func() { stop(); <-done })
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("the manager stopped with an error: %v", err)
+		}
+	})
 	if !mgr.GetCache().WaitForCacheSync(ctx) {
 		t.Fatal("manager cache did not sync")
 	}

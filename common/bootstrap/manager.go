@@ -93,7 +93,7 @@ func restConfig(opts *Options) (*rest.Config, error) {
 		cfg.Burst = opts.KubeAPIBurst
 	}
 	if cfg.UserAgent == "" {
-		cfg.UserAgent = "exalsius-" + opts.Component
+		cfg.UserAgent = UserAgent(opts.Component)
 	}
 	return cfg, nil
 }

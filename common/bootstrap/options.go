@@ -141,6 +141,12 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst of queries to the Kubernetes API server.")
 }
 
+// UserAgent is the user agent a component sends to every API server it talks to, the management
+// cluster's and the child clusters': "exalsius-<component>".
+func UserAgent(component string) string {
+	return "exalsius-" + component
+}
+
 // LeaderElectionID is the name of the component's leader-election Lease: "<component>.exalsius.ai".
 func (o *Options) LeaderElectionID() string {
 	return o.Component + "." + LeaderElectionDomain

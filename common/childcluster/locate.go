@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	kcmv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	"github.com/exalsius/exalsius-operator/common/scheme"
 )
 
@@ -39,7 +39,7 @@ import (
 
 var (
 	sveltosClusterGVK = schema.GroupVersionKind{Group: "lib.projectsveltos.io", Version: "v1beta1", Kind: "SveltosCluster"}
-	regionGVK         = kcmv1.GroupVersion.WithKind("Region")
+	regionGVK         = k0rdentv1beta1.GroupVersion.WithKind("Region")
 )
 
 // DefaultSystemNamespace is k0rdent's system namespace, where a Region's kubeconfig Secret lives.
@@ -207,11 +207,11 @@ func pickKey(s *corev1.Secret, key string) []byte {
 // readRegional reads the kubeconfig of a ClusterDeployment whose Credential has a region from the
 // regional cluster.
 func (l *Locator) readRegional(ctx context.Context, key types.NamespacedName) ([]byte, bool, error) {
-	cd := &kcmv1.ClusterDeployment{}
+	cd := &k0rdentv1beta1.ClusterDeployment{}
 	if err := l.Reader.Get(ctx, key, cd); err != nil || cd.Spec.Credential == "" {
 		return nil, false, client.IgnoreNotFound(err)
 	}
-	cred := &kcmv1.Credential{}
+	cred := &k0rdentv1beta1.Credential{}
 	if err := l.Reader.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: cd.Spec.Credential}, cred); err != nil || cred.Spec.Region == "" {
 		return nil, false, client.IgnoreNotFound(err)
 	}

@@ -10,8 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	kcmv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
-	"github.com/exalsius/exalsius-operator/common/childcluster/childtest"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	"github.com/exalsius/exalsius-operator/common/testing/childtest"
 )
 
 // installCRDs installs the SveltosCluster CRD (when the shared copy exists) and a minimal Region CRD.
@@ -102,10 +102,10 @@ func TestAdoptedAndRegionalClusters(t *testing.T) {
 	region.SetGroupVersionKind(regionGVK)
 	region.SetName("eu")
 	create(mgmt.Client, region)
-	create(mgmt.Client, &kcmv1.Credential{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cred-eu"},
-		Spec: kcmv1.CredentialSpec{Region: "eu", IdentityRef: &corev1.ObjectReference{Kind: "Secret", Name: "x", Namespace: ns}}})
-	create(mgmt.Client, &kcmv1.ClusterDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "regional-child"},
-		Spec: kcmv1.ClusterDeploymentSpec{Template: "t", Credential: "cred-eu"}})
+	create(mgmt.Client, &k0rdentv1beta1.Credential{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cred-eu"},
+		Spec: k0rdentv1beta1.CredentialSpec{Region: "eu", IdentityRef: &corev1.ObjectReference{Kind: "Secret", Name: "x", Namespace: ns}}})
+	create(mgmt.Client, &k0rdentv1beta1.ClusterDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "regional-child"},
+		Spec: k0rdentv1beta1.ClusterDeploymentSpec{Template: "t", Credential: "cred-eu"}})
 	if _, err := c.Get(ctx, ns, "regional-child"); UnreachableReason(err) != ReasonKubeconfigMissing {
 		t.Fatalf("before the regional Secret exists: want KubeconfigMissing, got %v", err)
 	}

@@ -11,7 +11,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/exalsius/exalsius-operator/common/childcluster/childtest"
+	"github.com/exalsius/exalsius-operator/common/testing/childtest"
 )
 
 // TestSharedConnection: ClusterDeployments whose kubeconfigs have the same content (the same API

@@ -13,11 +13,11 @@ import (
 type Outcome string
 
 const (
-	// Admit: every replica fits on the matching nodes now.
+	// Admit means every replica fits on the matching nodes now.
 	Admit Outcome = "Admit"
-	// Wait: matching nodes exist but have too few free GPUs; retry when capacity frees up.
+	// Wait means matching nodes exist but have too few free GPUs; retry when capacity frees up.
 	Wait Outcome = "Wait"
-	// Unavailable: no schedulable Ready node carries the selector and the GPU resource, or the
+	// Unavailable means no schedulable Ready node carries the selector and the GPU resource, or the
 	// request itself is invalid; a human must act.
 	Unavailable Outcome = "Unavailable"
 )

@@ -75,15 +75,15 @@ func (p *parser) parse() ([]string, error) {
 	expectKey := true
 	for p.pos < len(p.in) {
 		c := p.in[p.pos]
-		switch {
-		case c == '[':
+		switch c {
+		case '[':
 			seg, err := p.bracket()
 			if err != nil {
 				return nil, err
 			}
 			segs = append(segs, seg)
 			expectKey = false
-		case c == '.':
+		case '.':
 			if expectKey {
 				return nil, p.fail(p.pos, "empty key before '.'")
 			}
@@ -146,8 +146,8 @@ func (p *parser) bracket() (string, error) {
 			return "", p.fail(open, "unterminated quoted key")
 		}
 		c := p.in[p.pos]
-		switch {
-		case c == '\\':
+		switch c {
+		case '\\':
 			if p.pos+1 >= len(p.in) {
 				return "", p.fail(p.pos, "backslash at the end of the path")
 			}
@@ -157,7 +157,7 @@ func (p *parser) bracket() (string, error) {
 			}
 			b.WriteByte(next)
 			p.pos += 2
-		case c == quote:
+		case quote:
 			p.pos++
 			if p.pos >= len(p.in) || p.in[p.pos] != ']' {
 				return "", p.fail(p.pos, "expected ']' after the closing quote")

@@ -17,7 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
-	kcmv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	"github.com/exalsius/exalsius-operator/common/bootstrap"
 )
 
 // The API-endpoint ConfigMap. A cluster whose control plane k0smotron hosts on the management
@@ -135,16 +136,16 @@ func (r *Reconciler) reconcileAPIEndpoint(ctx context.Context, colony *infrav1.C
 		return nil
 	}
 	secret := &corev1.Secret{}
-	secretName := kcmv1.KubeconfigSecretName(e.cdName)
+	secretName := k0rdentv1beta1.KubeconfigSecretName(e.cdName)
 	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: colony.Namespace, Name: secretName}, secret); err != nil {
 		return fmt.Errorf("reading Secret %s: %w", secretName, err)
 	}
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(secret.Data[kcmv1.KubeconfigSecretKey])
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(secret.Data[k0rdentv1beta1.KubeconfigSecretKey])
 	if err != nil {
 		return fmt.Errorf("the kubeconfig in Secret %s cannot be used", secretName) // never quote it
 	}
 	cfg.Timeout = 15 * time.Second
-	cfg.UserAgent = Component
+	cfg.UserAgent = bootstrap.UserAgent(Component)
 	child, err := client.New(cfg, client.Options{})
 	if err != nil {
 		return fmt.Errorf("a client for the child: %w", err)
@@ -179,7 +180,7 @@ func (r *Reconciler) serviceToColony(ctx context.Context, obj client.Object) []r
 	if cdName == "" || obj.GetLabels()["app"] != "k0smotron" {
 		return nil
 	}
-	cd := &kcmv1.ClusterDeployment{}
+	cd := &k0rdentv1beta1.ClusterDeployment{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: obj.GetNamespace(), Name: cdName}, cd); err != nil {
 		return nil
 	}

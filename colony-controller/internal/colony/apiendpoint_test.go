@@ -10,8 +10,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
-	kcmv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
-	"github.com/exalsius/exalsius-operator/common/testenv"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	"github.com/exalsius/exalsius-operator/common/testing/testenv"
 )
 
 func TestAPIEndpoint(t *testing.T) {
@@ -49,7 +49,7 @@ func TestAPIEndpointConfigMap(t *testing.T) {
 	startManagerWith(t, ns, func(r *Reconciler) { r.APIEndpointConfigMap = true })
 	createColony(t, ns, "col", entry(t, "a", nil))
 	waitCD(t, ns, "col-a", "col-a", nil)
-	setCDConditions(t, ns, "col-a", cond(kcmv1.ReadyCondition, metav1.ConditionTrue, kcmv1.SucceededReason))
+	setCDConditions(t, ns, "col-a", cond(k0rdentv1beta1.ReadyCondition, metav1.ConditionTrue, k0rdentv1beta1.SucceededReason))
 	if err := mgmt.WriteKubeconfigSecret(ctx, ns, "col-a", child.Kubeconfig); err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestAPIEndpointConfigMap(t *testing.T) {
 	startManager(t, off)
 	createColony(t, off, "col", entry(t, "a", nil))
 	waitCD(t, off, "col-a", "col-a", nil)
-	setCDConditions(t, off, "col-a", cond(kcmv1.ReadyCondition, metav1.ConditionTrue, kcmv1.SucceededReason))
+	setCDConditions(t, off, "col-a", cond(k0rdentv1beta1.ReadyCondition, metav1.ConditionTrue, k0rdentv1beta1.SucceededReason))
 	other, err := testenv.StartChild("cilium-off")
 	if err != nil {
 		t.Fatal(err)

@@ -19,12 +19,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
-	kcmv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	"github.com/exalsius/exalsius-operator/common/names"
 )
 
 // clusterDeploymentGVK is the kind the colony-controller writes.
-var clusterDeploymentGVK = kcmv1.GroupVersion.WithKind("ClusterDeployment")
+var clusterDeploymentGVK = k0rdentv1beta1.GroupVersion.WithKind("ClusterDeployment")
 
 // ClusterDeploymentName returns the name of the ClusterDeployment made for the entry clusterName of
 // the Colony colony: `<colony>-<clusterName>`. The Colony CRD rejects entries whose name would not fit
@@ -83,7 +83,7 @@ func decodeClusterDeploymentSpec(entry infrav1.ColonyCluster) (map[string]any, e
 	if err := utiljson.Unmarshal(raw, &spec); err != nil {
 		return nil, &entryError{msg: field("") + ": must be a JSON object"}
 	}
-	var typed kcmv1.ClusterDeploymentSpec
+	var typed k0rdentv1beta1.ClusterDeploymentSpec
 	if err := json.Unmarshal(raw, &typed); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) && te.Field != "" {
@@ -169,7 +169,7 @@ func hashObject(u *unstructured.Unstructured) (string, error) {
 // before and no longer sent are removed by the API server; fields other managers (KCM) own are never
 // touched. An unchanged object seen at the same resourceVersion is not sent again.
 func (r *Reconciler) applyClusterDeployment(ctx context.Context, colony *infrav1.Colony, entry infrav1.ColonyCluster,
-	live *kcmv1.ClusterDeployment) error {
+	live *k0rdentv1beta1.ClusterDeployment) error {
 	desired, err := desiredClusterDeployment(colony, entry)
 	if err != nil {
 		return err
@@ -302,12 +302,12 @@ func colonyFieldFor(clusterName, field string) string {
 // listClusterDeployments lists, from the cache, every ClusterDeployment in the Colony's namespace by
 // name. Callers tell the Colony's own apart by owner reference (isControlledBy), not by label: a
 // label someone removed must not hide a ClusterDeployment from its Colony.
-func (r *Reconciler) listClusterDeployments(ctx context.Context, colony *infrav1.Colony) (map[string]*kcmv1.ClusterDeployment, error) {
-	list := &kcmv1.ClusterDeploymentList{}
+func (r *Reconciler) listClusterDeployments(ctx context.Context, colony *infrav1.Colony) (map[string]*k0rdentv1beta1.ClusterDeployment, error) {
+	list := &k0rdentv1beta1.ClusterDeploymentList{}
 	if err := r.Client.List(ctx, list, client.InNamespace(colony.Namespace)); err != nil {
 		return nil, fmt.Errorf("listing ClusterDeployments: %w", err)
 	}
-	out := make(map[string]*kcmv1.ClusterDeployment, len(list.Items))
+	out := make(map[string]*k0rdentv1beta1.ClusterDeployment, len(list.Items))
 	for i := range list.Items {
 		out[list.Items[i].Name] = &list.Items[i]
 	}
@@ -317,7 +317,7 @@ func (r *Reconciler) listClusterDeployments(ctx context.Context, colony *infrav1
 // deleteRemovedClusterDeployments deletes the ClusterDeployments the Colony controls that no entry
 // asks for any more. It returns the names still present (being deleted).
 func (r *Reconciler) deleteRemovedClusterDeployments(ctx context.Context, colony *infrav1.Colony,
-	all map[string]*kcmv1.ClusterDeployment, wanted map[string]bool) ([]string, error) {
+	all map[string]*k0rdentv1beta1.ClusterDeployment, wanted map[string]bool) ([]string, error) {
 	var gone []string
 	var errs []error
 	for name, cd := range all {
@@ -335,7 +335,7 @@ func (r *Reconciler) deleteRemovedClusterDeployments(ctx context.Context, colony
 
 // deleteClusterDeployment deletes a ClusterDeployment unless its deletion has started already. The
 // precondition on its UID makes sure a new object of the same name is never deleted by mistake.
-func (r *Reconciler) deleteClusterDeployment(ctx context.Context, cd *kcmv1.ClusterDeployment) error {
+func (r *Reconciler) deleteClusterDeployment(ctx context.Context, cd *k0rdentv1beta1.ClusterDeployment) error {
 	if cd.DeletionTimestamp != nil {
 		return nil
 	}

@@ -17,8 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
-	kcmv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
-	"github.com/exalsius/exalsius-operator/common/testenv"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	"github.com/exalsius/exalsius-operator/common/testing/testenv"
 )
 
 // --- pure functions ---
@@ -261,7 +261,7 @@ func TestUpdateChangesOnlyColonyFields(t *testing.T) {
 	kcm.SetName("col-a")
 	kcm.SetLabels(map[string]string{"k0rdent.mirantis.com/component": "kcm"})
 	kcm.SetAnnotations(map[string]string{"k0rdent.mirantis.com/note": "kcm"})
-	kcm.SetFinalizers([]string{kcmv1.ClusterDeploymentFinalizer})
+	kcm.SetFinalizers([]string{k0rdentv1beta1.ClusterDeploymentFinalizer})
 	if err := mgmt.Client.Apply(context.Background(), client.ApplyConfigurationFromUnstructured(kcm), client.FieldOwner("kcm")); err != nil {
 		t.Fatalf("KCM apply: %v", err)
 	}
@@ -273,7 +273,7 @@ func TestUpdateChangesOnlyColonyFields(t *testing.T) {
 		e.ClusterLabels = map[string]string{"keep": "1"}
 		e.ClusterAnnotations = nil
 	})
-	cd := waitCD(t, ns, "col-a", "col-a updated", func(cd *kcmv1.ClusterDeployment) error {
+	cd := waitCD(t, ns, "col-a", "col-a updated", func(cd *k0rdentv1beta1.ClusterDeployment) error {
 		if cd.Spec.Template != "tmpl-2" {
 			return fmt.Errorf("template %q", cd.Spec.Template)
 		}
@@ -298,7 +298,7 @@ func TestUpdateChangesOnlyColonyFields(t *testing.T) {
 	if cd.Annotations["k0rdent.mirantis.com/note"] != "kcm" {
 		t.Errorf("annotations %v: KCM's annotation must stay", cd.Annotations)
 	}
-	if !containsString(cd.Finalizers, kcmv1.ClusterDeploymentFinalizer) {
+	if !containsString(cd.Finalizers, k0rdentv1beta1.ClusterDeploymentFinalizer) {
 		t.Errorf("finalizers %v: KCM's finalizer must stay", cd.Finalizers)
 	}
 
@@ -307,7 +307,7 @@ func TestUpdateChangesOnlyColonyFields(t *testing.T) {
 	if err := mgmt.Client.Update(context.Background(), cd); err != nil {
 		t.Fatal(err)
 	}
-	waitCD(t, ns, "col-a", "drift corrected", func(cd *kcmv1.ClusterDeployment) error {
+	waitCD(t, ns, "col-a", "drift corrected", func(cd *k0rdentv1beta1.ClusterDeployment) error {
 		if cd.Spec.Template != "tmpl-2" {
 			return fmt.Errorf("template %q", cd.Spec.Template)
 		}
@@ -337,7 +337,7 @@ func TestAddAndRemoveEntries(t *testing.T) {
 	if c.Status.ClusterDeploymentRefs[0].Name != "col-b" || c.Status.ClusterDeploymentRefs[1].Name != "col-c" {
 		t.Errorf("refs %+v", c.Status.ClusterDeploymentRefs)
 	}
-	list := &kcmv1.ClusterDeploymentList{}
+	list := &k0rdentv1beta1.ClusterDeploymentList{}
 	if err := mgmt.Client.List(context.Background(), list, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
 	}
@@ -368,7 +368,7 @@ func TestBadEntryIsIsolated(t *testing.T) {
 			"spec.colonyClusters[clusterName=badlabel].clusterLabels"),
 		conditionIs(infrav1.ColonyReadyCondition, metav1.ConditionFalse, infrav1.ColonyReasonInvalidEntry)))
 	for _, name := range []string{"col-rejected", "col-mistyped", "col-badlabel"} {
-		err := mgmt.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &kcmv1.ClusterDeployment{})
+		err := mgmt.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &k0rdentv1beta1.ClusterDeployment{})
 		if !apierrors.IsNotFound(err) {
 			t.Errorf("%s: %v, want not found", name, err)
 		}
@@ -389,9 +389,9 @@ func TestBadEntryIsIsolated(t *testing.T) {
 // does not control is left alone and the entry is reported.
 func TestForeignClusterDeploymentIsNotTakenOver(t *testing.T) {
 	ns := newNamespace(t)
-	foreign := &kcmv1.ClusterDeployment{
+	foreign := &k0rdentv1beta1.ClusterDeployment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "col-a", Labels: map[string]string{"owner": "someone"}},
-		Spec:       kcmv1.ClusterDeploymentSpec{Template: "theirs"},
+		Spec:       k0rdentv1beta1.ClusterDeploymentSpec{Template: "theirs"},
 	}
 	if err := mgmt.Client.Create(context.Background(), foreign); err != nil {
 		t.Fatal(err)
@@ -479,7 +479,7 @@ func containsString(list []string, s string) bool {
 func removeFinalizers(t *testing.T, ns, name string) {
 	t.Helper()
 	eventually(t, "removing finalizers of "+name, func() error {
-		cd := &kcmv1.ClusterDeployment{}
+		cd := &k0rdentv1beta1.ClusterDeployment{}
 		err := mgmt.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, cd)
 		if apierrors.IsNotFound(err) {
 			return nil

@@ -28,7 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
-	kcmv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	"github.com/exalsius/exalsius-operator/common/conditions"
 )
 
@@ -116,23 +116,23 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 		Named("colony").
 		WithOptions(opts).
 		For(&infrav1.Colony{}, builder.WithPredicates(colonyChanged())).
-		Owns(&kcmv1.ClusterDeployment{}).
+		Owns(&k0rdentv1beta1.ClusterDeployment{}).
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.secretToColony)).
 		// What KCM's admission checks a ClusterDeployment against: a refused entry is retried as soon
 		// as its template or credential changes (created, made valid or ready), not on a slow requeue.
-		WatchesMetadata(&kcmv1.ClusterTemplate{}, handler.EnqueueRequestsFromMapFunc(r.referencingColonies(specTemplate))).
-		WatchesMetadata(&kcmv1.Credential{}, handler.EnqueueRequestsFromMapFunc(r.referencingColonies(specCredential))).
+		WatchesMetadata(&k0rdentv1beta1.ClusterTemplate{}, handler.EnqueueRequestsFromMapFunc(r.referencingColonies(specTemplate))).
+		WatchesMetadata(&k0rdentv1beta1.Credential{}, handler.EnqueueRequestsFromMapFunc(r.referencingColonies(specCredential))).
 		Complete(r)
 }
 
 // specTemplate and specCredential pick the name of the ClusterTemplate or the Credential out of an
 // entry's clusterDeploymentSpec.
-func specTemplate(s *kcmv1.ClusterDeploymentSpec) string   { return s.Template }
-func specCredential(s *kcmv1.ClusterDeploymentSpec) string { return s.Credential }
+func specTemplate(s *k0rdentv1beta1.ClusterDeploymentSpec) string   { return s.Template }
+func specCredential(s *k0rdentv1beta1.ClusterDeploymentSpec) string { return s.Credential }
 
 // referencingColonies returns a map function from a ClusterTemplate or Credential to the Colonies of
 // its namespace with an entry that names it, read from the Colony cache.
-func (r *Reconciler) referencingColonies(ref func(*kcmv1.ClusterDeploymentSpec) string) handler.MapFunc {
+func (r *Reconciler) referencingColonies(ref func(*k0rdentv1beta1.ClusterDeploymentSpec) string) handler.MapFunc {
 	return func(ctx context.Context, obj client.Object) []reconcile.Request {
 		list := &infrav1.ColonyList{}
 		if err := r.Client.List(ctx, list, client.InNamespace(obj.GetNamespace())); err != nil {
@@ -142,7 +142,7 @@ func (r *Reconciler) referencingColonies(ref func(*kcmv1.ClusterDeploymentSpec) 
 		for i := range list.Items {
 			c := &list.Items[i]
 			for _, e := range c.Spec.ColonyClusters {
-				var spec kcmv1.ClusterDeploymentSpec
+				var spec k0rdentv1beta1.ClusterDeploymentSpec
 				if json.Unmarshal(e.ClusterDeploymentSpec.Raw, &spec) == nil && ref(&spec) == obj.GetName() {
 					out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(c)})
 					break
@@ -178,13 +178,13 @@ func (r *Reconciler) secretToColony(ctx context.Context, obj client.Object) []re
 		strings.HasPrefix(ref.APIVersion, infrav1.GroupVersion.Group+"/") {
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: ref.Name}}}
 	}
-	prefix, ok := strings.CutSuffix(obj.GetName(), kcmv1.KubeconfigSecretSuffix)
+	prefix, ok := strings.CutSuffix(obj.GetName(), k0rdentv1beta1.KubeconfigSecretSuffix)
 	if !ok || prefix == "" {
 		return nil
 	}
 	var out []reconcile.Request
 	// `<cd>-kubeconfig`: the kubeconfig of a ClusterDeployment a Colony controls.
-	cd := &kcmv1.ClusterDeployment{}
+	cd := &k0rdentv1beta1.ClusterDeployment{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: obj.GetNamespace(), Name: prefix}, cd); err == nil {
 		if ref := metav1.GetControllerOfNoCopy(cd); ref != nil && ref.Kind == "Colony" &&
 			strings.HasPrefix(ref.APIVersion, infrav1.GroupVersion.Group+"/") {
@@ -313,7 +313,7 @@ const defaultRetryRefused = 2 * time.Minute
 // server (or the decoder) refuses is reported in the state, not returned: retrying cannot fix it,
 // a Colony edit (a new generation) will. Transient errors are returned for a retry with backoff.
 func (r *Reconciler) reconcileEntry(ctx context.Context, colony *infrav1.Colony, entry infrav1.ColonyCluster,
-	all map[string]*kcmv1.ClusterDeployment) (*entryState, error) {
+	all map[string]*k0rdentv1beta1.ClusterDeployment) (*entryState, error) {
 	st := &entryState{clusterName: entry.ClusterName, cdName: ClusterDeploymentName(colony.Name, entry.ClusterName)}
 	live := all[st.cdName]
 	var retErr error
@@ -335,7 +335,7 @@ func (r *Reconciler) reconcileEntry(ctx context.Context, colony *infrav1.Colony,
 		st.phase, st.message = clusterProvisioning, "ClusterDeployment not created"
 		return st, retErr
 	}
-	secretName := kcmv1.KubeconfigSecretName(st.cdName)
+	secretName := k0rdentv1beta1.KubeconfigSecretName(st.cdName)
 	secret, err := r.secretMetadata(ctx, colony.Namespace, secretName)
 	if err != nil {
 		countError(stageRead)

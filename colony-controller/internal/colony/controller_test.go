@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
-	kcmv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 )
 
 func TestColonyChangedPredicate(t *testing.T) {
@@ -68,7 +68,7 @@ func TestRestartPartWay(t *testing.T) {
 	startManager(t, ns)
 	waitCD(t, ns, "col-c", "col-c", nil)
 	waitCDGone(t, ns, "col-b")
-	cd := waitCD(t, ns, "col-a", "col-a updated", func(cd *kcmv1.ClusterDeployment) error {
+	cd := waitCD(t, ns, "col-a", "col-a updated", func(cd *k0rdentv1beta1.ClusterDeployment) error {
 		if cd.Spec.Template != "tmpl-2" {
 			return fmt.Errorf("template %q", cd.Spec.Template)
 		}
@@ -83,7 +83,7 @@ func TestRestartPartWay(t *testing.T) {
 		}
 		return nil
 	})
-	list := &kcmv1.ClusterDeploymentList{}
+	list := &k0rdentv1beta1.ClusterDeploymentList{}
 	if err := mgmt.Client.List(context.Background(), list, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func TestMetrics(t *testing.T) {
 		return nil
 	})
 	waitCD(t, ns, "col-a", "col-a", nil)
-	setCDConditions(t, ns, "col-a", cond(kcmv1.ReadyCondition, metav1.ConditionTrue, kcmv1.SucceededReason))
+	setCDConditions(t, ns, "col-a", cond(k0rdentv1beta1.ReadyCondition, metav1.ConditionTrue, k0rdentv1beta1.SucceededReason))
 	if err := mgmt.WriteKubeconfigSecret(context.Background(), ns, "col-a", fakeKubeconfig(t, "https://a.example", "t")); err != nil {
 		t.Fatal(err)
 	}

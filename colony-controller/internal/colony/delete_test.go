@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
-	kcmv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 )
 
 func TestDeleteRequeueBacksOff(t *testing.T) {
@@ -53,7 +53,7 @@ func TestDeletionWaitsForStuckClusterDeployment(t *testing.T) {
 	cdA := waitCD(t, ns, "col-a", "col-a", nil)
 	waitCD(t, ns, "col-b", "col-b", nil)
 	// KCM's finalizer on a, as on a real cluster whose teardown takes time.
-	cdA.Finalizers = append(cdA.Finalizers, kcmv1.ClusterDeploymentFinalizer)
+	cdA.Finalizers = append(cdA.Finalizers, k0rdentv1beta1.ClusterDeploymentFinalizer)
 	if err := mgmt.Client.Update(context.Background(), cdA); err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestDeletionWaitsForStuckClusterDeployment(t *testing.T) {
 			return nil
 		},
 		conditionIs(infrav1.ColonyReadyCondition, metav1.ConditionFalse, infrav1.ColonyReasonDeleting,
-			"waiting for ClusterDeployments to be deleted: col-a (finalizers: "+kcmv1.ClusterDeploymentFinalizer+")"),
+			"waiting for ClusterDeployments to be deleted: col-a (finalizers: "+k0rdentv1beta1.ClusterDeploymentFinalizer+")"),
 		conditionIs(infrav1.ColonyClustersReadyCondition, metav1.ConditionFalse, infrav1.ColonyReasonDeleting, "col-a"),
 		func(c *infrav1.Colony) error {
 			if len(c.Status.ClusterDeploymentRefs) != 1 || c.Status.ClusterDeploymentRefs[0].Name != "col-a" {

@@ -13,9 +13,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
-	kcmv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
-	"github.com/exalsius/exalsius-operator/common/childcluster/childtest"
-	"github.com/exalsius/exalsius-operator/common/testenv"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	"github.com/exalsius/exalsius-operator/common/testing/childtest"
+	"github.com/exalsius/exalsius-operator/common/testing/testenv"
 )
 
 // TestAdoptedAndRegionalEntries: a Colony entry whose cluster is adopted (a SveltosCluster, no
@@ -58,12 +58,12 @@ func TestAdoptedAndRegionalEntries(t *testing.T) {
 		Data: map[string][]byte{"kubeconfig": children["regional"].Kubeconfig}})
 	r := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
 		"kubeConfig": map[string]any{"name": region, "key": "kubeconfig"}}}}
-	r.SetAPIVersion(kcmv1.GroupVersion.String())
+	r.SetAPIVersion(k0rdentv1beta1.GroupVersion.String())
 	r.SetKind("Region")
 	r.SetName(region)
 	create(mgmt.Client, r)
-	create(mgmt.Client, &kcmv1.Credential{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cred-eu"},
-		Spec: kcmv1.CredentialSpec{Region: region, IdentityRef: &corev1.ObjectReference{Kind: "Secret", Name: "x", Namespace: ns}}})
+	create(mgmt.Client, &k0rdentv1beta1.Credential{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cred-eu"},
+		Spec: k0rdentv1beta1.CredentialSpec{Region: region, IdentityRef: &corev1.ObjectReference{Kind: "Secret", Name: "x", Namespace: ns}}})
 
 	entries := []infrav1.ColonyCluster{entry(t, "regional", map[string]any{"template": "tmpl-1-0-0", "credential": "cred-eu"})}
 	if haveSveltos {
@@ -73,7 +73,7 @@ func TestAdoptedAndRegionalEntries(t *testing.T) {
 	createColony(t, ns, "fleet", entries...)
 	for _, e := range entries {
 		waitCD(t, ns, "fleet-"+e.ClusterName, e.ClusterName, nil)
-		setCDConditions(t, ns, "fleet-"+e.ClusterName, cond(kcmv1.ReadyCondition, metav1.ConditionTrue, kcmv1.SucceededReason))
+		setCDConditions(t, ns, "fleet-"+e.ClusterName, cond(k0rdentv1beta1.ReadyCondition, metav1.ConditionTrue, k0rdentv1beta1.SucceededReason))
 	}
 	// Up, but the regional cluster has no kubeconfig Secret for it yet.
 	waitColony(t, ns, "fleet", "regional entry waiting for its kubeconfig", all(phaseIs(infrav1.ColonyPhaseProvisioning),

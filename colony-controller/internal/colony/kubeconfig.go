@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
-	kcmv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	"github.com/exalsius/exalsius-operator/common/names"
 )
 
@@ -299,7 +299,7 @@ func (r *Reconciler) reconcileKubeconfigSecret(ctx context.Context, colony *infr
 			children = append(children, childKubeconfig{clusterName: e.clusterName, data: e.indirect})
 			continue
 		}
-		secretName := kcmv1.KubeconfigSecretName(e.cdName)
+		secretName := k0rdentv1beta1.KubeconfigSecretName(e.cdName)
 		secret := &corev1.Secret{}
 		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: colony.Namespace, Name: secretName}, secret)
 		switch {
@@ -309,9 +309,9 @@ func (r *Reconciler) reconcileKubeconfigSecret(ctx context.Context, colony *infr
 		case err != nil:
 			return kubeconfigResult{}, fmt.Errorf("reading Secret %s: %w", secretName, err)
 		}
-		value, ok := secret.Data[kcmv1.KubeconfigSecretKey]
+		value, ok := secret.Data[k0rdentv1beta1.KubeconfigSecretKey]
 		if !ok {
-			res.problems[e.clusterName] = fmt.Sprintf("kubeconfig Secret %s has no key %q", secretName, kcmv1.KubeconfigSecretKey)
+			res.problems[e.clusterName] = fmt.Sprintf("kubeconfig Secret %s has no key %q", secretName, k0rdentv1beta1.KubeconfigSecretKey)
 			continue
 		}
 		children = append(children, childKubeconfig{clusterName: e.clusterName, data: value})
@@ -335,7 +335,7 @@ func (r *Reconciler) reconcileKubeconfigSecret(ctx context.Context, colony *infr
 			res.problems[n] = "the kubeconfig of the adopted or regional cluster: " + p
 			continue
 		}
-		res.problems[n] = fmt.Sprintf("kubeconfig Secret %s: %s", kcmv1.KubeconfigSecretName(ClusterDeploymentName(colony.Name, n)), p)
+		res.problems[n] = fmt.Sprintf("kubeconfig Secret %s: %s", k0rdentv1beta1.KubeconfigSecretName(ClusterDeploymentName(colony.Name, n)), p)
 	}
 
 	var written []metav1.PartialObjectMetadata
@@ -480,7 +480,7 @@ func metadataOf(s *corev1.Secret) *metav1.PartialObjectMetadata {
 // ClusterDeployment is named like the Colony, the Secret is that cluster's kubeconfig: Colony `a-b`
 // and Colony `a`'s cluster `b` clash.
 func (r *Reconciler) foreignSecretMessage(ctx context.Context, colony *infrav1.Colony, name string) string {
-	cd := &kcmv1.ClusterDeployment{}
+	cd := &k0rdentv1beta1.ClusterDeployment{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: colony.Namespace, Name: colony.Name}, cd); err == nil {
 		who := "ClusterDeployment " + cd.Name
 		if ref := metav1.GetControllerOfNoCopy(cd); ref != nil && ref.Kind == "Colony" {

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
-	kcmv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 )
 
 // realisticKubeconfig is a kubeconfig of the size k0rdent writes (about 5.4 KB): a CA, a client
@@ -58,7 +58,7 @@ func TestKubeconfigAt256Clusters(t *testing.T) {
 	for i := range n {
 		cd := fmt.Sprintf("big-c%03d", i)
 		waitCD(t, ns, cd, cd, nil)
-		setCDConditions(t, ns, cd, cond(kcmv1.ReadyCondition, metav1.ConditionTrue, kcmv1.SucceededReason))
+		setCDConditions(t, ns, cd, cond(k0rdentv1beta1.ReadyCondition, metav1.ConditionTrue, k0rdentv1beta1.SucceededReason))
 		kc := realisticKubeconfig(t, fmt.Sprintf("https://%s.example:6443", cd))
 		total += len(kc)
 		if err := mgmt.WriteKubeconfigSecret(ctx, ns, cd, kc); err != nil {

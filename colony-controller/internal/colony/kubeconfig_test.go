@@ -17,8 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
-	kcmv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
-	"github.com/exalsius/exalsius-operator/common/testenv"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	"github.com/exalsius/exalsius-operator/common/testing/testenv"
 )
 
 func TestBuildKubeconfigs(t *testing.T) {
@@ -239,7 +239,7 @@ func TestKubeconfigAggregation(t *testing.T) {
 	createColony(t, ns, "fleet", entry(t, "east", nil), entry(t, "west", nil), entry(t, "late", nil))
 	for name, ch := range children {
 		waitCD(t, ns, "fleet-"+name, name, nil)
-		setCDConditions(t, ns, "fleet-"+name, cond(kcmv1.ReadyCondition, metav1.ConditionTrue, kcmv1.SucceededReason))
+		setCDConditions(t, ns, "fleet-"+name, cond(k0rdentv1beta1.ReadyCondition, metav1.ConditionTrue, k0rdentv1beta1.SucceededReason))
 		if err := mgmt.WriteKubeconfigSecret(context.Background(), ns, "fleet-"+name, ch.Kubeconfig); err != nil {
 			t.Fatal(err)
 		}
@@ -350,7 +350,7 @@ func TestKubeconfigAggregation(t *testing.T) {
 	})
 
 	// A cluster that stops being ready leaves the Secret.
-	setCDConditions(t, ns, "fleet-west", cond(kcmv1.ReadyCondition, metav1.ConditionFalse, kcmv1.ProgressingReason))
+	setCDConditions(t, ns, "fleet-west", cond(k0rdentv1beta1.ReadyCondition, metav1.ConditionFalse, k0rdentv1beta1.ProgressingReason))
 	eventually(t, "west left out", func() error {
 		s, err := readSecret(t, ns, "fleet-kubeconfig")
 		if err != nil {
@@ -387,7 +387,7 @@ func TestKubeconfigSecretConflict(t *testing.T) {
 	startManager(t, ns)
 	createColony(t, ns, "col", entry(t, "a", nil))
 	waitCD(t, ns, "col-a", "col-a", nil)
-	setCDConditions(t, ns, "col-a", cond(kcmv1.ReadyCondition, metav1.ConditionTrue, kcmv1.SucceededReason))
+	setCDConditions(t, ns, "col-a", cond(k0rdentv1beta1.ReadyCondition, metav1.ConditionTrue, k0rdentv1beta1.SucceededReason))
 	if err := mgmt.WriteKubeconfigSecret(context.Background(), ns, "col-a", fakeKubeconfig(t, "https://a.example", "t")); err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	kcmv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	"github.com/exalsius/exalsius-operator/common/bootstrap"
 	"github.com/exalsius/exalsius-operator/common/childcluster"
 )
 
@@ -41,15 +42,15 @@ const maxQuotedMessage = 200
 // not ready. A cluster that is not up and whose Ready is False with reason Failed has failed. The
 // message says what the cluster waits for, or why it failed, and is empty when it is ready.
 func readiness(conds []metav1.Condition, missing string) (clusterPhase, string) {
-	ready := meta.FindStatusCondition(conds, kcmv1.ReadyCondition)
-	summary := meta.FindStatusCondition(conds, kcmv1.CAPIClusterSummaryCondition)
+	ready := meta.FindStatusCondition(conds, k0rdentv1beta1.ReadyCondition)
+	summary := meta.FindStatusCondition(conds, k0rdentv1beta1.CAPIClusterSummaryCondition)
 	up := isUp(conds)
 	switch {
 	case up && missing == "":
 		return clusterReady, ""
 	case up:
 		return clusterProvisioning, missing
-	case ready != nil && ready.Status == metav1.ConditionFalse && ready.Reason == kcmv1.FailedReason:
+	case ready != nil && ready.Status == metav1.ConditionFalse && ready.Reason == k0rdentv1beta1.FailedReason:
 		return clusterFailed, describe(ready)
 	case ready != nil:
 		return clusterProvisioning, describe(ready)
@@ -62,8 +63,8 @@ func readiness(conds []metav1.Condition, missing string) (clusterPhase, string) 
 
 // isUp reports Ready=True or CAPIClusterSummary=True: the cluster itself is up.
 func isUp(conds []metav1.Condition) bool {
-	return meta.IsStatusConditionTrue(conds, kcmv1.ReadyCondition) ||
-		meta.IsStatusConditionTrue(conds, kcmv1.CAPIClusterSummaryCondition)
+	return meta.IsStatusConditionTrue(conds, k0rdentv1beta1.ReadyCondition) ||
+		meta.IsStatusConditionTrue(conds, k0rdentv1beta1.CAPIClusterSummaryCondition)
 }
 
 // locatorTimeout bounds each request to a regional cluster while looking for a kubeconfig there.
@@ -73,7 +74,7 @@ const locatorTimeout = 15 * time.Second
 // workspace-controller and the inventory-collector (common/childcluster).
 func (r *Reconciler) locator() *childcluster.Locator {
 	return &childcluster.Locator{Reader: r.APIReader, SystemNamespace: r.SystemNamespace,
-		UserAgent: Component, Timeout: locatorTimeout}
+		UserAgent: bootstrap.UserAgent(Component), Timeout: locatorTimeout}
 }
 
 // locateMessage says why an adopted or regional cluster's kubeconfig was not found (it names

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
-	kcmv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 )
 
 func TestReadiness(t *testing.T) {
@@ -93,11 +93,11 @@ func TestReadinessTransitions(t *testing.T) {
 		conditionIs(infrav1.ColonyClustersReadyCondition, metav1.ConditionFalse, infrav1.ColonyReasonClustersNotReady,
 			"a (ClusterDeployment col-a): no Ready condition yet")))
 
-	setCDConditions(t, ns, "col-a", cond(kcmv1.ReadyCondition, metav1.ConditionFalse, kcmv1.ProgressingReason))
+	setCDConditions(t, ns, "col-a", cond(k0rdentv1beta1.ReadyCondition, metav1.ConditionFalse, k0rdentv1beta1.ProgressingReason))
 	waitColony(t, ns, "col", "progressing is named", conditionIs(infrav1.ColonyClustersReadyCondition, metav1.ConditionFalse,
 		infrav1.ColonyReasonClustersNotReady, "a (ClusterDeployment col-a): Ready=False (Progressing)"))
 
-	setCDConditions(t, ns, "col-a", cond(kcmv1.CAPIClusterSummaryCondition, metav1.ConditionTrue, kcmv1.SucceededReason))
+	setCDConditions(t, ns, "col-a", cond(k0rdentv1beta1.CAPIClusterSummaryCondition, metav1.ConditionTrue, k0rdentv1beta1.SucceededReason))
 	waitColony(t, ns, "col", "up but no kubeconfig yet", conditionIs(infrav1.ColonyClustersReadyCondition, metav1.ConditionFalse,
 		infrav1.ColonyReasonClustersNotReady, "kubeconfig Secret col-a-kubeconfig not found"))
 
@@ -115,7 +115,7 @@ func TestReadinessTransitions(t *testing.T) {
 		t.Errorf("ClustersReady message %q", msg)
 	}
 
-	setCDConditions(t, ns, "col-b", cond(kcmv1.ReadyCondition, metav1.ConditionTrue, kcmv1.SucceededReason))
+	setCDConditions(t, ns, "col-b", cond(k0rdentv1beta1.ReadyCondition, metav1.ConditionTrue, k0rdentv1beta1.SucceededReason))
 	if err := mgmt.WriteKubeconfigSecret(context.Background(), ns, "col-b", fakeKubeconfig(t, "https://b.example:6443", "tb")); err != nil {
 		t.Fatal(err)
 	}
@@ -130,8 +130,8 @@ func TestReadinessTransitions(t *testing.T) {
 		}))
 
 	// b fails: Ready False with reason Failed and the cluster not up.
-	setCDConditions(t, ns, "col-b", metav1.Condition{Type: kcmv1.ReadyCondition, Status: metav1.ConditionFalse,
-		Reason: kcmv1.FailedReason, Message: "HelmRelease failed"})
+	setCDConditions(t, ns, "col-b", metav1.Condition{Type: k0rdentv1beta1.ReadyCondition, Status: metav1.ConditionFalse,
+		Reason: k0rdentv1beta1.FailedReason, Message: "HelmRelease failed"})
 	waitColony(t, ns, "col", "b failed", all(phaseIs(infrav1.ColonyPhaseDegraded),
 		conditionIs(infrav1.ColonyClustersReadyCondition, metav1.ConditionFalse, infrav1.ColonyReasonClusterFailed,
 			"b (ClusterDeployment col-b): Ready=False (Failed): HelmRelease failed"),

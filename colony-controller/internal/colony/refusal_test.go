@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
-	kcmv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 )
 
 func TestIsRefusal(t *testing.T) {
@@ -56,13 +56,13 @@ func refusePolicy(t *testing.T, ns, name, kind, field string) {
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
 			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
-			ParamKind:     &admissionregistrationv1.ParamKind{APIVersion: kcmv1.GroupVersion.String(), Kind: kind},
+			ParamKind:     &admissionregistrationv1.ParamKind{APIVersion: k0rdentv1beta1.GroupVersion.String(), Kind: kind},
 			MatchConstraints: &admissionregistrationv1.MatchResources{
 				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}},
 				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
 					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
-					Rule: admissionregistrationv1.Rule{APIGroups: []string{kcmv1.GroupVersion.Group},
-						APIVersions: []string{kcmv1.GroupVersion.Version}, Resources: []string{"clusterdeployments"}},
+					Rule: admissionregistrationv1.Rule{APIGroups: []string{k0rdentv1beta1.GroupVersion.Group},
+						APIVersions: []string{k0rdentv1beta1.GroupVersion.Version}, Resources: []string{"clusterdeployments"}},
 				}}},
 			},
 			Validations: []admissionregistrationv1.Validation{{
@@ -92,10 +92,10 @@ func refusePolicy(t *testing.T, ns, name, kind, field string) {
 
 // waitRefusing waits until the policies are in force: a dry-run create naming the disallowed object
 // is refused.
-func waitRefusing(t *testing.T, ns string, spec kcmv1.ClusterDeploymentSpec) {
+func waitRefusing(t *testing.T, ns string, spec k0rdentv1beta1.ClusterDeploymentSpec) {
 	t.Helper()
 	eventually(t, "the admission policy refuses", func() error {
-		cd := &kcmv1.ClusterDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe"}, Spec: spec}
+		cd := &k0rdentv1beta1.ClusterDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe"}, Spec: spec}
 		err := mgmt.Client.Create(context.Background(), cd, client.DryRunAll)
 		if apierrors.IsForbidden(err) {
 			return nil
@@ -116,22 +116,22 @@ func TestRefusedClusterDeployments(t *testing.T) {
 	refusePolicy(t, ns, ns+"-templates", "ClusterTemplate", "template")
 	refusePolicy(t, ns, ns+"-credentials", "Credential", "credential")
 	for _, o := range []client.Object{
-		&kcmv1.ClusterTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "t2"},
-			Spec: kcmv1.ClusterTemplateSpec{Helm: kcmv1.HelmSpec{ChartRef: &kcmv1.CrossNamespaceSourceReference{Kind: "HelmChart", Name: "t2"}}}},
-		&kcmv1.Credential{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c2"},
-			Spec: kcmv1.CredentialSpec{IdentityRef: &corev1.ObjectReference{Kind: "Secret", Name: "id", Namespace: ns}}},
+		&k0rdentv1beta1.ClusterTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "t2"},
+			Spec: k0rdentv1beta1.ClusterTemplateSpec{Helm: k0rdentv1beta1.HelmSpec{ChartRef: &k0rdentv1beta1.CrossNamespaceSourceReference{Kind: "HelmChart", Name: "t2"}}}},
+		&k0rdentv1beta1.Credential{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c2"},
+			Spec: k0rdentv1beta1.CredentialSpec{IdentityRef: &corev1.ObjectReference{Kind: "Secret", Name: "id", Namespace: ns}}},
 	} {
 		if err := mgmt.Client.Create(ctx, o); err != nil {
 			t.Fatal(err)
 		}
 	}
-	waitRefusing(t, ns, kcmv1.ClusterDeploymentSpec{Template: "t2"})
-	waitRefusing(t, ns, kcmv1.ClusterDeploymentSpec{Template: "t1", Credential: "c2"})
+	waitRefusing(t, ns, k0rdentv1beta1.ClusterDeploymentSpec{Template: "t2"})
+	waitRefusing(t, ns, k0rdentv1beta1.ClusterDeploymentSpec{Template: "t1", Credential: "c2"})
 
 	startManagerWith(t, ns, func(r *Reconciler) { r.RetryRefused = time.Hour })
 	createColony(t, ns, "col", entry(t, "a", map[string]any{"template": "t1", "credential": "c1"}))
 	waitCD(t, ns, "col-a", "col-a created", nil)
-	setCDConditions(t, ns, "col-a", cond(kcmv1.ReadyCondition, metav1.ConditionTrue, "Succeeded"))
+	setCDConditions(t, ns, "col-a", cond(k0rdentv1beta1.ReadyCondition, metav1.ConditionTrue, "Succeeded"))
 	if err := mgmt.WriteKubeconfigSecret(ctx, ns, "col-a", fakeKubeconfig(t, "https://a.example:6443", "ta")); err != nil {
 		t.Fatal(err)
 	}
@@ -160,18 +160,18 @@ func TestRefusedClusterDeployments(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	tmpl := &kcmv1.ClusterTemplate{}
+	tmpl := &k0rdentv1beta1.ClusterTemplate{}
 	if err := mgmt.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "t2"}, tmpl); err != nil {
 		t.Fatal(err)
 	}
 	allow(tmpl)
-	waitCD(t, ns, "col-a", "the upgrade is applied once the template is fixed", func(cd *kcmv1.ClusterDeployment) error {
+	waitCD(t, ns, "col-a", "the upgrade is applied once the template is fixed", func(cd *k0rdentv1beta1.ClusterDeployment) error {
 		if cd.Spec.Template != "t2" {
 			return errors.New("template " + cd.Spec.Template)
 		}
 		return nil
 	})
-	cred := &kcmv1.Credential{}
+	cred := &k0rdentv1beta1.Credential{}
 	if err := mgmt.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "c2"}, cred); err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +199,7 @@ func TestNameCollisionReported(t *testing.T) {
 	startManager(t, ns)
 	createColony(t, ns, "a-b", entry(t, "x", nil))
 	waitCD(t, ns, "a-b-x", "a-b-x", nil)
-	setCDConditions(t, ns, "a-b-x", cond(kcmv1.ReadyCondition, metav1.ConditionTrue, "Succeeded"))
+	setCDConditions(t, ns, "a-b-x", cond(k0rdentv1beta1.ReadyCondition, metav1.ConditionTrue, "Succeeded"))
 	if err := mgmt.WriteKubeconfigSecret(ctx, ns, "a-b-x", fakeKubeconfig(t, "https://x.example:6443", "tx")); err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +207,7 @@ func TestNameCollisionReported(t *testing.T) {
 
 	createColony(t, ns, "a", entry(t, "b", nil))
 	waitCD(t, ns, "a-b", "a-b", nil)
-	setCDConditions(t, ns, "a-b", cond(kcmv1.ReadyCondition, metav1.ConditionTrue, "Succeeded"))
+	setCDConditions(t, ns, "a-b", cond(k0rdentv1beta1.ReadyCondition, metav1.ConditionTrue, "Succeeded"))
 	waitColony(t, ns, "a", "the clash is named on Colony a", all(phaseIs(infrav1.ColonyPhaseDegraded),
 		conditionIs(infrav1.ColonyClustersReadyCondition, metav1.ConditionFalse, infrav1.ColonyReasonInvalidEntry,
 			"spec.colonyClusters[clusterName=b].clusterName: the kubeconfig Secret a-b-kubeconfig of ClusterDeployment a-b is Colony a-b's own kubeconfig Secret"),
@@ -227,7 +227,7 @@ func TestNameCollisionReported(t *testing.T) {
 	}
 	createColony(t, ns, "p-q", entry(t, "y", nil))
 	waitCD(t, ns, "p-q-y", "p-q-y", nil)
-	setCDConditions(t, ns, "p-q-y", cond(kcmv1.ReadyCondition, metav1.ConditionTrue, "Succeeded"))
+	setCDConditions(t, ns, "p-q-y", cond(k0rdentv1beta1.ReadyCondition, metav1.ConditionTrue, "Succeeded"))
 	if err := mgmt.WriteKubeconfigSecret(ctx, ns, "p-q-y", fakeKubeconfig(t, "https://y.example:6443", "ty")); err != nil {
 		t.Fatal(err)
 	}

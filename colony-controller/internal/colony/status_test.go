@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
-	kcmv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	"github.com/exalsius/exalsius-operator/common/conditions"
 )
 
@@ -241,7 +241,7 @@ func TestStatusWrittenOnlyWhenChanged(t *testing.T) {
 		t.Errorf("a pass with nothing new recorded events: %v", rec.events[seen:])
 	}
 	// A real change is written and recorded.
-	setCDConditions(t, ns, "col-a", cond(kcmv1.ReadyCondition, metav1.ConditionFalse, kcmv1.FailedReason))
+	setCDConditions(t, ns, "col-a", cond(k0rdentv1beta1.ReadyCondition, metav1.ConditionFalse, k0rdentv1beta1.FailedReason))
 	if _, err := r.Reconcile(context.Background(), req); err != nil {
 		t.Fatal(err)
 	}
@@ -283,7 +283,7 @@ func TestGPUInventoryLeftAlone(t *testing.T) {
 		}
 		return nil
 	})
-	setCDConditions(t, ns, "col-a", cond(kcmv1.ReadyCondition, metav1.ConditionFalse, kcmv1.FailedReason))
+	setCDConditions(t, ns, "col-a", cond(k0rdentv1beta1.ReadyCondition, metav1.ConditionFalse, k0rdentv1beta1.FailedReason))
 	c := waitColony(t, ns, "col", "Degraded", phaseIs(infrav1.ColonyPhaseDegraded))
 
 	got, ok := c.Status.GPUInventory["col-a"]
@@ -294,15 +294,15 @@ func TestGPUInventoryLeftAlone(t *testing.T) {
 		if m.Subresource != "status" || m.FieldsV1 == nil {
 			continue
 		}
-		owns := strings.Contains(string(m.FieldsV1.Raw), "gpuInventory")
+		owns := strings.Contains(m.FieldsV1.GetRawString(), "gpuInventory")
 		switch m.Manager {
 		case "inventory-collector":
 			if !owns {
-				t.Errorf("inventory-collector lost gpuInventory: %s", m.FieldsV1.Raw)
+				t.Errorf("inventory-collector lost gpuInventory: %s", m.FieldsV1.GetRawString())
 			}
 		case FieldManager:
 			if owns {
-				t.Errorf("colony-controller owns gpuInventory: %s", m.FieldsV1.Raw)
+				t.Errorf("colony-controller owns gpuInventory: %s", m.FieldsV1.GetRawString())
 			}
 		}
 	}

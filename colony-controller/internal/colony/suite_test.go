@@ -28,8 +28,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
-	kcmv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
-	"github.com/exalsius/exalsius-operator/common/testenv"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	"github.com/exalsius/exalsius-operator/common/testing/testenv"
 )
 
 // mgmt is the management API server every test of the package shares; each test works in its own
@@ -68,6 +68,7 @@ func newNamespace(t *testing.T) string {
 
 // runningManager is a manager running the colony reconciler in one namespace.
 type runningManager struct {
+	t      testing.TB
 	mgr    ctrl.Manager
 	cancel context.CancelFunc
 	done   chan error
@@ -101,7 +102,7 @@ func startManagerWith(t *testing.T, namespace string, tune func(*Reconciler)) *r
 		t.Fatalf("setting up the reconciler: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	rm := &runningManager{mgr: mgr, cancel: cancel, done: make(chan error, 1)}
+	rm := &runningManager{t: t, mgr: mgr, cancel: cancel, done: make(chan error, 1)}
 	go func() { rm.done <- mgr.Start(ctx) }()
 	t.Cleanup(rm.stop)
 	return rm
@@ -113,7 +114,9 @@ func (rm *runningManager) stop() {
 		return
 	}
 	rm.cancel()
-	<-rm.done
+	if err := <-rm.done; err != nil {
+		rm.t.Errorf("the manager stopped with an error: %v", err)
+	}
 	rm.cancel = nil
 }
 
@@ -257,9 +260,9 @@ func getCDRaw(t *testing.T, namespace, name string) *unstructured.Unstructured {
 	return u
 }
 
-func getCD(t *testing.T, namespace, name string) *kcmv1.ClusterDeployment {
+func getCD(t *testing.T, namespace, name string) *k0rdentv1beta1.ClusterDeployment {
 	t.Helper()
-	cd := &kcmv1.ClusterDeployment{}
+	cd := &k0rdentv1beta1.ClusterDeployment{}
 	if err := mgmt.Client.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, cd); err != nil {
 		t.Fatalf("reading ClusterDeployment %s: %v", name, err)
 	}
@@ -267,11 +270,11 @@ func getCD(t *testing.T, namespace, name string) *kcmv1.ClusterDeployment {
 }
 
 // waitCD waits until the ClusterDeployment exists and satisfies check.
-func waitCD(t *testing.T, namespace, name, what string, check func(*kcmv1.ClusterDeployment) error) *kcmv1.ClusterDeployment {
+func waitCD(t *testing.T, namespace, name, what string, check func(*k0rdentv1beta1.ClusterDeployment) error) *k0rdentv1beta1.ClusterDeployment {
 	t.Helper()
-	var cd *kcmv1.ClusterDeployment
+	var cd *k0rdentv1beta1.ClusterDeployment
 	eventually(t, what, func() error {
-		cd = &kcmv1.ClusterDeployment{}
+		cd = &k0rdentv1beta1.ClusterDeployment{}
 		if err := mgmt.Client.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, cd); err != nil {
 			return err
 		}
@@ -287,7 +290,7 @@ func waitCD(t *testing.T, namespace, name, what string, check func(*kcmv1.Cluste
 func waitCDGone(t *testing.T, namespace, name string) {
 	t.Helper()
 	eventually(t, "ClusterDeployment "+name+" deleted", func() error {
-		err := mgmt.Client.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, &kcmv1.ClusterDeployment{})
+		err := mgmt.Client.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, &k0rdentv1beta1.ClusterDeployment{})
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -303,7 +306,7 @@ func waitCDGone(t *testing.T, namespace, name string) {
 func setCDConditions(t *testing.T, namespace, name string, conds ...metav1.Condition) {
 	t.Helper()
 	eventually(t, "writing ClusterDeployment status", func() error {
-		cd := &kcmv1.ClusterDeployment{}
+		cd := &k0rdentv1beta1.ClusterDeployment{}
 		if err := mgmt.Client.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, cd); err != nil {
 			return err
 		}

@@ -18,11 +18,11 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/gpu"
 	"github.com/exalsius/exalsius-operator/common/scheme"
-	"github.com/exalsius/exalsius-operator/common/testenv"
+	"github.com/exalsius/exalsius-operator/common/testing/testenv"
 	"github.com/exalsius/exalsius-operator/e2e/internal/world"
 )
 
@@ -122,7 +122,7 @@ func runScenario(ctx context.Context, c config, sc scenario, children []*testenv
 	}
 
 	// The watch that sees each ServiceSet appear.
-	w, err := cl.Watch(ctx, &k0rdentv1.ServiceSetList{}, client.InNamespace(benchNamespace))
+	w, err := cl.Watch(ctx, &k0rdentv1beta1.ServiceSetList{}, client.InNamespace(benchNamespace))
 	if err != nil {
 		return res, err
 	}
@@ -135,7 +135,7 @@ func runScenario(ctx context.Context, c config, sc scenario, children []*testenv
 			if ev.Type != watch.Added {
 				continue
 			}
-			ss, ok := ev.Object.(*k0rdentv1.ServiceSet)
+			ss, ok := ev.Object.(*k0rdentv1beta1.ServiceSet)
 			if !ok {
 				continue
 			}
@@ -323,11 +323,11 @@ func setupManagement(ctx context.Context, cl client.Client, m *testenv.Managemen
 		}
 	}
 	for _, ns := range []string{workspacesv1.DefaultServiceTemplateNamespace, benchNamespace} {
-		st := &k0rdentv1.ServiceTemplate{
+		st := &k0rdentv1beta1.ServiceTemplate{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: templateName},
-			Spec: k0rdentv1.ServiceTemplateSpec{Helm: &k0rdentv1.HelmSpec{ChartSpec: &k0rdentv1.HelmChartSpec{
+			Spec: k0rdentv1beta1.ServiceTemplateSpec{Helm: &k0rdentv1beta1.HelmSpec{ChartSpec: &k0rdentv1beta1.HelmChartSpec{
 				Chart: "bench-app", Version: "1.0.0", Interval: metav1.Duration{Duration: time.Minute},
-				SourceRef: k0rdentv1.LocalHelmChartSourceReference{Kind: "HelmRepository", Name: "kcm-templates"},
+				SourceRef: k0rdentv1beta1.LocalHelmChartSourceReference{Kind: "HelmRepository", Name: "kcm-templates"},
 			}}},
 		}
 		if err := cl.Create(ctx, st); err != nil {
@@ -353,9 +353,9 @@ func setupManagement(ctx context.Context, cl client.Client, m *testenv.Managemen
 	}
 	cds := make([]string, len(children))
 	for i, ch := range children {
-		cd := &k0rdentv1.ClusterDeployment{
+		cd := &k0rdentv1beta1.ClusterDeployment{
 			ObjectMeta: metav1.ObjectMeta{Namespace: benchNamespace, Name: fmt.Sprintf("cd-%02d", i)},
-			Spec:       k0rdentv1.ClusterDeploymentSpec{Template: "cluster-template", Config: &apiextensionsv1.JSON{Raw: []byte("{}")}},
+			Spec:       k0rdentv1beta1.ClusterDeploymentSpec{Template: "cluster-template", Config: &apiextensionsv1.JSON{Raw: []byte("{}")}},
 		}
 		if err := cl.Create(ctx, cd); err != nil {
 			return "", nil, err

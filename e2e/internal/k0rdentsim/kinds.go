@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
-	"github.com/exalsius/exalsius-operator/common/childcluster/childtest"
+	"github.com/exalsius/exalsius-operator/common/testing/childtest"
 )
 
 // k0rdent's other cluster kinds, as the simulator plays them (docs/LOCAL_WORLD.md):

@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/exalsius/exalsius-operator/common/testenv"
+	"github.com/exalsius/exalsius-operator/common/testing/testenv"
 )
 
 // ChildCluster is one simulated child cluster: its own API server and etcd, kube-controller-manager,
@@ -24,7 +24,7 @@ import (
 type ChildCluster struct {
 	// Name is the world-unique name, e.g. "<namespace>-<clusterdeployment>".
 	Name string
-	// Env is the API server (common/testenv).
+	// Env is the API server (common/testing/testenv).
 	Env *testenv.Child
 	// Kubeconfig is an admin kubeconfig for the child.
 	Kubeconfig []byte

@@ -17,7 +17,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/exalsius/exalsius-operator/common/testenv"
+	"github.com/exalsius/exalsius-operator/common/testing/testenv"
 )
 
 // StopGrace is how long a process gets between SIGTERM and SIGKILL.
@@ -62,7 +62,7 @@ func NewRunDir(root string) (string, error) {
 	return d, nil
 }
 
-// Start brings up the management cluster: an API server and etcd with every CRD (common/testenv) and
+// Start brings up the management cluster: an API server and etcd with every CRD (common/testing/testenv) and
 // kube-controller-manager for garbage collection and namespace deletion.
 func Start(ctx context.Context, opts Options) (_ *World, err error) {
 	if opts.RunDir == "" {

@@ -17,9 +17,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
-	"github.com/exalsius/exalsius-operator/common/childcluster/childtest"
 	"github.com/exalsius/exalsius-operator/common/gpu"
-	"github.com/exalsius/exalsius-operator/common/testenv"
+	"github.com/exalsius/exalsius-operator/common/testing/childtest"
+	"github.com/exalsius/exalsius-operator/common/testing/testenv"
 )
 
 // envInt reads a positive integer from the environment.

@@ -31,7 +31,13 @@ import (
 )
 
 // FieldManager is the server-side apply field manager of status.gpuInventory.
-const FieldManager = "inventory-collector"
+const (
+	// Component is the component word: logger name, field manager, event reporter, metrics prefix,
+	// leader-election lease and user agent.
+	Component = "inventory-collector"
+	// FieldManager owns status.gpuInventory in server-side apply.
+	FieldManager = Component
+)
 
 // DefaultContactRefresh is the default of Reconciler.ContactRefresh.
 const DefaultContactRefresh = 10 * time.Minute

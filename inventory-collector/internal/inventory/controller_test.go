@@ -27,9 +27,9 @@ import (
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	"github.com/exalsius/exalsius-operator/common/childcluster"
-	"github.com/exalsius/exalsius-operator/common/childcluster/childtest"
 	"github.com/exalsius/exalsius-operator/common/gpu"
-	"github.com/exalsius/exalsius-operator/common/testenv"
+	"github.com/exalsius/exalsius-operator/common/testing/childtest"
+	"github.com/exalsius/exalsius-operator/common/testing/testenv"
 	"github.com/exalsius/exalsius-operator/inventory-collector/internal/sharding"
 )
 
@@ -138,9 +138,9 @@ func TestInventoryOfThreeChildren(t *testing.T) {
 		}
 		switch mf.Manager {
 		case FieldManager:
-			ours = string(mf.FieldsV1.Raw)
+			ours = mf.FieldsV1.GetRawString()
 		case "colony-controller":
-			theirs = string(mf.FieldsV1.Raw)
+			theirs = mf.FieldsV1.GetRawString()
 		}
 	}
 	if !strings.Contains(ours, `"f:gpuInventory"`) || strings.Contains(ours, `"f:phase"`) || strings.Contains(ours, `"f:conditions"`) {

@@ -6,10 +6,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
+	"github.com/exalsius/exalsius-operator/common/bootstrap"
 )
 
 // MetricsPrefix starts the name of every metric of the inventory-collector.
-const MetricsPrefix = "inventory_collector_"
+var MetricsPrefix = bootstrap.MetricsPrefix(Component) + "_"
 
 var (
 	gpusTotal = prometheus.NewGaugeVec(prometheus.GaugeOpts{

@@ -29,12 +29,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
+// Component is the component word: logger name, event reporter, metrics prefix and user agent.
+const Component = "webhook"
+
 // Certificate modes.
 const (
-	// CertModeSelf: the webhook keeps its own CA and serving certificate in a Secret and injects the
+	// CertModeSelf means the webhook keeps its own CA and serving certificate in a Secret and injects the
 	// CA bundle into its webhook configurations.
 	CertModeSelf = "self"
-	// CertModeCertManager: cert-manager writes tls.crt, tls.key and ca.crt into --cert-dir and its
+	// CertModeCertManager means cert-manager writes tls.crt, tls.key and ca.crt into --cert-dir and its
 	// cainjector fills the caBundle; the webhook reloads the files when they change.
 	CertModeCertManager = "cert-manager"
 )

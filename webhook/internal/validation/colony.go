@@ -19,8 +19,8 @@ func Colony(c *infrav1.Colony) field.ErrorList {
 		cc := &c.Spec.ColonyClusters[i]
 		ip := p.Index(i)
 		np := ip.Child("clusterName")
-		switch {
-		case cc.ClusterName == "":
+		switch cc.ClusterName {
+		case "":
 			errs = append(errs, field.Required(np, "names the cluster within the Colony"))
 		default:
 			if first, dup := seen[cc.ClusterName]; dup {

@@ -26,7 +26,7 @@ import (
 
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/scheme"
-	"github.com/exalsius/exalsius-operator/common/testenv"
+	"github.com/exalsius/exalsius-operator/common/testing/testenv"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/workspaceclass"
 )
 
@@ -164,7 +164,7 @@ func readObjects(t *testing.T, dir string) []*unstructured.Unstructured {
 	t.Helper()
 	var out []*unstructured.Unstructured
 	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !(strings.HasSuffix(path, ".yaml") || strings.HasSuffix(path, ".yml")) {
+		if err != nil || d.IsDir() || (!strings.HasSuffix(path, ".yaml") && !strings.HasSuffix(path, ".yml")) {
 			return err
 		}
 		data, err := os.ReadFile(path)

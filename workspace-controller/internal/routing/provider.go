@@ -10,7 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 )
 
@@ -37,7 +37,7 @@ type Workspace struct {
 	// ClusterKey names the workspace's ClusterDeployment.
 	ClusterKey types.NamespacedName
 	// Cluster is the workspace's ClusterDeployment; nil when it is gone (deletion only).
-	Cluster *k0rdentv1.ClusterDeployment
+	Cluster *k0rdentv1beta1.ClusterDeployment
 	// Release is the name of the workspace's Helm release on the child: the default Service name
 	// prefix (<release>-<endpoint>).
 	Release string

@@ -7,7 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 )
 
 // RegionalRef names a regional ClusterDeployment: "<namespace>/<name>", or "<name>" for one in the
@@ -42,7 +42,7 @@ func (r RegionalRef) IsZero() bool { return r.Name == "" }
 // k0rdent.mirantis.com/kof-regional-cluster-name (with ...-namespace, else the child's namespace),
 // else the operator's default. The second result says where the answer came from, for messages; ok
 // is false when neither names one.
-func RegionalCluster(cd *k0rdentv1.ClusterDeployment, def RegionalRef) (key types.NamespacedName, source string, ok bool) {
+func RegionalCluster(cd *k0rdentv1beta1.ClusterDeployment, def RegionalRef) (key types.NamespacedName, source string, ok bool) {
 	if name := cd.Labels[RegionalClusterNameLabel]; name != "" {
 		ns := cd.Labels[RegionalClusterNamespaceLabel]
 		if ns == "" {

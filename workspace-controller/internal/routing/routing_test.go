@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/conditions"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/routing"
@@ -67,7 +67,7 @@ func TestRoutesServeAndDeletionOrder(t *testing.T) {
 		}
 		return nil
 	})
-	ss := &k0rdentv1.ServiceSet{}
+	ss := &k0rdentv1beta1.ServiceSet{}
 	must(t, k8s.Get(ctxT(t), types.NamespacedName{Namespace: ns, Name: workspace.ServiceSetName(ws)}, ss))
 	if !ss.DeletionTimestamp.IsZero() {
 		t.Fatalf("the ServiceSet is being deleted while a route is still there")
@@ -119,9 +119,9 @@ func TestSameNameTwoNamespaces(t *testing.T) {
 	class := createClass(t, []workspacesv1.AccessEndpoint{httpEP("web", 80)}, nsA, nsB)
 	cdA := createCluster(t, nsA, nil)
 	cdB := name("cd")
-	must(t, k8s.Create(ctxT(t), &k0rdentv1.ClusterDeployment{
+	must(t, k8s.Create(ctxT(t), &k0rdentv1beta1.ClusterDeployment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: nsB, Name: cdB},
-		Spec:       k0rdentv1.ClusterDeploymentSpec{Template: "cluster-template"},
+		Spec:       k0rdentv1beta1.ClusterDeploymentSpec{Template: "cluster-template"},
 	}))
 	must(t, mgmt.WriteKubeconfigSecret(ctxT(t), nsB, cdB, regional.Kubeconfig))
 	wsName := name("same")
@@ -380,9 +380,9 @@ func TestRegionalIsTheWorkspaceCluster(t *testing.T) {
 	ns := newNamespace(t)
 	class := createClass(t, []workspacesv1.AccessEndpoint{httpEP("web", 80)}, ns)
 	cdName := name("cd")
-	cd := &k0rdentv1.ClusterDeployment{
+	cd := &k0rdentv1beta1.ClusterDeployment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cdName, Labels: map[string]string{routing.RegionalClusterNameLabel: cdName}},
-		Spec:       k0rdentv1.ClusterDeploymentSpec{Template: "cluster-template"},
+		Spec:       k0rdentv1beta1.ClusterDeploymentSpec{Template: "cluster-template"},
 	}
 	must(t, k8s.Create(ctxT(t), cd))
 	must(t, mgmt.WriteKubeconfigSecret(ctxT(t), ns, cdName, regional.Kubeconfig))
@@ -436,7 +436,7 @@ func TestRegionalIsTheWorkspaceCluster(t *testing.T) {
 
 	// Hold the ServiceSet as KCM does while it uninstalls: the deletion stops after the routes.
 	ssKey := types.NamespacedName{Namespace: ns, Name: workspace.ServiceSetName(ws)}
-	ss := &k0rdentv1.ServiceSet{}
+	ss := &k0rdentv1beta1.ServiceSet{}
 	must(t, k8s.Get(ctxT(t), ssKey, ss))
 	ss.Finalizers = append(ss.Finalizers, "test.example/hold")
 	must(t, k8s.Update(ctxT(t), ss))
@@ -445,7 +445,7 @@ func TestRegionalIsTheWorkspaceCluster(t *testing.T) {
 		if err := rc.Get(ctxT(t), types.NamespacedName{Namespace: rns, Name: "web"}, &gwv1.HTTPRoute{}); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("route: %v", err)
 		}
-		ss := &k0rdentv1.ServiceSet{}
+		ss := &k0rdentv1beta1.ServiceSet{}
 		if err := k8s.Get(ctxT(t), ssKey, ss); err != nil || ss.DeletionTimestamp.IsZero() {
 			return fmt.Errorf("ServiceSet not being deleted yet (%v)", err)
 		}
@@ -481,9 +481,9 @@ func TestRouteNamespaceNeverAReleaseNamespace(t *testing.T) {
 	class := createClass(t, []workspacesv1.AccessEndpoint{httpEP("web", 80)}, nsA, nsB)
 	cdA := createCluster(t, nsA, nil)
 	cdB := name("cd")
-	must(t, k8s.Create(ctxT(t), &k0rdentv1.ClusterDeployment{
+	must(t, k8s.Create(ctxT(t), &k0rdentv1beta1.ClusterDeployment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: nsB, Name: cdB, Labels: map[string]string{routing.RegionalClusterNameLabel: cdB}},
-		Spec:       k0rdentv1.ClusterDeploymentSpec{Template: "cluster-template"},
+		Spec:       k0rdentv1beta1.ClusterDeploymentSpec{Template: "cluster-template"},
 	}))
 	must(t, mgmt.WriteKubeconfigSecret(ctxT(t), nsB, cdB, regional.Kubeconfig))
 	wsName := name("shared")

@@ -25,11 +25,11 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/childcluster"
 	"github.com/exalsius/exalsius-operator/common/conditions"
-	"github.com/exalsius/exalsius-operator/common/testenv"
+	"github.com/exalsius/exalsius-operator/common/testing/testenv"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/routing"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/workspace"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/workspaceclass"
@@ -328,11 +328,11 @@ func createClass(t *testing.T, eps []workspacesv1.AccessEndpoint, nss ...string)
 	t.Helper()
 	tmpl := "routing-app"
 	for _, ns := range append([]string{workspacesv1.DefaultServiceTemplateNamespace}, nss...) {
-		st := &k0rdentv1.ServiceTemplate{
+		st := &k0rdentv1beta1.ServiceTemplate{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tmpl},
-			Spec: k0rdentv1.ServiceTemplateSpec{Helm: &k0rdentv1.HelmSpec{ChartSpec: &k0rdentv1.HelmChartSpec{
+			Spec: k0rdentv1beta1.ServiceTemplateSpec{Helm: &k0rdentv1beta1.HelmSpec{ChartSpec: &k0rdentv1beta1.HelmChartSpec{
 				Chart: "chart", Version: "1.0.0", Interval: metav1.Duration{Duration: time.Minute},
-				SourceRef: k0rdentv1.LocalHelmChartSourceReference{Kind: "HelmRepository", Name: "kcm-templates"},
+				SourceRef: k0rdentv1beta1.LocalHelmChartSourceReference{Kind: "HelmRepository", Name: "kcm-templates"},
 			}}},
 		}
 		err := k8s.Create(ctxT(t), st)
@@ -363,9 +363,9 @@ func createClass(t *testing.T, eps []workspacesv1.AccessEndpoint, nss ...string)
 // createCluster creates a ClusterDeployment whose kubeconfig Secret reaches the child.
 func createCluster(t *testing.T, ns string, labels map[string]string) string {
 	t.Helper()
-	cd := &k0rdentv1.ClusterDeployment{
+	cd := &k0rdentv1beta1.ClusterDeployment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name("cd"), Labels: labels},
-		Spec:       k0rdentv1.ClusterDeploymentSpec{Template: "cluster-template", Config: &apiextensionsv1.JSON{Raw: []byte("{}")}},
+		Spec:       k0rdentv1beta1.ClusterDeploymentSpec{Template: "cluster-template", Config: &apiextensionsv1.JSON{Raw: []byte("{}")}},
 	}
 	must(t, k8s.Create(ctxT(t), cd))
 	must(t, mgmt.WriteKubeconfigSecret(ctxT(t), ns, cd.Name, child.Kubeconfig))
@@ -382,17 +382,17 @@ func runningWorkspace(t *testing.T, ns, wsName, class, cd string) types.Namespac
 	must(t, k8s.Create(ctxT(t), ws))
 	key := client.ObjectKeyFromObject(ws)
 	ssKey := types.NamespacedName{Namespace: ns, Name: workspace.ServiceSetName(ws)}
-	eventually(t, "ServiceSet "+ssKey.String(), func() error { return k8s.Get(ctxT(t), ssKey, &k0rdentv1.ServiceSet{}) })
+	eventually(t, "ServiceSet "+ssKey.String(), func() error { return k8s.Get(ctxT(t), ssKey, &k0rdentv1beta1.ServiceSet{}) })
 	eventually(t, "ServiceSet deployed", func() error {
-		ss := &k0rdentv1.ServiceSet{}
+		ss := &k0rdentv1beta1.ServiceSet{}
 		if err := k8s.Get(ctxT(t), ssKey, ss); err != nil {
 			return err
 		}
 		now := metav1.NewTime(time.Now().Truncate(time.Second))
 		ss.Status.Services = nil
 		for _, svc := range ss.Spec.Services {
-			ss.Status.Services = append(ss.Status.Services, k0rdentv1.ServiceState{Type: k0rdentv1.ServiceTypeHelm, Name: svc.Name,
-				Namespace: svc.Namespace, Template: svc.Template, State: k0rdentv1.ServiceStateDeployed, LastStateTransitionTime: &now})
+			ss.Status.Services = append(ss.Status.Services, k0rdentv1beta1.ServiceState{Type: k0rdentv1beta1.ServiceTypeHelm, Name: svc.Name,
+				Namespace: svc.Namespace, Template: svc.Template, State: k0rdentv1beta1.ServiceStateDeployed, LastStateTransitionTime: &now})
 		}
 		ss.Status.Deployed = true
 		return k8s.Status().Update(ctxT(t), ss)

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/childcluster"
 )
@@ -68,7 +68,7 @@ func (s *Sweeper) NeedLeaderElection() bool { return true }
 // and returns how many route namespaces it removed (or started removing). An unreachable regional
 // cluster is skipped until the next sweep.
 func (s *Sweeper) Sweep(ctx context.Context) (int, error) {
-	var cds k0rdentv1.ClusterDeploymentList
+	var cds k0rdentv1beta1.ClusterDeploymentList
 	if err := s.Clusters.List(ctx, &cds); err != nil {
 		return 0, fmt.Errorf("listing ClusterDeployments: %w", err)
 	}

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 )
 
@@ -87,7 +87,8 @@ func TestHostLabel63(t *testing.T) {
 }
 
 func TestQualifierAndNamespaces(t *testing.T) {
-	if Qualifier("team-a") == Qualifier("team-b") || Qualifier("team-a") != Qualifier("team-a") || len(Qualifier("x")) != 5 {
+	first, again := Qualifier("team-a"), Qualifier("team-a")
+	if first == Qualifier("team-b") || first != again || len(Qualifier("x")) != 5 {
 		t.Fatalf("qualifier not stable or not distinct")
 	}
 	if got := RouteNamespace("nb", "team-a", false); got != "wsr-nb" {
@@ -117,7 +118,7 @@ func TestQualifierAndNamespaces(t *testing.T) {
 }
 
 func TestRegionalCluster(t *testing.T) {
-	cd := &k0rdentv1.ClusterDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "child"}}
+	cd := &k0rdentv1beta1.ClusterDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "child"}}
 	if _, _, ok := RegionalCluster(cd, RegionalRef{}); ok {
 		t.Errorf("found a regional cluster without label or default")
 	}

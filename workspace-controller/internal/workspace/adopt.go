@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 )
 
@@ -45,7 +45,7 @@ func (r *Reconciler) adoptLegacy(ctx context.Context, s *scope) (stepResult, err
 	}
 	if ws.Annotations[AnnotationServiceSetName] == "" && ws.Status.ServiceSetName == "" {
 		name := LegacyName(ws)
-		ss := &k0rdentv1.ServiceSet{}
+		ss := &k0rdentv1beta1.ServiceSet{}
 		err := r.Client.Get(ctx, types.NamespacedName{Namespace: ClusterKey(ws).Namespace, Name: name}, ss)
 		switch {
 		case err == nil && ss.DeletionTimestamp.IsZero() && len(ss.Spec.Services) == 1 &&
@@ -78,7 +78,7 @@ func (r *Reconciler) deleteLegacyServiceSet(ctx context.Context, s *scope) (bool
 	if !controllerutil.ContainsFinalizer(ws, LegacyFinalizer) || ws.Annotations[AnnotationServiceSetName] != "" {
 		return true, nil
 	}
-	ss := &k0rdentv1.ServiceSet{}
+	ss := &k0rdentv1beta1.ServiceSet{}
 	key := types.NamespacedName{Namespace: ClusterKey(ws).Namespace, Name: LegacyName(ws)}
 	err := r.Client.Get(ctx, key, ss)
 	if apierrors.IsNotFound(err) {

@@ -9,7 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
-	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 )
 
@@ -23,13 +23,13 @@ func TestAdoptUpstreamServiceSet(t *testing.T) {
 	cd := createCluster(t, ns, child.Kubeconfig)
 	wsName := name("nb")
 	legacy := "wsd-" + cd.Name + "-" + wsName
-	old := &k0rdentv1.ServiceSet{
+	old := &k0rdentv1beta1.ServiceSet{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: legacy,
-			Labels: map[string]string{k0rdentv1.StateManagementProviderAdapterLabel: k0rdentv1.StateManagementProviderAdapterValue}},
-		Spec: k0rdentv1.ServiceSetSpec{
+			Labels: map[string]string{k0rdentv1beta1.StateManagementProviderAdapterLabel: k0rdentv1beta1.StateManagementProviderAdapterValue}},
+		Spec: k0rdentv1beta1.ServiceSetSpec{
 			Cluster:  cd.Name,
-			Provider: k0rdentv1.StateManagementProviderConfig{Name: k0rdentv1.DefaultStateManagementProvider},
-			Services: []k0rdentv1.ServiceWithValues{{Name: legacy, Namespace: "ws-" + wsName, Template: "old-template", Values: "old: true\n"}},
+			Provider: k0rdentv1beta1.StateManagementProviderConfig{Name: k0rdentv1beta1.DefaultStateManagementProvider},
+			Services: []k0rdentv1beta1.ServiceWithValues{{Name: legacy, Namespace: "ws-" + wsName, Template: "old-template", Values: "old: true\n"}},
 		},
 	}
 	must(t, k8s.Create(ctxT(t), old))
@@ -67,7 +67,7 @@ func TestAdoptUpstreamServiceSet(t *testing.T) {
 	if svc.Name != legacy || svc.Namespace != "ws-"+wsName || svc.Template == "old-template" {
 		t.Errorf("adopted service %+v: want the release kept under its name, with the class's template", svc)
 	}
-	got := &k0rdentv1.ServiceSet{}
+	got := &k0rdentv1beta1.ServiceSet{}
 	must(t, k8s.Get(ctxT(t), client.ObjectKeyFromObject(old), got))
 	if got.UID != old.UID {
 		t.Error("the upstream ServiceSet was replaced, not adopted")
@@ -81,12 +81,12 @@ func TestDeleteDropsUpstreamFinalizer(t *testing.T) {
 	class := createClass(t, classSpec(name("legacy-del")), ns)
 	cd := createCluster(t, ns, child.Kubeconfig)
 	wsName := name("old")
-	legacy := &k0rdentv1.ServiceSet{
+	legacy := &k0rdentv1beta1.ServiceSet{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "wsd-" + cd.Name + "-" + wsName},
-		Spec: k0rdentv1.ServiceSetSpec{
+		Spec: k0rdentv1beta1.ServiceSetSpec{
 			Cluster:  cd.Name,
-			Provider: k0rdentv1.StateManagementProviderConfig{Name: k0rdentv1.DefaultStateManagementProvider},
-			Services: []k0rdentv1.ServiceWithValues{{Name: "wsd-" + cd.Name + "-" + wsName, Namespace: "ws-" + wsName, Template: "t"}},
+			Provider: k0rdentv1beta1.StateManagementProviderConfig{Name: k0rdentv1beta1.DefaultStateManagementProvider},
+			Services: []k0rdentv1beta1.ServiceWithValues{{Name: "wsd-" + cd.Name + "-" + wsName, Namespace: "ws-" + wsName, Template: "t"}},
 		},
 	}
 	must(t, k8s.Create(ctxT(t), legacy))
@@ -109,7 +109,7 @@ func TestDeleteDropsUpstreamFinalizer(t *testing.T) {
 		}
 		return fmt.Errorf("still there: %v", err)
 	})
-	if err := k8s.Get(ctxT(t), client.ObjectKeyFromObject(legacy), &k0rdentv1.ServiceSet{}); !apierrors.IsNotFound(err) {
+	if err := k8s.Get(ctxT(t), client.ObjectKeyFromObject(legacy), &k0rdentv1beta1.ServiceSet{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the upstream ServiceSet is still there (%v)", err)
 	}
 }

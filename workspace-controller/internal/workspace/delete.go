@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/childcluster"
 )
@@ -37,7 +37,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (reconcile.R
 	s.cdKey = ClusterKey(ws)
 	s.obs.deleting = true
 
-	cd := &k0rdentv1.ClusterDeployment{}
+	cd := &k0rdentv1beta1.ClusterDeployment{}
 	err := r.Client.Get(ctx, s.cdKey, cd)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return reconcile.Result{}, fmt.Errorf("reading ClusterDeployment %s: %w", s.cdKey, err)
@@ -150,7 +150,7 @@ func (s *scope) serviceSetNameForDelete() string {
 // the ClusterDeployment first), so the operator removes it: there is no release left to uninstall.
 func (r *Reconciler) deleteServiceSet(ctx context.Context, s *scope, cdGone bool) (bool, error) {
 	name := s.serviceSetNameForDelete()
-	ss := &k0rdentv1.ServiceSet{}
+	ss := &k0rdentv1beta1.ServiceSet{}
 	err := r.Client.Get(ctx, types.NamespacedName{Namespace: s.cdKey.Namespace, Name: name}, ss)
 	if apierrors.IsNotFound(err) {
 		return true, nil

@@ -9,13 +9,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 )
 
 // runningWorkspace makes a Running workspace whose ServiceSet carries KCM's finalizer, as k0rdent's
 // adapter puts it there.
-func runningWorkspace(t *testing.T, ns string) (types.NamespacedName, *k0rdentv1.ClusterDeployment, types.NamespacedName) {
+func runningWorkspace(t *testing.T, ns string) (types.NamespacedName, *k0rdentv1beta1.ClusterDeployment, types.NamespacedName) {
 	t.Helper()
 	class := createClass(t, classSpec(name("del")), ns)
 	cd := createCluster(t, ns, child.Kubeconfig)
@@ -23,9 +23,9 @@ func runningWorkspace(t *testing.T, ns string) (types.NamespacedName, *k0rdentv1
 	ws := waitPhase(t, key, workspacesv1.PhaseDeploying, "")
 	ss := waitServiceSet(t, ws)
 	patch := client.MergeFrom(ss.DeepCopy())
-	ss.Finalizers = append(ss.Finalizers, k0rdentv1.ServiceSetFinalizer)
+	ss.Finalizers = append(ss.Finalizers, k0rdentv1beta1.ServiceSetFinalizer)
 	must(t, k8s.Patch(ctxT(t), ss, patch))
-	setServiceState(t, client.ObjectKeyFromObject(ss), k0rdentv1.ServiceStateDeployed, "")
+	setServiceState(t, client.ObjectKeyFromObject(ss), k0rdentv1beta1.ServiceStateDeployed, "")
 	waitPhase(t, key, workspacesv1.PhaseRunning, workspacesv1.ReasonRunning)
 	// The release namespace exists on the child, as Sveltos would have made it.
 	err := child.Client.Create(ctxT(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ReleaseNamespace(key.Name)}})
@@ -65,7 +65,7 @@ func TestDeletionUninstallsThenReleases(t *testing.T) {
 	must(t, k8s.Delete(ctxT(t), getWS(t, key)))
 	ws := waitPhase(t, key, workspacesv1.PhaseDeleting, workspacesv1.ReasonDeleting)
 	eventually(t, "ServiceSet being deleted", func() error {
-		ss := &k0rdentv1.ServiceSet{}
+		ss := &k0rdentv1beta1.ServiceSet{}
 		if err := k8s.Get(ctxT(t), ssKey, ss); err != nil {
 			return err
 		}
@@ -79,7 +79,7 @@ func TestDeletionUninstallsThenReleases(t *testing.T) {
 		t.Fatalf("workspace gone before its ServiceSet: %v", err)
 	}
 	// KCM finishes: its finalizer goes.
-	ss := &k0rdentv1.ServiceSet{}
+	ss := &k0rdentv1beta1.ServiceSet{}
 	must(t, k8s.Get(ctxT(t), ssKey, ss))
 	patch := client.MergeFrom(ss.DeepCopy())
 	ss.Finalizers = nil
@@ -97,10 +97,10 @@ func TestDeletionAfterClusterGone(t *testing.T) {
 	key, cd, ssKey := runningWorkspace(t, ns)
 	must(t, k8s.Delete(ctxT(t), cd))
 	must(t, k8s.Delete(ctxT(t), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cd.Name + "-kubeconfig"}}))
-	waitGone(t, "ClusterDeployment", client.ObjectKeyFromObject(cd), &k0rdentv1.ClusterDeployment{})
+	waitGone(t, "ClusterDeployment", client.ObjectKeyFromObject(cd), &k0rdentv1beta1.ClusterDeployment{})
 
 	must(t, k8s.Delete(ctxT(t), getWS(t, key)))
-	waitGone(t, "ServiceSet", ssKey, &k0rdentv1.ServiceSet{})
+	waitGone(t, "ServiceSet", ssKey, &k0rdentv1beta1.ServiceSet{})
 	waitGone(t, "workspace", key, &workspacesv1.WorkspaceDeployment{})
 }
 
@@ -128,7 +128,7 @@ func TestSuspendThenDelete(t *testing.T) {
 		}
 		return contains(got.Status.Message, "suspended")
 	})
-	ss := &k0rdentv1.ServiceSet{}
+	ss := &k0rdentv1beta1.ServiceSet{}
 	must(t, k8s.Get(ctxT(t), ssKey, ss))
 	if err := contains(ss.Spec.Services[0].Values, "ignored"); err == nil {
 		t.Error("a suspended workspace's values were rolled out")

@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/conditions"
 	"github.com/exalsius/exalsius-operator/common/gpu"
@@ -325,7 +325,7 @@ func (r *Reconciler) hasServiceSet(ctx context.Context, s *scope) (bool, error) 
 	if name == "" {
 		name = ServiceSetName(s.ws)
 	}
-	ss := &k0rdentv1.ServiceSet{}
+	ss := &k0rdentv1beta1.ServiceSet{}
 	err := r.Client.Get(ctx, types.NamespacedName{Namespace: ClusterKey(s.ws).Namespace, Name: name}, ss)
 	if apierrors.IsNotFound(err) {
 		return false, nil
@@ -483,7 +483,7 @@ func admittedReservations(key string, ad *workspacesv1.Admission, pods []corev1.
 // workspacesWithServiceSets returns the workspaces (namespace/name) that have a ServiceSet on the
 // cluster, from the ServiceSets' labels, leaving out the ServiceSets of stopped workspaces.
 func (r *Reconciler) workspacesWithServiceSets(ctx context.Context, cd types.NamespacedName) (map[string]bool, error) {
-	var list k0rdentv1.ServiceSetList
+	var list k0rdentv1beta1.ServiceSetList
 	if err := r.Client.List(ctx, &list, client.InNamespace(cd.Namespace),
 		client.MatchingLabels{workspacesv1.ClusterDeploymentLabel: cd.Name}, client.HasLabels{workspacesv1.WorkspaceLabel}); err != nil {
 		return nil, fmt.Errorf("listing ServiceSets of %s: %w", cd, err)

@@ -12,11 +12,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/childcluster"
-	"github.com/exalsius/exalsius-operator/common/childcluster/childtest"
-	"github.com/exalsius/exalsius-operator/common/testenv"
+	"github.com/exalsius/exalsius-operator/common/testing/childtest"
+	"github.com/exalsius/exalsius-operator/common/testing/testenv"
 )
 
 // Workspaces on k0rdent's other cluster kinds: an adopted cluster (no `<cd>-kubeconfig`; its
@@ -49,7 +49,7 @@ func runThenDelete(t *testing.T, ns, cd string, missing string, reveal func()) {
 	reveal()
 	ws = waitPhase(t, key, workspacesv1.PhaseDeploying, "")
 	ss := waitServiceSet(t, ws)
-	setServiceState(t, client.ObjectKeyFromObject(ss), k0rdentv1.ServiceStateDeployed, "")
+	setServiceState(t, client.ObjectKeyFromObject(ss), k0rdentv1beta1.ServiceStateDeployed, "")
 	waitPhase(t, key, workspacesv1.PhaseRunning, workspacesv1.ReasonRunning)
 	// The release namespace exists on the child, as Sveltos would have made it.
 	err := child.Client.Create(ctxT(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ReleaseNamespace(key.Name)}})
@@ -107,13 +107,13 @@ func TestWorkspaceOnRegionalCluster(t *testing.T) {
 		Data:       map[string][]byte{"value": regional.Kubeconfig}}))
 	region := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
 		"kubeConfig": map[string]any{"name": regionName + "-kubeconfig", "key": "value"}}}}
-	region.SetGroupVersionKind(k0rdentv1.GroupVersion.WithKind("Region"))
+	region.SetGroupVersionKind(k0rdentv1beta1.GroupVersion.WithKind("Region"))
 	region.SetName(regionName)
 	must(t, k8s.Create(ctxT(t), region))
 	cred := name("cred")
-	must(t, k8s.Create(ctxT(t), &k0rdentv1.Credential{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cred},
-		Spec: k0rdentv1.CredentialSpec{Region: regionName, IdentityRef: &corev1.ObjectReference{Kind: "Secret", Name: "identity", Namespace: ns}}}))
-	cd := createCluster(t, ns, nil, func(cd *k0rdentv1.ClusterDeployment) { cd.Spec.Credential = cred })
+	must(t, k8s.Create(ctxT(t), &k0rdentv1beta1.Credential{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cred},
+		Spec: k0rdentv1beta1.CredentialSpec{Region: regionName, IdentityRef: &corev1.ObjectReference{Kind: "Secret", Name: "identity", Namespace: ns}}}))
+	cd := createCluster(t, ns, nil, func(cd *k0rdentv1beta1.ClusterDeployment) { cd.Spec.Credential = cred })
 	runThenDelete(t, ns, cd.Name, fmt.Sprintf("on the cluster of Region %s", regionName), func() {
 		must(t, regional.Client.Create(ctxT(t), &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: childcluster.SecretName(cd.Name)},

@@ -14,11 +14,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
-	"github.com/exalsius/exalsius-operator/common/childcluster/childtest"
 	"github.com/exalsius/exalsius-operator/common/gpu"
-	"github.com/exalsius/exalsius-operator/common/testenv"
+	"github.com/exalsius/exalsius-operator/common/testing/childtest"
+	"github.com/exalsius/exalsius-operator/common/testing/testenv"
 )
 
 // childNamespace reads ws-<name> on a child.
@@ -70,7 +70,7 @@ func TestDeletingYoungerSameNameKeepsOlderNamespace(t *testing.T) {
 	cd := createCluster(t, cdNS, child.Kubeconfig)
 	first := createWorkspace(t, cdNS, class, cd.Name)
 	ws := waitPhase(t, first, workspacesv1.PhaseDeploying, "")
-	setServiceState(t, types.NamespacedName{Namespace: cdNS, Name: ServiceSetName(ws)}, k0rdentv1.ServiceStateDeployed, "")
+	setServiceState(t, types.NamespacedName{Namespace: cdNS, Name: ServiceSetName(ws)}, k0rdentv1beta1.ServiceStateDeployed, "")
 	ws = waitPhase(t, first, workspacesv1.PhaseRunning, workspacesv1.ReasonRunning)
 
 	second := createWorkspace(t, otherNS, class, cd.Name, func(w *workspacesv1.WorkspaceDeployment) {
@@ -218,7 +218,7 @@ func TestFailedBeforeInstallReleasesGPUs(t *testing.T) {
 	cd := createCluster(t, ns, child.Kubeconfig)
 	a := createWorkspace(t, ns, withPrereq, cd.Name, func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Resources = gpuResources(1, model) })
 	waitPhase(t, a, workspacesv1.PhaseInstallingPrerequisites, "")
-	setServiceState(t, types.NamespacedName{Namespace: ns, Name: PrerequisiteServiceSetName(cd.Name, prereq)}, k0rdentv1.ServiceStateFailed, "image pull")
+	setServiceState(t, types.NamespacedName{Namespace: ns, Name: PrerequisiteServiceSetName(cd.Name, prereq)}, k0rdentv1beta1.ServiceStateFailed, "image pull")
 	ws := waitPhase(t, a, workspacesv1.PhaseFailed, workspacesv1.ReasonPrerequisiteFailed)
 	if ws.Status.Admission != nil {
 		t.Errorf("a workspace failed before its install holds an admission: %+v", ws.Status.Admission)
@@ -242,7 +242,7 @@ func TestAdmissionSurvivesRestart(t *testing.T) {
 		t.Fatalf("admission %+v: want 1 GPU on %s of %s/%s", ad, node, ns, cd.Name)
 	}
 	ss := waitServiceSet(t, ws)
-	setServiceState(t, client.ObjectKeyFromObject(ss), k0rdentv1.ServiceStateFailed, "crash loop")
+	setServiceState(t, client.ObjectKeyFromObject(ss), k0rdentv1beta1.ServiceStateFailed, "crash loop")
 	ws = waitPhase(t, a, workspacesv1.PhaseFailed, workspacesv1.ReasonHelmReleaseFailed)
 	if ws.Status.Admission == nil {
 		t.Fatal("a failed workspace whose ServiceSet exists dropped its admission")
@@ -323,13 +323,13 @@ func TestServiceSetNamesNeverShared(t *testing.T) {
 	class := createClass(t, classSpec(name("own")), ns)
 	cd := createCluster(t, ns, child.Kubeconfig)
 	wsName := name("ws")
-	foreign := &k0rdentv1.ServiceSet{
+	foreign := &k0rdentv1beta1.ServiceSet{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ServiceSetName(&workspacesv1.WorkspaceDeployment{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: wsName},
 			Spec:       workspacesv1.WorkspaceDeploymentSpec{ClusterDeploymentRef: workspacesv1.ClusterDeploymentRef{Name: cd.Name}}}),
 			Labels: map[string]string{workspacesv1.WorkspaceLabel: "someone-else", workspacesv1.WorkspaceNamespaceLabel: "elsewhere"}},
-		Spec: k0rdentv1.ServiceSetSpec{Cluster: cd.Name, Provider: k0rdentv1.StateManagementProviderConfig{Name: k0rdentv1.DefaultStateManagementProvider},
-			Services: []k0rdentv1.ServiceWithValues{{Name: "theirs", Namespace: "theirs", Template: "theirs"}}},
+		Spec: k0rdentv1beta1.ServiceSetSpec{Cluster: cd.Name, Provider: k0rdentv1beta1.StateManagementProviderConfig{Name: k0rdentv1beta1.DefaultStateManagementProvider},
+			Services: []k0rdentv1beta1.ServiceWithValues{{Name: "theirs", Namespace: "theirs", Template: "theirs"}}},
 	}
 	must(t, k8s.Create(ctxT(t), foreign))
 	key := createWorkspace(t, ns, class, cd.Name, func(ws *workspacesv1.WorkspaceDeployment) { ws.Name = wsName })
@@ -337,7 +337,7 @@ func TestServiceSetNamesNeverShared(t *testing.T) {
 	if err := contains(ws.Status.Message, "elsewhere/someone-else"); err != nil {
 		t.Error(err)
 	}
-	got := &k0rdentv1.ServiceSet{}
+	got := &k0rdentv1beta1.ServiceSet{}
 	must(t, k8s.Get(ctxT(t), client.ObjectKeyFromObject(foreign), got))
 	if got.Spec.Services[0].Name != "theirs" || got.Labels[workspacesv1.WorkspaceLabel] != "someone-else" {
 		t.Errorf("the foreign ServiceSet was changed: %+v %v", got.Spec.Services, got.Labels)
@@ -359,7 +359,7 @@ func TestResyncKeepsRunning(t *testing.T) {
 	// With a 1 s deadline the workspace may already be Failed (DeployTimeout) when a loaded machine
 	// lets the test look: wait for the ServiceSet, not for a phase; Deployed heals it either way.
 	ss := waitServiceSet(t, getWS(t, key))
-	setServiceState(t, client.ObjectKeyFromObject(ss), k0rdentv1.ServiceStateDeployed, "")
+	setServiceState(t, client.ObjectKeyFromObject(ss), k0rdentv1beta1.ServiceStateDeployed, "")
 	waitPhase(t, key, workspacesv1.PhaseRunning, workspacesv1.ReasonRunning)
 	ss = waitServiceSet(t, getWS(t, key))
 	started, err := time.Parse(time.RFC3339, ss.Annotations[AnnotationRolloutStarted])
@@ -370,7 +370,7 @@ func TestResyncKeepsRunning(t *testing.T) {
 		}
 		return nil
 	})
-	for _, st := range []k0rdentv1.ServiceDeploymentState{k0rdentv1.ServiceStateProvisioning, k0rdentv1.ServiceStatePending} {
+	for _, st := range []k0rdentv1beta1.ServiceDeploymentState{k0rdentv1beta1.ServiceStateProvisioning, k0rdentv1beta1.ServiceStatePending} {
 		setServiceState(t, client.ObjectKeyFromObject(ss), st, "")
 		eventually(t, "re-sync reported", func() error {
 			got := getWS(t, key)
@@ -381,7 +381,7 @@ func TestResyncKeepsRunning(t *testing.T) {
 			return contains(c.Message, string(st))
 		})
 	}
-	setServiceState(t, client.ObjectKeyFromObject(ss), k0rdentv1.ServiceStateFailed, "oom")
+	setServiceState(t, client.ObjectKeyFromObject(ss), k0rdentv1beta1.ServiceStateFailed, "oom")
 	waitPhase(t, key, workspacesv1.PhaseFailed, workspacesv1.ReasonHelmReleaseFailed)
 }
 
@@ -394,11 +394,11 @@ func TestTemplateInvalidityKeepsRunning(t *testing.T) {
 	cd := createCluster(t, ns, child.Kubeconfig)
 	key := createWorkspace(t, ns, class, cd.Name)
 	ws := waitPhase(t, key, workspacesv1.PhaseDeploying, "")
-	setServiceState(t, client.ObjectKeyFromObject(waitServiceSet(t, ws)), k0rdentv1.ServiceStateDeployed, "")
+	setServiceState(t, client.ObjectKeyFromObject(waitServiceSet(t, ws)), k0rdentv1beta1.ServiceStateDeployed, "")
 	waitPhase(t, key, workspacesv1.PhaseRunning, workspacesv1.ReasonRunning)
 
 	for _, tns := range []string{ns, workspacesv1.DefaultServiceTemplateNamespace} {
-		st := &k0rdentv1.ServiceTemplate{}
+		st := &k0rdentv1beta1.ServiceTemplate{}
 		must(t, k8s.Get(ctxT(t), client.ObjectKey{Namespace: tns, Name: tmpl}, st))
 		st.Status.Valid = false
 		st.Status.ValidationError = "source artifact not ready"
@@ -461,9 +461,9 @@ func TestDeletionGivesUpOnUnreachableChild(t *testing.T) {
 	ws := waitPhase(t, key, workspacesv1.PhaseDeploying, "")
 	ss := waitServiceSet(t, ws)
 	patch := client.MergeFrom(ss.DeepCopy())
-	ss.Finalizers = append(ss.Finalizers, k0rdentv1.ServiceSetFinalizer)
+	ss.Finalizers = append(ss.Finalizers, k0rdentv1beta1.ServiceSetFinalizer)
 	must(t, k8s.Patch(ctxT(t), ss, patch))
-	setServiceState(t, client.ObjectKeyFromObject(ss), k0rdentv1.ServiceStateDeployed, "")
+	setServiceState(t, client.ObjectKeyFromObject(ss), k0rdentv1beta1.ServiceStateDeployed, "")
 	waitPhase(t, key, workspacesv1.PhaseRunning, workspacesv1.ReasonRunning)
 
 	// While the child does not answer, a Running workspace stays Running and says so.
@@ -502,7 +502,7 @@ func TestDeletionGivesUpOnUnreachableChild(t *testing.T) {
 		return fmt.Errorf("no %s event among %d", EventReasonCleanupIncomplete, len(list.Items))
 	})
 	// k0rdent still finishes the ServiceSet once it can.
-	if err := k8s.Get(ctxT(t), client.ObjectKeyFromObject(ss), &k0rdentv1.ServiceSet{}); err != nil {
+	if err := k8s.Get(ctxT(t), client.ObjectKeyFromObject(ss), &k0rdentv1beta1.ServiceSet{}); err != nil {
 		t.Errorf("the ServiceSet k0rdent still uninstalls: %v", err)
 	}
 	must(t, other.Resume())
@@ -547,18 +547,18 @@ func TestSharedPrerequisiteDriftAndConflicts(t *testing.T) {
 	a := createWorkspace(t, ns, first, cd.Name)
 	waitPhase(t, a, workspacesv1.PhaseInstallingPrerequisites, workspacesv1.ReasonPrerequisitesDeploying)
 	key := types.NamespacedName{Namespace: ns, Name: PrerequisiteServiceSetName(cd.Name, operator)}
-	setServiceState(t, key, k0rdentv1.ServiceStateDeployed, "")
+	setServiceState(t, key, k0rdentv1beta1.ServiceStateDeployed, "")
 	waitPhase(t, a, workspacesv1.PhaseDeploying, "")
 
 	// Someone edits the shared ServiceSet: its class's workspace puts it back.
-	ss := &k0rdentv1.ServiceSet{}
+	ss := &k0rdentv1beta1.ServiceSet{}
 	must(t, k8s.Get(ctxT(t), key, ss))
 	want := ss.Spec.Services[0].Values
 	patch := client.MergeFrom(ss.DeepCopy())
 	ss.Spec.Services[0].Values = "driver:\n  enabled: true\n"
 	must(t, k8s.Patch(ctxT(t), ss, patch))
 	eventually(t, "prerequisite values put back", func() error {
-		got := &k0rdentv1.ServiceSet{}
+		got := &k0rdentv1beta1.ServiceSet{}
 		if err := k8s.Get(ctxT(t), key, got); err != nil {
 			return err
 		}
@@ -578,12 +578,12 @@ func TestSharedPrerequisiteDriftAndConflicts(t *testing.T) {
 	if err := contains(ws.Status.Message, "two versions of one chart"); err != nil {
 		t.Error(err)
 	}
-	got := &k0rdentv1.ServiceSet{}
+	got := &k0rdentv1beta1.ServiceSet{}
 	must(t, k8s.Get(ctxT(t), key, got))
 	if got.Spec.Services[0].Values != want {
 		t.Errorf("a conflicting class changed the shared prerequisite: %q", got.Spec.Services[0].Values)
 	}
-	if err := k8s.Get(ctxT(t), types.NamespacedName{Namespace: ns, Name: PrerequisiteServiceSetName(cd.Name, newer)}, &k0rdentv1.ServiceSet{}); err == nil {
+	if err := k8s.Get(ctxT(t), types.NamespacedName{Namespace: ns, Name: PrerequisiteServiceSetName(cd.Name, newer)}, &k0rdentv1beta1.ServiceSet{}); err == nil {
 		t.Error("a second version of the chart was installed in the same namespace")
 	}
 	if p := getWS(t, a).Status.Phase; p == workspacesv1.PhaseFailed {
@@ -602,7 +602,7 @@ func TestEarlierAdmissionAdopted(t *testing.T) {
 	cd := createCluster(t, ns, child.Kubeconfig)
 	key := createWorkspace(t, ns, class, cd.Name, func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Resources = gpuResources(1, model) })
 	ws := waitPhase(t, key, workspacesv1.PhaseDeploying, "")
-	setServiceState(t, client.ObjectKeyFromObject(waitServiceSet(t, ws)), k0rdentv1.ServiceStateDeployed, "")
+	setServiceState(t, client.ObjectKeyFromObject(waitServiceSet(t, ws)), k0rdentv1beta1.ServiceStateDeployed, "")
 	waitPhase(t, key, workspacesv1.PhaseRunning, workspacesv1.ReasonRunning)
 	// The GPU is taken by a pod outside the workspace, and the status looks as an earlier version wrote it.
 	gpuPod(t, child.Client, "busy", node, gpu.ResourceNVIDIA, 1)

@@ -8,7 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/gpu"
 )
@@ -63,7 +63,7 @@ func TestMetrics(t *testing.T) {
 	gpuNode(t, child.Client, gpu.ResourceNVIDIA, 1, modelLabels(model))
 	key := createWorkspace(t, ns, class, cd, func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Resources = gpuResources(1, model) })
 	ws := waitPhase(t, key, workspacesv1.PhaseDeploying, "")
-	setServiceState(t, client.ObjectKeyFromObject(waitServiceSet(t, ws)), k0rdentv1.ServiceStateDeployed, "")
+	setServiceState(t, client.ObjectKeyFromObject(waitServiceSet(t, ws)), k0rdentv1beta1.ServiceStateDeployed, "")
 	waitPhase(t, key, workspacesv1.PhaseRunning, "")
 
 	eventually(t, "metrics", func() error {

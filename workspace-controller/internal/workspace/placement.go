@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
-	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/gpu"
 )
@@ -354,7 +354,7 @@ func (r *Reconciler) candidates(ctx context.Context, s *scope) ([]types.Namespac
 		if sel.Empty() {
 			sel = labels.Everything()
 		}
-		var list k0rdentv1.ClusterDeploymentList
+		var list k0rdentv1beta1.ClusterDeploymentList
 		if err := r.Client.List(ctx, &list, client.InNamespace(ns), client.MatchingLabelsSelector{Selector: sel}); err != nil {
 			return nil, nil, fmt.Errorf("listing ClusterDeployments of %s: %w", ns, err)
 		}
@@ -394,7 +394,7 @@ func (r *Reconciler) candidates(ctx context.Context, s *scope) ([]types.Namespac
 // notReady says why a ClusterDeployment cannot take workspaces now (missing, being deleted, no
 // kubeconfig Secret), or "".
 func (r *Reconciler) notReady(ctx context.Context, key types.NamespacedName) (string, error) {
-	cd := &k0rdentv1.ClusterDeployment{}
+	cd := &k0rdentv1beta1.ClusterDeployment{}
 	err := r.Client.Get(ctx, key, cd)
 	switch {
 	case apierrors.IsNotFound(err):
@@ -406,7 +406,7 @@ func (r *Reconciler) notReady(ctx context.Context, key types.NamespacedName) (st
 	}
 	secret := &metav1.PartialObjectMetadata{}
 	secret.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
-	err = r.Client.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: k0rdentv1.KubeconfigSecretName(key.Name)}, secret)
+	err = r.Client.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: k0rdentv1beta1.KubeconfigSecretName(key.Name)}, secret)
 	switch {
 	case apierrors.IsNotFound(err):
 		return fmt.Sprintf("%s has no kubeconfig Secret yet", key.Name), nil

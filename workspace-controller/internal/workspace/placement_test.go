@@ -10,11 +10,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
-	"github.com/exalsius/exalsius-operator/common/childcluster/childtest"
 	"github.com/exalsius/exalsius-operator/common/gpu"
-	"github.com/exalsius/exalsius-operator/common/testenv"
+	"github.com/exalsius/exalsius-operator/common/testing/childtest"
+	"github.com/exalsius/exalsius-operator/common/testing/testenv"
 )
 
 // startChildren starts child API servers for one test and stops them when it ends.
@@ -44,8 +44,8 @@ func pinnableNode(t *testing.T, c client.Client, res corev1.ResourceName, n int6
 }
 
 // labelled gives a ClusterDeployment labels.
-func labelled(l map[string]string) func(*k0rdentv1.ClusterDeployment) {
-	return func(cd *k0rdentv1.ClusterDeployment) { cd.Labels = l }
+func labelled(l map[string]string) func(*k0rdentv1beta1.ClusterDeployment) {
+	return func(cd *k0rdentv1beta1.ClusterDeployment) { cd.Labels = l }
 }
 
 // placedBy makes a workspace name a cluster selector instead of a ClusterDeployment.

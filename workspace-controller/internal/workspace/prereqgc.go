@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 )
 
@@ -36,7 +36,7 @@ type PrerequisiteCollector struct {
 func (c *PrerequisiteCollector) SetupWithManager(mgr manager.Manager, opts controller.Options) error {
 	return builder.ControllerManagedBy(mgr).
 		Named("prerequisite-collector").
-		For(&k0rdentv1.ServiceSet{}, builder.WithPredicates(hasLabel(workspacesv1.PrerequisiteLabel))).
+		For(&k0rdentv1beta1.ServiceSet{}, builder.WithPredicates(hasLabel(workspacesv1.PrerequisiteLabel))).
 		Watches(&workspacesv1.WorkspaceDeployment{}, handler.EnqueueRequestsFromMapFunc(c.forWorkspace)).
 		WithOptions(opts).
 		Complete(c)
@@ -56,7 +56,7 @@ func (c *PrerequisiteCollector) forWorkspace(ctx context.Context, o client.Objec
 		return nil
 	}
 	cd := ClusterKey(ws)
-	var list k0rdentv1.ServiceSetList
+	var list k0rdentv1beta1.ServiceSetList
 	if err := c.Client.List(ctx, &list, client.InNamespace(cd.Namespace),
 		client.MatchingLabels{workspacesv1.ClusterDeploymentLabel: cd.Name}, client.HasLabels{workspacesv1.PrerequisiteLabel}); err != nil {
 		log.FromContext(ctx).Error(err, "listing prerequisite ServiceSets")
@@ -72,7 +72,7 @@ func (c *PrerequisiteCollector) forWorkspace(ctx context.Context, o client.Objec
 // Reconcile marks a prerequisite ServiceSet unused, clears the mark when it is needed again, and
 // deletes it when the grace period has passed.
 func (c *PrerequisiteCollector) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	ss := &k0rdentv1.ServiceSet{}
+	ss := &k0rdentv1beta1.ServiceSet{}
 	if err := c.Client.Get(ctx, req.NamespacedName, ss); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
@@ -122,8 +122,8 @@ func (c *PrerequisiteCollector) Reconcile(ctx context.Context, req reconcile.Req
 
 // finishDeletion removes k0rdent's finalizer from a prerequisite ServiceSet whose ClusterDeployment is
 // gone (KCM cannot finish it then); otherwise KCM finishes it.
-func (c *PrerequisiteCollector) finishDeletion(ctx context.Context, ss *k0rdentv1.ServiceSet) (reconcile.Result, error) {
-	cd := &k0rdentv1.ClusterDeployment{}
+func (c *PrerequisiteCollector) finishDeletion(ctx context.Context, ss *k0rdentv1beta1.ServiceSet) (reconcile.Result, error) {
+	cd := &k0rdentv1beta1.ClusterDeployment{}
 	err := c.Client.Get(ctx, types.NamespacedName{Namespace: ss.Namespace, Name: ss.Spec.Cluster}, cd)
 	if err == nil || !apierrors.IsNotFound(err) || len(ss.Finalizers) == 0 {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
@@ -160,7 +160,7 @@ func (c *PrerequisiteCollector) inUse(ctx context.Context, cd types.NamespacedNa
 	return false, nil
 }
 
-func (c *PrerequisiteCollector) patch(ctx context.Context, ss, base *k0rdentv1.ServiceSet) error {
+func (c *PrerequisiteCollector) patch(ctx context.Context, ss, base *k0rdentv1beta1.ServiceSet) error {
 	if err := c.Client.Patch(ctx, ss, client.MergeFrom(base)); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("updating prerequisite ServiceSet %s/%s: %w", ss.Namespace, ss.Name, err)
 	}

@@ -9,7 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/helmvalues"
 )
@@ -21,7 +21,7 @@ const AnnotationPrerequisiteValuesFrom = "workspaces.exalsius.ai/prerequisite-va
 
 // templateChart names the chart a ServiceTemplate installs, or "" when it cannot be told.
 func (r *Reconciler) templateChart(ctx context.Context, namespace, template string) (string, error) {
-	t := &k0rdentv1.ServiceTemplate{}
+	t := &k0rdentv1beta1.ServiceTemplate{}
 	err := r.Client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: template}, t)
 	if apierrors.IsNotFound(err) {
 		return "", nil
@@ -51,7 +51,7 @@ func (r *Reconciler) prerequisiteVersionConflict(ctx context.Context, s *scope, 
 	}
 	type installed struct{ template, by string }
 	var others []installed
-	var list k0rdentv1.ServiceSetList
+	var list k0rdentv1beta1.ServiceSetList
 	if err := r.Client.List(ctx, &list, client.InNamespace(s.cdKey.Namespace),
 		client.MatchingLabels{workspacesv1.ClusterDeploymentLabel: s.cdKey.Name}, client.HasLabels{workspacesv1.PrerequisiteLabel}); err != nil {
 		return "", fmt.Errorf("listing prerequisite ServiceSets of %s: %w", s.cdKey, err)
@@ -101,7 +101,7 @@ func prerequisiteValuesYAML(p workspacesv1.Prerequisite) (string, error) {
 // AnnotationPrerequisiteValuesFrom annotation): that class's workspaces put back what was changed; a
 // workspace of another class that asks other values conflicts while the owning class is in use on
 // the cluster, and takes the ServiceSet over once it is not. It returns the conflict, or "".
-func (r *Reconciler) reconcileSharedPrerequisite(ctx context.Context, s *scope, p workspacesv1.Prerequisite, ss *k0rdentv1.ServiceSet) (string, error) {
+func (r *Reconciler) reconcileSharedPrerequisite(ctx context.Context, s *scope, p workspacesv1.Prerequisite, ss *k0rdentv1beta1.ServiceSet) (string, error) {
 	if len(ss.Spec.Services) != 1 || !ss.DeletionTimestamp.IsZero() {
 		return "", nil
 	}

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/conditions"
 	"github.com/exalsius/exalsius-operator/common/names"
@@ -46,9 +46,9 @@ func (r *Reconciler) prerequisites(ctx context.Context, s *scope) (stepResult, e
 		switch {
 		case st.State == "Conflict":
 			conflict = append(conflict, st.Message)
-		case st.State == string(k0rdentv1.ServiceStateFailed):
+		case st.State == string(k0rdentv1beta1.ServiceStateFailed):
 			failed = append(failed, fmt.Sprintf("%s: %s", p.ServiceTemplate.Name, st.Message))
-		case st.State != string(k0rdentv1.ServiceStateDeployed):
+		case st.State != string(k0rdentv1beta1.ServiceStateDeployed):
 			pending = append(pending, fmt.Sprintf("%s (%s)", p.ServiceTemplate.Name, orDefault(st.State, "Pending")))
 		}
 	}
@@ -103,7 +103,7 @@ func (r *Reconciler) prerequisite(ctx context.Context, s *scope, p workspacesv1.
 	tmpl := p.ServiceTemplate.Name
 	st := workspacesv1.PrerequisiteStatus{ServiceTemplate: tmpl, Namespace: p.ReleaseNamespace()}
 	name := PrerequisiteServiceSetName(s.cdKey.Name, tmpl)
-	ss := &k0rdentv1.ServiceSet{}
+	ss := &k0rdentv1beta1.ServiceSet{}
 	err := r.Client.Get(ctx, types.NamespacedName{Namespace: s.cdKey.Namespace, Name: name}, ss)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return st, fmt.Errorf("reading prerequisite ServiceSet %s/%s: %w", s.cdKey.Namespace, name, err)
@@ -140,7 +140,7 @@ func (r *Reconciler) prerequisite(ctx context.Context, s *scope, p workspacesv1.
 		}
 	}
 	if !ss.DeletionTimestamp.IsZero() {
-		st.State = string(k0rdentv1.ServiceStateDeleting)
+		st.State = string(k0rdentv1beta1.ServiceStateDeleting)
 		st.Message = "the shared ServiceSet is being removed; it is made again once it is gone"
 		return st, nil
 	}
@@ -149,7 +149,7 @@ func (r *Reconciler) prerequisite(ctx context.Context, s *scope, p workspacesv1.
 		s.prerequisiteConflict = workspacesv1.ReasonPrerequisiteValuesConflict
 		return st, err
 	}
-	st.State = string(k0rdentv1.ServiceStatePending)
+	st.State = string(k0rdentv1beta1.ServiceStatePending)
 	release := names.HelmRelease(tmpl)
 	for _, svc := range ss.Status.Services {
 		if svc.Name == release && svc.Namespace == st.Namespace {
@@ -161,27 +161,27 @@ func (r *Reconciler) prerequisite(ctx context.Context, s *scope, p workspacesv1.
 
 // createPrerequisite creates the shared ServiceSet; when another workspace created it first, that one
 // is used.
-func (r *Reconciler) createPrerequisite(ctx context.Context, s *scope, p workspacesv1.Prerequisite, name string) (*k0rdentv1.ServiceSet, error) {
+func (r *Reconciler) createPrerequisite(ctx context.Context, s *scope, p workspacesv1.Prerequisite, name string) (*k0rdentv1beta1.ServiceSet, error) {
 	values, err := prerequisiteValuesYAML(p)
 	if err != nil {
 		return nil, err
 	}
-	ss := &k0rdentv1.ServiceSet{
+	ss := &k0rdentv1beta1.ServiceSet{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      name,
 			Namespace: s.cdKey.Namespace,
 			Labels: map[string]string{
-				k0rdentv1.StateManagementProviderAdapterLabel: k0rdentv1.StateManagementProviderAdapterValue,
-				workspacesv1.PrerequisiteLabel:                names.DNSLabel(p.ServiceTemplate.Name),
-				workspacesv1.ClusterDeploymentLabel:           s.cdKey.Name,
+				k0rdentv1beta1.StateManagementProviderAdapterLabel: k0rdentv1beta1.StateManagementProviderAdapterValue,
+				workspacesv1.PrerequisiteLabel:                     names.DNSLabel(p.ServiceTemplate.Name),
+				workspacesv1.ClusterDeploymentLabel:                s.cdKey.Name,
 			},
 			Annotations:     map[string]string{AnnotationPrerequisiteTemplate: p.ServiceTemplate.Name},
 			OwnerReferences: []metav1.OwnerReference{clusterOwnerRef(s.cd)},
 		},
-		Spec: k0rdentv1.ServiceSetSpec{
+		Spec: k0rdentv1beta1.ServiceSetSpec{
 			Cluster:  s.cdKey.Name,
-			Provider: k0rdentv1.StateManagementProviderConfig{Name: k0rdentv1.DefaultStateManagementProvider},
-			Services: []k0rdentv1.ServiceWithValues{{
+			Provider: k0rdentv1beta1.StateManagementProviderConfig{Name: k0rdentv1beta1.DefaultStateManagementProvider},
+			Services: []k0rdentv1beta1.ServiceWithValues{{
 				Name:      names.HelmRelease(p.ServiceTemplate.Name),
 				Namespace: p.ReleaseNamespace(),
 				Template:  p.ServiceTemplate.Name,
@@ -192,7 +192,7 @@ func (r *Reconciler) createPrerequisite(ctx context.Context, s *scope, p workspa
 	}
 	err = r.Client.Create(ctx, ss)
 	if apierrors.IsAlreadyExists(err) {
-		existing := &k0rdentv1.ServiceSet{}
+		existing := &k0rdentv1beta1.ServiceSet{}
 		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: ss.Namespace, Name: ss.Name}, existing); err != nil {
 			return nil, fmt.Errorf("reading prerequisite ServiceSet %s/%s: %w", ss.Namespace, ss.Name, err)
 		}
@@ -213,13 +213,13 @@ type providedService struct {
 // colonyService finds a service with the template on the ClusterDeployment: in spec.serviceSpec
 // (its state read from status.services), else a Deployed entry of status.services. Templates are
 // versioned by name, so only the exact template counts.
-func colonyService(cd *k0rdentv1.ClusterDeployment, template string) (providedService, bool) {
+func colonyService(cd *k0rdentv1beta1.ClusterDeployment, template string) (providedService, bool) {
 	for _, svc := range cd.Spec.ServiceSpec.Services {
 		if svc.Template != template || svc.Disable {
 			continue
 		}
 		ns := orDefault(svc.Namespace, "default")
-		out := providedService{namespace: ns, state: string(k0rdentv1.ServiceStatePending)}
+		out := providedService{namespace: ns, state: string(k0rdentv1beta1.ServiceStatePending)}
 		for _, st := range cd.Status.Services {
 			if st.Name == svc.Name && st.Namespace == ns {
 				out.state = string(st.State)
@@ -228,7 +228,7 @@ func colonyService(cd *k0rdentv1.ClusterDeployment, template string) (providedSe
 		return out, true
 	}
 	for _, st := range cd.Status.Services {
-		if st.Template == template && st.State == k0rdentv1.ServiceStateDeployed {
+		if st.Template == template && st.State == k0rdentv1beta1.ServiceStateDeployed {
 			return providedService{namespace: st.Namespace, state: string(st.State)}, true
 		}
 	}

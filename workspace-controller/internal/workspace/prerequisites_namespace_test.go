@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 )
 
@@ -21,7 +21,7 @@ func TestPrerequisiteWithoutNamespace(t *testing.T) {
 	ownClass := createClass(t, withPrereqs(classSpec(name("own")), workspacesv1.Prerequisite{ServiceTemplate: workspacesv1.ServiceTemplateRef{Name: own, VersionConstraint: ">=1.0.0"}}), ns)
 	cd := createCluster(t, ns, child.Kubeconfig)
 	ws := waitPhase(t, createWorkspace(t, ns, ownClass, cd.Name), workspacesv1.PhaseInstallingPrerequisites, workspacesv1.ReasonPrerequisitesDeploying)
-	ss := &k0rdentv1.ServiceSet{}
+	ss := &k0rdentv1beta1.ServiceSet{}
 	must(t, k8s.Get(ctxT(t), types.NamespacedName{Namespace: ns, Name: PrerequisiteServiceSetName(cd.Name, own)}, ss))
 	if ss.Spec.Services[0].Namespace != "default" || ws.Status.Prerequisites[0].Namespace != "default" {
 		t.Errorf("release namespace %q (status %q), want default", ss.Spec.Services[0].Namespace, ws.Status.Prerequisites[0].Namespace)
@@ -29,11 +29,11 @@ func TestPrerequisiteWithoutNamespace(t *testing.T) {
 
 	provided := name("gateway-0-3-0")
 	now := metav1.NewTime(time.Now().Truncate(time.Second))
-	cd2 := createCluster(t, ns, child.Kubeconfig, func(cd *k0rdentv1.ClusterDeployment) {
-		cd.Spec.ServiceSpec.Services = []k0rdentv1.Service{{Name: "gateway", Namespace: "gateway-system", Template: provided}}
-		cd.Status.Services = []k0rdentv1.ServiceState{{
-			Type: k0rdentv1.ServiceTypeHelm, Name: "gateway", Namespace: "gateway-system", Template: provided,
-			State: k0rdentv1.ServiceStateDeployed, LastStateTransitionTime: &now,
+	cd2 := createCluster(t, ns, child.Kubeconfig, func(cd *k0rdentv1beta1.ClusterDeployment) {
+		cd.Spec.ServiceSpec.Services = []k0rdentv1beta1.Service{{Name: "gateway", Namespace: "gateway-system", Template: provided}}
+		cd.Status.Services = []k0rdentv1beta1.ServiceState{{
+			Type: k0rdentv1beta1.ServiceTypeHelm, Name: "gateway", Namespace: "gateway-system", Template: provided,
+			State: k0rdentv1beta1.ServiceStateDeployed, LastStateTransitionTime: &now,
 		}}
 	})
 	anyNS := createClass(t, withPrereqs(classSpec(name("any")), workspacesv1.Prerequisite{ServiceTemplate: workspacesv1.ServiceTemplateRef{Name: provided}}), ns)

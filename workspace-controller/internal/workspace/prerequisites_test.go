@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 )
 
@@ -37,7 +37,7 @@ func TestSharedPrerequisite(t *testing.T) {
 			t.Errorf("prerequisites %+v", ws.Status.Prerequisites)
 		}
 	}
-	var list k0rdentv1.ServiceSetList
+	var list k0rdentv1beta1.ServiceSetList
 	must(t, k8s.List(ctxT(t), &list, client.InNamespace(ns), client.HasLabels{workspacesv1.PrerequisiteLabel}))
 	if len(list.Items) != 1 {
 		t.Fatalf("%d prerequisite ServiceSets, want 1 shared", len(list.Items))
@@ -53,7 +53,7 @@ func TestSharedPrerequisite(t *testing.T) {
 		t.Error(err)
 	}
 
-	setServiceState(t, client.ObjectKeyFromObject(&ps), k0rdentv1.ServiceStateDeployed, "")
+	setServiceState(t, client.ObjectKeyFromObject(&ps), k0rdentv1beta1.ServiceStateDeployed, "")
 	for _, k := range []types.NamespacedName{wa, wb} {
 		ws := waitPhase(t, k, workspacesv1.PhaseDeploying, "")
 		if c := condition(ws, workspacesv1.PrerequisitesMetCondition); c.Status != metav1.ConditionTrue {
@@ -76,10 +76,10 @@ func TestSharedPrerequisite(t *testing.T) {
 	t.Run("removed when unused after the grace period", func(t *testing.T) {
 		must(t, k8s.Delete(ctxT(t), getWS(t, wa)))
 		// Still needed by the second workspace.
-		must(t, k8s.Get(ctxT(t), client.ObjectKeyFromObject(&ps), &k0rdentv1.ServiceSet{}))
+		must(t, k8s.Get(ctxT(t), client.ObjectKeyFromObject(&ps), &k0rdentv1beta1.ServiceSet{}))
 		must(t, k8s.Delete(ctxT(t), getWS(t, wb)))
 		eventually(t, "unused prerequisite removed", func() error {
-			got := &k0rdentv1.ServiceSet{}
+			got := &k0rdentv1beta1.ServiceSet{}
 			err := k8s.Get(ctxT(t), client.ObjectKeyFromObject(&ps), got)
 			if err == nil {
 				return fmt.Errorf("still there (unused since %q)", got.Annotations[AnnotationUnusedSince])
@@ -99,11 +99,11 @@ func TestPrerequisiteProvidedByColony(t *testing.T) {
 	classOld := createClass(t, withPrereqs(classSpec(name("old")), workspacesv1.Prerequisite{ServiceTemplate: workspacesv1.ServiceTemplateRef{Name: v1}, Namespace: "cert-manager"}), ns)
 	classNew := createClass(t, withPrereqs(classSpec(name("new")), workspacesv1.Prerequisite{ServiceTemplate: workspacesv1.ServiceTemplateRef{Name: v2}, Namespace: "cert-manager"}), ns)
 	now := metav1.NewTime(time.Now().Truncate(time.Second))
-	cd := createCluster(t, ns, child.Kubeconfig, func(cd *k0rdentv1.ClusterDeployment) {
-		cd.Spec.ServiceSpec.Services = []k0rdentv1.Service{{Name: "cert-manager", Namespace: "cert-manager", Template: v1}}
-		cd.Status.Services = []k0rdentv1.ServiceState{{
-			Type: k0rdentv1.ServiceTypeHelm, Name: "cert-manager", Namespace: "cert-manager", Template: v1,
-			State: k0rdentv1.ServiceStateDeployed, LastStateTransitionTime: &now,
+	cd := createCluster(t, ns, child.Kubeconfig, func(cd *k0rdentv1beta1.ClusterDeployment) {
+		cd.Spec.ServiceSpec.Services = []k0rdentv1beta1.Service{{Name: "cert-manager", Namespace: "cert-manager", Template: v1}}
+		cd.Status.Services = []k0rdentv1beta1.ServiceState{{
+			Type: k0rdentv1beta1.ServiceTypeHelm, Name: "cert-manager", Namespace: "cert-manager", Template: v1,
+			State: k0rdentv1beta1.ServiceStateDeployed, LastStateTransitionTime: &now,
 		}}
 	})
 
@@ -112,7 +112,7 @@ func TestPrerequisiteProvidedByColony(t *testing.T) {
 	if ps := ws.Status.Prerequisites; len(ps) != 1 || !ps[0].ProvidedByCluster || ps[0].ServiceSetName != "" || ps[0].State != "Deployed" {
 		t.Errorf("prerequisites %+v", ps)
 	}
-	if err := k8s.Get(ctxT(t), types.NamespacedName{Namespace: ns, Name: PrerequisiteServiceSetName(cd.Name, v1)}, &k0rdentv1.ServiceSet{}); client.IgnoreNotFound(err) != nil || err == nil {
+	if err := k8s.Get(ctxT(t), types.NamespacedName{Namespace: ns, Name: PrerequisiteServiceSetName(cd.Name, v1)}, &k0rdentv1beta1.ServiceSet{}); client.IgnoreNotFound(err) != nil || err == nil {
 		t.Errorf("a prerequisite ServiceSet was made for a service the Colony provides (err %v)", err)
 	}
 
@@ -123,7 +123,7 @@ func TestPrerequisiteProvidedByColony(t *testing.T) {
 	if err := contains(ws.Status.Message, "two versions of one chart"); err != nil {
 		t.Error(err)
 	}
-	if err := k8s.Get(ctxT(t), types.NamespacedName{Namespace: ns, Name: PrerequisiteServiceSetName(cd.Name, v2)}, &k0rdentv1.ServiceSet{}); client.IgnoreNotFound(err) != nil || err == nil {
+	if err := k8s.Get(ctxT(t), types.NamespacedName{Namespace: ns, Name: PrerequisiteServiceSetName(cd.Name, v2)}, &k0rdentv1beta1.ServiceSet{}); client.IgnoreNotFound(err) != nil || err == nil {
 		t.Errorf("a second version of the chart was installed in the same namespace (err %v)", err)
 	}
 }
@@ -133,8 +133,8 @@ func TestPrerequisiteColonyNamespaceConflict(t *testing.T) {
 	ns := newNamespace(t)
 	tmpl := name("storage")
 	class := createClass(t, withPrereqs(classSpec(name("c")), workspacesv1.Prerequisite{ServiceTemplate: workspacesv1.ServiceTemplateRef{Name: tmpl}, Namespace: "storage"}), ns)
-	cd := createCluster(t, ns, child.Kubeconfig, func(cd *k0rdentv1.ClusterDeployment) {
-		cd.Spec.ServiceSpec.Services = []k0rdentv1.Service{{Name: "storage", Namespace: "kube-system", Template: tmpl}}
+	cd := createCluster(t, ns, child.Kubeconfig, func(cd *k0rdentv1beta1.ClusterDeployment) {
+		cd.Spec.ServiceSpec.Services = []k0rdentv1beta1.Service{{Name: "storage", Namespace: "kube-system", Template: tmpl}}
 	})
 	key := createWorkspace(t, ns, class, cd.Name)
 	waitPhase(t, key, workspacesv1.PhaseFailed, workspacesv1.ReasonPrerequisiteNamespaceConflict)
@@ -150,7 +150,7 @@ func TestPrerequisiteFailedAndTimeout(t *testing.T) {
 	class := createClass(t, withPrereqs(classSpec(name("f")), workspacesv1.Prerequisite{ServiceTemplate: workspacesv1.ServiceTemplateRef{Name: failing}, Namespace: "bad"}), ns)
 	key := createWorkspace(t, ns, class, cd.Name)
 	waitPhase(t, key, workspacesv1.PhaseInstallingPrerequisites, "")
-	setServiceState(t, types.NamespacedName{Namespace: ns, Name: PrerequisiteServiceSetName(cd.Name, failing)}, k0rdentv1.ServiceStateFailed, "image pull backoff")
+	setServiceState(t, types.NamespacedName{Namespace: ns, Name: PrerequisiteServiceSetName(cd.Name, failing)}, k0rdentv1beta1.ServiceStateFailed, "image pull backoff")
 	ws := waitPhase(t, key, workspacesv1.PhaseFailed, workspacesv1.ReasonPrerequisiteFailed)
 	if err := contains(ws.Status.Message, "image pull backoff"); err != nil {
 		t.Error(err)

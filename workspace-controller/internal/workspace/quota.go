@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/conditions"
 	"github.com/exalsius/exalsius-operator/common/gpu"
@@ -131,7 +131,7 @@ func namespaceUse(ctx context.Context, c client.Reader, namespace, self string,
 	if err := c.List(ctx, &list, client.InNamespace(namespace)); err != nil {
 		return nil, nil, fmt.Errorf("listing workspaces of %s: %w", namespace, err)
 	}
-	var sets k0rdentv1.ServiceSetList
+	var sets k0rdentv1beta1.ServiceSetList
 	if err := c.List(ctx, &sets, client.MatchingLabels{workspacesv1.WorkspaceNamespaceLabel: namespace}); err != nil {
 		return nil, nil, fmt.Errorf("listing ServiceSets of the workspaces of %s: %w", namespace, err)
 	}
@@ -247,7 +247,7 @@ func (q *QuotaReconciler) SetupWithManager(mgr manager.Manager) error {
 		Named("workspacequota").
 		For(&workspacesv1.WorkspaceQuota{}).
 		Watches(&workspacesv1.WorkspaceDeployment{}, handler.EnqueueRequestsFromMapFunc(q.forWorkspace)).
-		Watches(&k0rdentv1.ServiceSet{}, handler.EnqueueRequestsFromMapFunc(q.forWorkspace),
+		Watches(&k0rdentv1beta1.ServiceSet{}, handler.EnqueueRequestsFromMapFunc(q.forWorkspace),
 			builder.WithPredicates(hasLabel(workspacesv1.WorkspaceNamespaceLabel))).
 		Complete(q)
 }

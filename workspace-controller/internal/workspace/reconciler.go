@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/routing"
 )
@@ -253,13 +253,13 @@ type scope struct {
 	snapshot bool
 
 	class     *workspacesv1.WorkspaceClass
-	cd        *k0rdentv1.ClusterDeployment
+	cd        *k0rdentv1beta1.ClusterDeployment
 	cdKey     types.NamespacedName
 	resources *workspacesv1.ResolvedResources
 	values    string
 	// secretValues are the values that travel in the workspace's values Secret (values.go).
 	secretValues string
-	svcSet       *k0rdentv1.ServiceSet
+	svcSet       *k0rdentv1beta1.ServiceSet
 	// releaseNS is the release namespace as the claim read it in this pass (nil: not found), when
 	// releaseNSRead; ensureReleaseNamespace reuses the read.
 	releaseNS     *corev1.Namespace

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/childcluster"
 	"github.com/exalsius/exalsius-operator/common/conditions"
@@ -100,7 +100,7 @@ func (r *Reconciler) resolveCluster(ctx context.Context, s *scope) (stepResult, 
 			return stop, nil
 		}
 	}
-	cd := &k0rdentv1.ClusterDeployment{}
+	cd := &k0rdentv1beta1.ClusterDeployment{}
 	err := r.Client.Get(ctx, key, cd)
 	if apierrors.IsNotFound(err) {
 		s.blocked(workspacesv1.PhasePending, workspacesv1.ClusterDeploymentResolvedCondition, workspacesv1.ReasonClusterDeploymentNotFound,
@@ -197,7 +197,7 @@ func (r *Reconciler) resolveTemplates(ctx context.Context, s *scope) (stepResult
 		fields = append(fields, fmt.Sprintf("WorkspaceClass spec.prerequisites[%d].serviceTemplate.versionConstraint", i))
 	}
 	for i, n := range names {
-		t := &k0rdentv1.ServiceTemplate{}
+		t := &k0rdentv1beta1.ServiceTemplate{}
 		err := r.Client.Get(ctx, types.NamespacedName{Namespace: s.cdKey.Namespace, Name: n}, t)
 		msg := ""
 		switch {

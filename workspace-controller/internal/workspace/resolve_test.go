@@ -7,7 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 )
 
@@ -51,7 +51,7 @@ func TestMissingClusterStaysPendingAndHeals(t *testing.T) {
 	key := createWorkspace(t, ns, class, cdName)
 	waitPhase(t, key, workspacesv1.PhasePending, workspacesv1.ReasonClusterDeploymentNotFound)
 
-	cd := &k0rdentv1.ClusterDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cdName}, Spec: k0rdentv1.ClusterDeploymentSpec{Template: "t"}}
+	cd := &k0rdentv1beta1.ClusterDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cdName}, Spec: k0rdentv1beta1.ClusterDeploymentSpec{Template: "t"}}
 	must(t, k8s.Create(ctxT(t), cd))
 	ws := waitPhase(t, key, workspacesv1.PhasePending, workspacesv1.ReasonClusterNotReady)
 	if err := contains(ws.Status.Message, cdName+"-kubeconfig"); err != nil {

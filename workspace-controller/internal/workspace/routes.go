@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/routing"
 )
@@ -28,7 +28,7 @@ func (r *Reconciler) routingResync() time.Duration {
 }
 
 // routingWorkspace is what the route provider needs to know about the workspace.
-func routingWorkspace(s *scope, cd *k0rdentv1.ClusterDeployment) routing.Workspace {
+func routingWorkspace(s *scope, cd *k0rdentv1beta1.ClusterDeployment) routing.Workspace {
 	w := routing.Workspace{
 		Namespace: s.ws.Namespace, Name: s.ws.Name, UID: s.ws.UID,
 		ClusterKey: ClusterKey(s.ws), Cluster: cd,
@@ -101,7 +101,7 @@ func (s *scope) requeueWithin(d time.Duration) {
 
 // removeRoutes removes the workspace's routes before anything else is torn down, and reports
 // whether they are gone. cd is nil when the ClusterDeployment is gone.
-func (r *Reconciler) removeRoutes(ctx context.Context, s *scope, cd *k0rdentv1.ClusterDeployment, cdGone bool) (bool, error) {
+func (r *Reconciler) removeRoutes(ctx context.Context, s *scope, cd *k0rdentv1beta1.ClusterDeployment, cdGone bool) (bool, error) {
 	if r.Routes == nil {
 		return true, nil
 	}

@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
-	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/conditions"
 )
@@ -147,8 +147,8 @@ func (classChanged) Update(e event.UpdateEvent) bool {
 type clusterChanged struct{ predicate.Funcs }
 
 func (clusterChanged) Update(e event.UpdateEvent) bool {
-	o, ok1 := e.ObjectOld.(*k0rdentv1.ClusterDeployment)
-	n, ok2 := e.ObjectNew.(*k0rdentv1.ClusterDeployment)
+	o, ok1 := e.ObjectOld.(*k0rdentv1beta1.ClusterDeployment)
+	n, ok2 := e.ObjectNew.(*k0rdentv1beta1.ClusterDeployment)
 	if !ok1 || !ok2 {
 		return true
 	}

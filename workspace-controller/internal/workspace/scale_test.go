@@ -15,10 +15,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
-	"github.com/exalsius/exalsius-operator/common/childcluster/childtest"
 	"github.com/exalsius/exalsius-operator/common/gpu"
+	"github.com/exalsius/exalsius-operator/common/testing/childtest"
 )
 
 // TestOwnWritesStale: a cached copy older than this process's last write is stale; one as new ends
@@ -131,7 +131,7 @@ func TestWatchPredicates(t *testing.T) {
 	classSpec := class.DeepCopy()
 	classSpec.Generation = 2
 
-	cd := &k0rdentv1.ClusterDeployment{ObjectMeta: metav1.ObjectMeta{Name: "cd", Generation: 1}}
+	cd := &k0rdentv1beta1.ClusterDeployment{ObjectMeta: metav1.ObjectMeta{Name: "cd", Generation: 1}}
 	cd.Status.Conditions = []metav1.Condition{cond("Ready", metav1.ConditionTrue, "Ready")}
 	reworded := cd.DeepCopy()
 	reworded.Status.Conditions[0].Message = "another message"
@@ -157,9 +157,9 @@ func TestWatchPredicates(t *testing.T) {
 		{"cluster status churn", false, clusterChanged{}.Update(event.UpdateEvent{ObjectOld: cd, ObjectNew: reworded})},
 		{"cluster not ready", true, clusterChanged{}.Update(event.UpdateEvent{ObjectOld: cd, ObjectNew: notReady})},
 		{"cluster labels", true, clusterChanged{}.Update(event.UpdateEvent{ObjectOld: cd, ObjectNew: labelled})},
-		{"own ServiceSet created", false, notOwnServiceSetCreate{}.Create(event.CreateEvent{Object: &k0rdentv1.ServiceSet{
+		{"own ServiceSet created", false, notOwnServiceSetCreate{}.Create(event.CreateEvent{Object: &k0rdentv1beta1.ServiceSet{
 			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{workspacesv1.WorkspaceLabel: "ws"}}}})},
-		{"prerequisite ServiceSet created", true, notOwnServiceSetCreate{}.Create(event.CreateEvent{Object: &k0rdentv1.ServiceSet{
+		{"prerequisite ServiceSet created", true, notOwnServiceSetCreate{}.Create(event.CreateEvent{Object: &k0rdentv1beta1.ServiceSet{
 			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{workspacesv1.PrerequisiteLabel: "p"}}}})},
 	} {
 		if tc.got != tc.pass {
@@ -210,7 +210,7 @@ func runningCPUWorkspace(t *testing.T) (types.NamespacedName, string) {
 	key := createWorkspace(t, ns, class, cd)
 	ws := waitPhase(t, key, workspacesv1.PhaseDeploying, "")
 	ss := waitServiceSet(t, ws)
-	setServiceState(t, client.ObjectKeyFromObject(ss), k0rdentv1.ServiceStateDeployed, "")
+	setServiceState(t, client.ObjectKeyFromObject(ss), k0rdentv1beta1.ServiceStateDeployed, "")
 	waitPhase(t, key, workspacesv1.PhaseRunning, "")
 	return key, cd
 }
@@ -262,7 +262,7 @@ func TestNoWritesWhenNothingChanged(t *testing.T) {
 	cdKey := types.NamespacedName{Namespace: key.Namespace, Name: cdName}
 	for i := range 3 {
 		passes := reconcileCount(t)
-		cd := &k0rdentv1.ClusterDeployment{}
+		cd := &k0rdentv1beta1.ClusterDeployment{}
 		must(t, k8s.Get(ctxT(t), cdKey, cd))
 		base := cd.DeepCopy()
 		if cd.Labels == nil {

@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/names"
 )
@@ -51,7 +51,7 @@ func ServiceSetName(ws *workspacesv1.WorkspaceDeployment) string {
 }
 
 // ownedServiceSet reports whether a ServiceSet's labels name the workspace.
-func ownedServiceSet(ss *k0rdentv1.ServiceSet, ws *workspacesv1.WorkspaceDeployment) bool {
+func ownedServiceSet(ss *k0rdentv1beta1.ServiceSet, ws *workspacesv1.WorkspaceDeployment) bool {
 	if ss.Labels[workspacesv1.WorkspaceLabel] == ws.Name && ss.Labels[workspacesv1.WorkspaceNamespaceLabel] == ws.Namespace {
 		return true
 	}
@@ -69,7 +69,7 @@ func (r *Reconciler) serviceSetName(ctx context.Context, s *scope) (string, erro
 	if prev == "" || prev == name {
 		return name, nil
 	}
-	ss := &k0rdentv1.ServiceSet{}
+	ss := &k0rdentv1beta1.ServiceSet{}
 	err := r.Client.Get(ctx, types.NamespacedName{Namespace: ClusterKey(s.ws).Namespace, Name: prev}, ss)
 	switch {
 	case apierrors.IsNotFound(err):
@@ -88,7 +88,7 @@ func (r *Reconciler) claimServiceSet(ctx context.Context, s *scope) (stepResult,
 	if err != nil {
 		return stop, err
 	}
-	ss := &k0rdentv1.ServiceSet{}
+	ss := &k0rdentv1beta1.ServiceSet{}
 	err = r.Client.Get(ctx, types.NamespacedName{Namespace: s.cdKey.Namespace, Name: name}, ss)
 	if apierrors.IsNotFound(err) {
 		return next, nil
@@ -103,7 +103,7 @@ func (r *Reconciler) claimServiceSet(ctx context.Context, s *scope) (stepResult,
 	return next, nil
 }
 
-func serviceSetConflict(ss *k0rdentv1.ServiceSet) string {
+func serviceSetConflict(ss *k0rdentv1beta1.ServiceSet) string {
 	owner := "no workspace"
 	if n := ss.Labels[workspacesv1.WorkspaceLabel]; n != "" {
 		owner = "workspace " + ss.Labels[workspacesv1.WorkspaceNamespaceLabel] + "/" + n
@@ -119,10 +119,10 @@ func ReleaseName(ws *workspacesv1.WorkspaceDeployment) string {
 	return names.HelmRelease(ws.Name)
 }
 
-func clusterOwnerRef(cd *k0rdentv1.ClusterDeployment) metav1.OwnerReference {
+func clusterOwnerRef(cd *k0rdentv1beta1.ClusterDeployment) metav1.OwnerReference {
 	f := false
 	return metav1.OwnerReference{
-		APIVersion: k0rdentv1.GroupVersion.String(), Kind: "ClusterDeployment", Name: cd.Name, UID: cd.UID, Controller: &f,
+		APIVersion: k0rdentv1beta1.GroupVersion.String(), Kind: "ClusterDeployment", Name: cd.Name, UID: cd.UID, Controller: &f,
 	}
 }
 
@@ -144,23 +144,23 @@ func (s *scope) deployTimeout() time.Duration {
 
 // desiredServiceSet is the workspace's ServiceSet as the k0rdent contract wants it
 // (docs/design/k0rdent-contract.md).
-func (s *scope) desiredServiceSet(name string) *k0rdentv1.ServiceSet {
-	ss := &k0rdentv1.ServiceSet{
+func (s *scope) desiredServiceSet(name string) *k0rdentv1beta1.ServiceSet {
+	ss := &k0rdentv1beta1.ServiceSet{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      name,
 			Namespace: s.cdKey.Namespace,
 			Labels: map[string]string{
-				k0rdentv1.StateManagementProviderAdapterLabel: k0rdentv1.StateManagementProviderAdapterValue,
-				workspacesv1.WorkspaceLabel:                   s.ws.Name,
-				workspacesv1.WorkspaceNamespaceLabel:          s.ws.Namespace,
-				workspacesv1.ClusterDeploymentLabel:           s.cdKey.Name,
+				k0rdentv1beta1.StateManagementProviderAdapterLabel: k0rdentv1beta1.StateManagementProviderAdapterValue,
+				workspacesv1.WorkspaceLabel:                        s.ws.Name,
+				workspacesv1.WorkspaceNamespaceLabel:               s.ws.Namespace,
+				workspacesv1.ClusterDeploymentLabel:                s.cdKey.Name,
 			},
 			OwnerReferences: []metav1.OwnerReference{clusterOwnerRef(s.cd)},
 		},
-		Spec: k0rdentv1.ServiceSetSpec{
+		Spec: k0rdentv1beta1.ServiceSetSpec{
 			Cluster:  s.cdKey.Name,
-			Provider: k0rdentv1.StateManagementProviderConfig{Name: k0rdentv1.DefaultStateManagementProvider},
-			Services: []k0rdentv1.ServiceWithValues{{
+			Provider: k0rdentv1beta1.StateManagementProviderConfig{Name: k0rdentv1beta1.DefaultStateManagementProvider},
+			Services: []k0rdentv1beta1.ServiceWithValues{{
 				Name:        ReleaseName(s.ws),
 				Namespace:   s.releaseNamespace(),
 				Template:    s.class.Spec.ServiceTemplate.Name,
@@ -194,7 +194,7 @@ func (r *Reconciler) serviceSet(ctx context.Context, s *scope) (stepResult, erro
 		want.Annotations = map[string]string{AnnotationValuesHash: h}
 	}
 
-	got := &k0rdentv1.ServiceSet{}
+	got := &k0rdentv1beta1.ServiceSet{}
 	err = r.Client.Get(ctx, types.NamespacedName{Namespace: want.Namespace, Name: want.Name}, got)
 	if apierrors.IsNotFound(err) {
 		// The values Secret first, so that the ServiceSet never names a missing one; it gets the
@@ -285,7 +285,7 @@ func (r *Reconciler) dropValuesSecret(ctx context.Context, s *scope) error {
 }
 
 // drift compares the fields the operator owns. Fields KCM or users add are left alone.
-func drift(got, want *k0rdentv1.ServiceSet) (spec, meta bool) {
+func drift(got, want *k0rdentv1beta1.ServiceSet) (spec, meta bool) {
 	for k, v := range want.Labels {
 		if got.Labels[k] != v {
 			meta = true
@@ -312,7 +312,7 @@ func drift(got, want *k0rdentv1.ServiceSet) (spec, meta bool) {
 	return false, meta
 }
 
-func hasOwner(o *k0rdentv1.ServiceSet, ref metav1.OwnerReference) bool {
+func hasOwner(o *k0rdentv1beta1.ServiceSet, ref metav1.OwnerReference) bool {
 	for _, r := range o.OwnerReferences {
 		if r.UID == ref.UID && r.Kind == ref.Kind && r.Name == ref.Name {
 			return true
@@ -345,7 +345,7 @@ func (r *Reconciler) readiness(ctx context.Context, s *scope) (stepResult, error
 	if t, err := time.Parse(time.RFC3339, stamp); err == nil {
 		started = t
 	}
-	var state *k0rdentv1.ServiceState
+	var state *k0rdentv1beta1.ServiceState
 	for i := range ss.Status.Services {
 		if ss.Status.Services[i].Name == release && ss.Status.Services[i].Namespace == ns {
 			state = &ss.Status.Services[i]
@@ -359,13 +359,13 @@ func (r *Reconciler) readiness(ctx context.Context, s *scope) (stepResult, error
 	deployedBefore := stamp != "" && ss.Annotations[AnnotationRolloutDeployed] == stamp
 	where := fmt.Sprintf("release %s in namespace %s (ServiceSet %s/%s)", release, ns, ss.Namespace, ss.Name)
 	switch {
-	case current && state.State == k0rdentv1.ServiceStateDeployed:
+	case current && state.State == k0rdentv1beta1.ServiceStateDeployed:
 		if err := r.markDeployed(ctx, ss); err != nil {
 			return stop, err
 		}
 		s.running(workspacesv1.ReasonHelmReleaseDeployed, where+" is deployed")
 		return next, nil
-	case current && state.State == k0rdentv1.ServiceStateFailed:
+	case current && state.State == k0rdentv1beta1.ServiceStateFailed:
 		msg := fmt.Sprintf("%s failed: %s", where, orDefault(state.FailureMessage, "no message from k0rdent"))
 		reason := workspacesv1.ReasonHelmReleaseFailed
 		if why := r.quotaRefusal(ctx, s); why != "" {
@@ -424,7 +424,7 @@ func (r *Reconciler) readiness(ctx context.Context, s *scope) (stepResult, error
 }
 
 // markDeployed records on the ServiceSet that its current rollout was deployed.
-func (r *Reconciler) markDeployed(ctx context.Context, ss *k0rdentv1.ServiceSet) error {
+func (r *Reconciler) markDeployed(ctx context.Context, ss *k0rdentv1beta1.ServiceSet) error {
 	stamp := ss.Annotations[AnnotationRolloutStarted]
 	if stamp == "" || ss.Annotations[AnnotationRolloutDeployed] == stamp {
 		return nil

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/gpu"
 )
@@ -101,7 +101,7 @@ func TestWorkspaceRunsThroughServiceSet(t *testing.T) {
 		t.Errorf("Feasible %+v", c)
 	}
 
-	setServiceState(t, client.ObjectKeyFromObject(ss), k0rdentv1.ServiceStateDeployed, "")
+	setServiceState(t, client.ObjectKeyFromObject(ss), k0rdentv1beta1.ServiceStateDeployed, "")
 	ws = waitPhase(t, key, workspacesv1.PhaseRunning, workspacesv1.ReasonRunning)
 	if ws.Status.ObservedGeneration != ws.Generation {
 		t.Errorf("observedGeneration %d, generation %d", ws.Status.ObservedGeneration, ws.Generation)
@@ -151,11 +151,11 @@ func TestRunningWorkspaceFollowsServiceSet(t *testing.T) {
 	ws := waitPhase(t, key, workspacesv1.PhaseDeploying, "")
 	ss := waitServiceSet(t, ws)
 	ssKey := client.ObjectKeyFromObject(ss)
-	setServiceState(t, ssKey, k0rdentv1.ServiceStateDeployed, "")
+	setServiceState(t, ssKey, k0rdentv1beta1.ServiceStateDeployed, "")
 	waitPhase(t, key, workspacesv1.PhaseRunning, workspacesv1.ReasonRunning)
 
 	t.Run("later failure", func(t *testing.T) {
-		setServiceState(t, ssKey, k0rdentv1.ServiceStateFailed, "helm upgrade: timed out waiting for the condition")
+		setServiceState(t, ssKey, k0rdentv1beta1.ServiceStateFailed, "helm upgrade: timed out waiting for the condition")
 		ws := waitPhase(t, key, workspacesv1.PhaseFailed, workspacesv1.ReasonHelmReleaseFailed)
 		fc := ws.Status.FailureContext
 		if fc == nil || fc.PhaseWhenFailed != workspacesv1.PhaseRunning || fc.Reason != workspacesv1.ReasonHelmReleaseFailed || fc.ServiceSetStatus == nil {
@@ -172,7 +172,7 @@ func TestRunningWorkspaceFollowsServiceSet(t *testing.T) {
 		if err := contains(condition(ws, workspacesv1.HelmReleaseReadyCondition).Message, "timed out waiting"); err != nil {
 			t.Error(err)
 		}
-		setServiceState(t, ssKey, k0rdentv1.ServiceStateDeployed, "")
+		setServiceState(t, ssKey, k0rdentv1beta1.ServiceStateDeployed, "")
 		ws = waitPhase(t, key, workspacesv1.PhaseRunning, workspacesv1.ReasonRunning)
 		if ws.Status.FailureContext != nil {
 			t.Errorf("failureContext kept after recovery: %+v", ws.Status.FailureContext)
@@ -180,11 +180,11 @@ func TestRunningWorkspaceFollowsServiceSet(t *testing.T) {
 	})
 
 	t.Run("deleted ServiceSet recreated", func(t *testing.T) {
-		old := &k0rdentv1.ServiceSet{}
+		old := &k0rdentv1beta1.ServiceSet{}
 		must(t, k8s.Get(ctxT(t), ssKey, old))
 		must(t, k8s.Delete(ctxT(t), old))
 		eventually(t, "ServiceSet recreated", func() error {
-			got := &k0rdentv1.ServiceSet{}
+			got := &k0rdentv1beta1.ServiceSet{}
 			if err := k8s.Get(ctxT(t), ssKey, got); err != nil {
 				return err
 			}
@@ -194,13 +194,13 @@ func TestRunningWorkspaceFollowsServiceSet(t *testing.T) {
 			return nil
 		})
 		waitPhase(t, key, workspacesv1.PhaseDeploying, workspacesv1.ReasonHelmReleaseDeploying)
-		setServiceState(t, ssKey, k0rdentv1.ServiceStateDeployed, "")
+		setServiceState(t, ssKey, k0rdentv1beta1.ServiceStateDeployed, "")
 		waitPhase(t, key, workspacesv1.PhaseRunning, workspacesv1.ReasonRunning)
 	})
 
 	t.Run("spec edit rolled out", func(t *testing.T) {
 		ws := getWS(t, key)
-		before := &k0rdentv1.ServiceSet{}
+		before := &k0rdentv1beta1.ServiceSet{}
 		must(t, k8s.Get(ctxT(t), ssKey, before))
 		time.Sleep(time.Second) // the rollout stamp has one-second precision
 		patch := client.MergeFrom(ws.DeepCopy())
@@ -211,7 +211,7 @@ func TestRunningWorkspaceFollowsServiceSet(t *testing.T) {
 		gen := getWS(t, key).Generation
 
 		eventually(t, "values rolled out", func() error {
-			got := &k0rdentv1.ServiceSet{}
+			got := &k0rdentv1beta1.ServiceSet{}
 			if err := k8s.Get(ctxT(t), ssKey, got); err != nil {
 				return err
 			}
@@ -224,7 +224,7 @@ func TestRunningWorkspaceFollowsServiceSet(t *testing.T) {
 		if ws.Status.ObservedGeneration != gen || ws.Status.ResolvedResources.Replicas != 2 {
 			t.Errorf("observedGeneration %d (generation %d), replicas %d", ws.Status.ObservedGeneration, gen, ws.Status.ResolvedResources.Replicas)
 		}
-		setServiceState(t, ssKey, k0rdentv1.ServiceStateDeployed, "")
+		setServiceState(t, ssKey, k0rdentv1beta1.ServiceStateDeployed, "")
 		waitPhase(t, key, workspacesv1.PhaseRunning, workspacesv1.ReasonRunning)
 	})
 }
@@ -258,7 +258,7 @@ func TestRestartPartWayMakesNoDuplicates(t *testing.T) {
 	key := createWorkspace(t, ns, class, cd.Name)
 	waitPhase(t, key, workspacesv1.PhaseInstallingPrerequisites, workspacesv1.ReasonPrerequisitesDeploying)
 	prereqKey := types.NamespacedName{Namespace: ns, Name: PrerequisiteServiceSetName(cd.Name, prereq)}
-	setServiceState(t, prereqKey, k0rdentv1.ServiceStateDeployed, "")
+	setServiceState(t, prereqKey, k0rdentv1beta1.ServiceStateDeployed, "")
 	ws := waitPhase(t, key, workspacesv1.PhaseDeploying, "")
 	waitServiceSet(t, ws)
 
@@ -271,16 +271,16 @@ func TestRestartPartWayMakesNoDuplicates(t *testing.T) {
 	ws.Spec.Values = jsonRaw(t, map[string]any{"after": "restart"})
 	must(t, k8s.Patch(ctxT(t), ws, patch))
 	eventually(t, "new values after the restart", func() error {
-		ss := &k0rdentv1.ServiceSet{}
+		ss := &k0rdentv1beta1.ServiceSet{}
 		if err := k8s.Get(ctxT(t), types.NamespacedName{Namespace: ns, Name: ServiceSetName(ws)}, ss); err != nil {
 			return err
 		}
 		return contains(ss.Spec.Services[0].Values, "after: restart")
 	})
-	setServiceState(t, types.NamespacedName{Namespace: ns, Name: ServiceSetName(ws)}, k0rdentv1.ServiceStateDeployed, "")
+	setServiceState(t, types.NamespacedName{Namespace: ns, Name: ServiceSetName(ws)}, k0rdentv1beta1.ServiceStateDeployed, "")
 	waitPhase(t, key, workspacesv1.PhaseRunning, workspacesv1.ReasonRunning)
 
-	var all k0rdentv1.ServiceSetList
+	var all k0rdentv1beta1.ServiceSetList
 	must(t, k8s.List(ctxT(t), &all, client.InNamespace(ns)))
 	if len(all.Items) != 2 {
 		names := []string{}
@@ -307,7 +307,7 @@ func TestServiceSetDriftCorrected(t *testing.T) {
 	delete(ss.Labels, "ksm.k0rdent.mirantis.com/adapter")
 	must(t, k8s.Patch(ctxT(t), ss, patch))
 	eventually(t, "drift corrected", func() error {
-		got := &k0rdentv1.ServiceSet{}
+		got := &k0rdentv1beta1.ServiceSet{}
 		if err := k8s.Get(ctxT(t), client.ObjectKeyFromObject(ss), got); err != nil {
 			return err
 		}
@@ -328,7 +328,7 @@ func TestNoGPUsAndNoEndpoints(t *testing.T) {
 	cd := createCluster(t, ns, child.Kubeconfig)
 	key := createWorkspace(t, ns, class, cd.Name)
 	ws := waitPhase(t, key, workspacesv1.PhaseDeploying, "")
-	setServiceState(t, client.ObjectKeyFromObject(waitServiceSet(t, ws)), k0rdentv1.ServiceStateDeployed, "")
+	setServiceState(t, client.ObjectKeyFromObject(waitServiceSet(t, ws)), k0rdentv1beta1.ServiceStateDeployed, "")
 	ws = waitPhase(t, key, workspacesv1.PhaseRunning, workspacesv1.ReasonRunning)
 	if c := condition(ws, workspacesv1.FeasibleCondition); c.Status != metav1.ConditionTrue || c.Reason != workspacesv1.ReasonNoGPURequested {
 		t.Errorf("Feasible %+v", c)

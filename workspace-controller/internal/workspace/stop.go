@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/bootstrap"
 )
@@ -83,7 +83,7 @@ func (r *Reconciler) stopReadiness(ctx context.Context, s *scope, why string) (s
 	if t, err := time.Parse(time.RFC3339, stamp); err == nil {
 		started = t
 	}
-	var state *k0rdentv1.ServiceState
+	var state *k0rdentv1beta1.ServiceState
 	for i := range ss.Status.Services {
 		if ss.Status.Services[i].Name == release && ss.Status.Services[i].Namespace == ns {
 			state = &ss.Status.Services[i]
@@ -93,7 +93,7 @@ func (r *Reconciler) stopReadiness(ctx context.Context, s *scope, why string) (s
 		!state.LastStateTransitionTime.Time.Before(started.Truncate(time.Second)) ||
 		s.now.Sub(started) >= r.Options.RolloutSettle)
 	deployedBefore := stamp != "" && ss.Annotations[AnnotationRolloutDeployed] == stamp
-	if deployedBefore || (current && state.State == k0rdentv1.ServiceStateDeployed) {
+	if deployedBefore || (current && state.State == k0rdentv1beta1.ServiceStateDeployed) {
 		if err := r.markDeployed(ctx, ss); err != nil {
 			return stop, err
 		}
@@ -107,7 +107,7 @@ func (r *Reconciler) stopReadiness(ctx context.Context, s *scope, why string) (s
 	msg := where + " is being scaled to zero replicas"
 	if state != nil && current {
 		msg += ": state " + string(state.State)
-		if state.State == k0rdentv1.ServiceStateFailed {
+		if state.State == k0rdentv1beta1.ServiceStateFailed {
 			msg += ": " + orDefault(state.FailureMessage, "no message from k0rdent")
 		}
 	}

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/conditions"
 	"github.com/exalsius/exalsius-operator/common/gpu"
@@ -26,7 +26,7 @@ func setStopped(t *testing.T, key types.NamespacedName, stopped bool) {
 }
 
 // releaseReplicas reads _exalsius.resources.replicas from the workspace's ServiceSet.
-func releaseReplicas(t *testing.T, ss *k0rdentv1.ServiceSet) (int64, error) {
+func releaseReplicas(t *testing.T, ss *k0rdentv1beta1.ServiceSet) (int64, error) {
 	t.Helper()
 	ex, _ := serviceSetValues(t, ss)["_exalsius"].(map[string]any)
 	res, _ := ex["resources"].(map[string]any)
@@ -47,9 +47,9 @@ func releaseReplicas(t *testing.T, ss *k0rdentv1.ServiceSet) (int64, error) {
 
 // waitReplicas waits until the workspace's ServiceSet asks for n replicas, with the stopped label
 // exactly when n is 0.
-func waitReplicas(t *testing.T, key types.NamespacedName, n int64) *k0rdentv1.ServiceSet {
+func waitReplicas(t *testing.T, key types.NamespacedName, n int64) *k0rdentv1beta1.ServiceSet {
 	t.Helper()
-	ss := &k0rdentv1.ServiceSet{}
+	ss := &k0rdentv1beta1.ServiceSet{}
 	ws := getWS(t, key)
 	ssKey := types.NamespacedName{Namespace: ClusterKey(ws).Namespace, Name: ServiceSetName(ws)}
 	eventually(t, fmt.Sprintf("ServiceSet %s with %d replicas", ssKey, n), func() error {
@@ -82,10 +82,10 @@ func TestStopFreesGPUsAndStartGatesAgain(t *testing.T) {
 	holder := createWorkspace(t, ns, class, cd, func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Resources = gpuResources(1, model) })
 	ws := waitPhase(t, holder, workspacesv1.PhaseDeploying, "")
 	ssKey := client.ObjectKeyFromObject(waitServiceSet(t, ws))
-	setServiceState(t, ssKey, k0rdentv1.ServiceStateDeployed, "")
+	setServiceState(t, ssKey, k0rdentv1beta1.ServiceStateDeployed, "")
 	waitPhase(t, holder, workspacesv1.PhaseRunning, "")
 	// A re-sync in progress, so that the state k0rdent shows is not Deployed when the stop rolls out.
-	setServiceState(t, ssKey, k0rdentv1.ServiceStateProvisioning, "")
+	setServiceState(t, ssKey, k0rdentv1beta1.ServiceStateProvisioning, "")
 	waiter := createWorkspace(t, ns, class, cd, func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Resources = gpuResources(1, model) })
 	waitPhase(t, waiter, workspacesv1.PhaseWaiting, workspacesv1.ReasonWaitingForGpuCapacity)
 
@@ -102,7 +102,7 @@ func TestStopFreesGPUsAndStartGatesAgain(t *testing.T) {
 		t.Errorf("the waiter is %s while the stopped release still scales down, want Waiting", p)
 	}
 
-	setServiceState(t, ssKey, k0rdentv1.ServiceStateDeployed, "")
+	setServiceState(t, ssKey, k0rdentv1beta1.ServiceStateDeployed, "")
 	ws = waitPhase(t, holder, workspacesv1.PhaseStopped, workspacesv1.ReasonStopped)
 	if ws.Status.Admission != nil {
 		t.Errorf("a stopped workspace keeps its admission: %+v", ws.Status.Admission)
@@ -125,7 +125,7 @@ func TestStopFreesGPUsAndStartGatesAgain(t *testing.T) {
 
 	// KCM reports states to the second: a Deployed of the same second as the start's rollout would
 	// count as current. A re-sync in progress keeps the start from being taken for deployed at once.
-	setServiceState(t, ssKey, k0rdentv1.ServiceStateProvisioning, "")
+	setServiceState(t, ssKey, k0rdentv1beta1.ServiceStateProvisioning, "")
 	setStopped(t, holder, false)
 	ws = waitPhase(t, holder, workspacesv1.PhaseWaiting, workspacesv1.ReasonWaitingForGpuCapacity)
 	if ws.Status.Admission != nil {
@@ -137,7 +137,7 @@ func TestStopFreesGPUsAndStartGatesAgain(t *testing.T) {
 	waitGone(t, "waiter", waiter, &workspacesv1.WorkspaceDeployment{})
 	waitPhase(t, holder, workspacesv1.PhaseDeploying, "")
 	waitReplicas(t, holder, 1)
-	setServiceState(t, ssKey, k0rdentv1.ServiceStateDeployed, "")
+	setServiceState(t, ssKey, k0rdentv1beta1.ServiceStateDeployed, "")
 	ws = waitPhase(t, holder, workspacesv1.PhaseRunning, "")
 	if ws.Status.Admission == nil || ws.Status.Admission.GPUs != 1 {
 		t.Errorf("a started workspace has admission %+v, want 1 GPU", ws.Status.Admission)
@@ -177,7 +177,7 @@ func TestStopAfterStopsAtTheDeadline(t *testing.T) {
 	})
 	ws := waitPhase(t, key, workspacesv1.PhaseDeploying, "")
 	ssKey := client.ObjectKeyFromObject(waitServiceSet(t, ws))
-	setServiceState(t, ssKey, k0rdentv1.ServiceStateProvisioning, "")
+	setServiceState(t, ssKey, k0rdentv1beta1.ServiceStateProvisioning, "")
 
 	var stopped *workspacesv1.WorkspaceDeployment
 	eventually(t, "spec.stopped set by stopAfter", func() error {
@@ -199,7 +199,7 @@ func TestStopAfterStopsAtTheDeadline(t *testing.T) {
 		t.Errorf("stopped at %s, before the deadline %s", at, first.Time.Add(after))
 	}
 	waitReplicas(t, key, 0)
-	setServiceState(t, ssKey, k0rdentv1.ServiceStateDeployed, "")
+	setServiceState(t, ssKey, k0rdentv1beta1.ServiceStateDeployed, "")
 	ws = waitPhase(t, key, workspacesv1.PhaseStopped, workspacesv1.ReasonStopped)
 	if err := contains(condition(ws, workspacesv1.ReadyCondition).Message, "spec.stopAfter"); err != nil {
 		t.Error(err)
@@ -255,7 +255,7 @@ func TestSuspendHoldsStop(t *testing.T) {
 	key := createWorkspace(t, ns, class, cd)
 	ws := waitPhase(t, key, workspacesv1.PhaseDeploying, "")
 	ssKey := client.ObjectKeyFromObject(waitServiceSet(t, ws))
-	setServiceState(t, ssKey, k0rdentv1.ServiceStateDeployed, "")
+	setServiceState(t, ssKey, k0rdentv1beta1.ServiceStateDeployed, "")
 	waitPhase(t, key, workspacesv1.PhaseRunning, "")
 
 	ws = getWS(t, key)
@@ -278,6 +278,6 @@ func TestSuspendHoldsStop(t *testing.T) {
 	ws.Spec.Suspend = false
 	must(t, k8s.Patch(ctxT(t), ws, patch))
 	waitReplicas(t, key, 0)
-	setServiceState(t, ssKey, k0rdentv1.ServiceStateDeployed, "")
+	setServiceState(t, ssKey, k0rdentv1beta1.ServiceStateDeployed, "")
 	waitPhase(t, key, workspacesv1.PhaseStopped, workspacesv1.ReasonStopped)
 }

@@ -23,13 +23,13 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/yaml"
 
-	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/childcluster"
-	"github.com/exalsius/exalsius-operator/common/childcluster/childtest"
 	"github.com/exalsius/exalsius-operator/common/conditions"
 	"github.com/exalsius/exalsius-operator/common/gpu"
-	"github.com/exalsius/exalsius-operator/common/testenv"
+	"github.com/exalsius/exalsius-operator/common/testing/childtest"
+	"github.com/exalsius/exalsius-operator/common/testing/testenv"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/workspaceclass"
 )
 
@@ -179,11 +179,11 @@ func must(t *testing.T, err error) {
 func createTemplate(t *testing.T, tmplName, version string, namespaces ...string) {
 	t.Helper()
 	for _, ns := range namespaces {
-		st := &k0rdentv1.ServiceTemplate{
+		st := &k0rdentv1beta1.ServiceTemplate{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tmplName},
-			Spec: k0rdentv1.ServiceTemplateSpec{Helm: &k0rdentv1.HelmSpec{ChartSpec: &k0rdentv1.HelmChartSpec{
+			Spec: k0rdentv1beta1.ServiceTemplateSpec{Helm: &k0rdentv1beta1.HelmSpec{ChartSpec: &k0rdentv1beta1.HelmChartSpec{
 				Chart: "chart", Version: version, Interval: metav1.Duration{Duration: time.Minute},
-				SourceRef: k0rdentv1.LocalHelmChartSourceReference{Kind: "HelmRepository", Name: "kcm-templates"},
+				SourceRef: k0rdentv1beta1.LocalHelmChartSourceReference{Kind: "HelmRepository", Name: "kcm-templates"},
 			}}},
 		}
 		err := k8s.Create(ctxT(t), st)
@@ -235,11 +235,11 @@ func createClass(t *testing.T, spec workspacesv1.WorkspaceClassSpec, templateNam
 }
 
 // createCluster creates a ClusterDeployment whose kubeconfig Secret reaches the child.
-func createCluster(t *testing.T, ns string, kubeconfig []byte, mutate ...func(*k0rdentv1.ClusterDeployment)) *k0rdentv1.ClusterDeployment {
+func createCluster(t *testing.T, ns string, kubeconfig []byte, mutate ...func(*k0rdentv1beta1.ClusterDeployment)) *k0rdentv1beta1.ClusterDeployment {
 	t.Helper()
-	cd := &k0rdentv1.ClusterDeployment{
+	cd := &k0rdentv1beta1.ClusterDeployment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name("cd")},
-		Spec:       k0rdentv1.ClusterDeploymentSpec{Template: "cluster-template", Config: &apiextensionsv1.JSON{Raw: []byte("{}")}},
+		Spec:       k0rdentv1beta1.ClusterDeploymentSpec{Template: "cluster-template", Config: &apiextensionsv1.JSON{Raw: []byte("{}")}},
 	}
 	for _, m := range mutate {
 		m(cd)
@@ -324,9 +324,9 @@ func waitPhase(t *testing.T, key types.NamespacedName, phase workspacesv1.Worksp
 }
 
 // waitServiceSet waits for the workspace's ServiceSet.
-func waitServiceSet(t *testing.T, ws *workspacesv1.WorkspaceDeployment) *k0rdentv1.ServiceSet {
+func waitServiceSet(t *testing.T, ws *workspacesv1.WorkspaceDeployment) *k0rdentv1beta1.ServiceSet {
 	t.Helper()
-	ss := &k0rdentv1.ServiceSet{}
+	ss := &k0rdentv1beta1.ServiceSet{}
 	key := types.NamespacedName{Namespace: ClusterKey(ws).Namespace, Name: ServiceSetName(ws)}
 	eventually(t, "ServiceSet "+key.String(), func() error { return k8s.Get(ctxT(t), key, ss) })
 	return ss
@@ -334,28 +334,28 @@ func waitServiceSet(t *testing.T, ws *workspacesv1.WorkspaceDeployment) *k0rdent
 
 // setServiceState plays KCM: it writes the ServiceSet's per-service state through the status
 // subresource.
-func setServiceState(t *testing.T, key types.NamespacedName, state k0rdentv1.ServiceDeploymentState, failure string) {
+func setServiceState(t *testing.T, key types.NamespacedName, state k0rdentv1beta1.ServiceDeploymentState, failure string) {
 	t.Helper()
 	eventually(t, "writing ServiceSet status", func() error {
-		ss := &k0rdentv1.ServiceSet{}
+		ss := &k0rdentv1beta1.ServiceSet{}
 		if err := k8s.Get(ctxT(t), key, ss); err != nil {
 			return err
 		}
 		now := metav1.NewTime(time.Now().Truncate(time.Second))
 		ss.Status.Services = nil
 		for _, svc := range ss.Spec.Services {
-			ss.Status.Services = append(ss.Status.Services, k0rdentv1.ServiceState{
-				Type: k0rdentv1.ServiceTypeHelm, Name: svc.Name, Namespace: svc.Namespace, Template: svc.Template,
+			ss.Status.Services = append(ss.Status.Services, k0rdentv1beta1.ServiceState{
+				Type: k0rdentv1beta1.ServiceTypeHelm, Name: svc.Name, Namespace: svc.Namespace, Template: svc.Template,
 				State: state, FailureMessage: failure, LastStateTransitionTime: &now,
 			})
 		}
-		ss.Status.Deployed = state == k0rdentv1.ServiceStateDeployed
+		ss.Status.Deployed = state == k0rdentv1beta1.ServiceStateDeployed
 		return k8s.Status().Update(ctxT(t), ss)
 	})
 }
 
 // serviceSetValues decodes the values of the ServiceSet's only service.
-func serviceSetValues(t *testing.T, ss *k0rdentv1.ServiceSet) map[string]any {
+func serviceSetValues(t *testing.T, ss *k0rdentv1beta1.ServiceSet) map[string]any {
 	t.Helper()
 	if len(ss.Spec.Services) != 1 {
 		t.Fatalf("ServiceSet has %d services, want 1", len(ss.Spec.Services))
@@ -396,9 +396,9 @@ func contains(s, sub string) error {
 }
 
 // workspaceServiceSets lists the ServiceSets labelled for a workspace.
-func workspaceServiceSets(t *testing.T, ws *workspacesv1.WorkspaceDeployment) []k0rdentv1.ServiceSet {
+func workspaceServiceSets(t *testing.T, ws *workspacesv1.WorkspaceDeployment) []k0rdentv1beta1.ServiceSet {
 	t.Helper()
-	var list k0rdentv1.ServiceSetList
+	var list k0rdentv1beta1.ServiceSetList
 	must(t, k8s.List(ctxT(t), &list, client.MatchingLabels{
 		workspacesv1.WorkspaceLabel: ws.Name, workspacesv1.WorkspaceNamespaceLabel: ws.Namespace,
 	}))

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 )
 
@@ -46,16 +46,16 @@ func valuesHash(secretValues string) string {
 }
 
 // valuesFrom is the ServiceSet service's valuesFrom: the values Secret when there are secret values.
-func (s *scope) valuesFrom() []k0rdentv1.ValuesFrom {
+func (s *scope) valuesFrom() []k0rdentv1beta1.ValuesFrom {
 	if s.secretValues == "" {
 		return nil
 	}
-	return []k0rdentv1.ValuesFrom{{Kind: k0rdentv1.ValuesFromSecret, Name: ValuesSecretName(s.ws)}}
+	return []k0rdentv1beta1.ValuesFrom{{Kind: k0rdentv1beta1.ValuesFromSecret, Name: ValuesSecretName(s.ws)}}
 }
 
 // desiredValuesSecret is the workspace's values Secret. Its owner is the workspace's ServiceSet (the
 // workspace itself may live in another namespace), so it goes when the ServiceSet goes.
-func (s *scope) desiredValuesSecret(owner *k0rdentv1.ServiceSet) *corev1.Secret {
+func (s *scope) desiredValuesSecret(owner *k0rdentv1beta1.ServiceSet) *corev1.Secret {
 	sec := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      ValuesSecretName(s.ws),
@@ -73,7 +73,7 @@ func (s *scope) desiredValuesSecret(owner *k0rdentv1.ServiceSet) *corev1.Secret 
 	if owner != nil && owner.UID != "" {
 		t := true
 		sec.OwnerReferences = []metav1.OwnerReference{{
-			APIVersion: k0rdentv1.GroupVersion.String(), Kind: "ServiceSet", Name: owner.Name, UID: owner.UID,
+			APIVersion: k0rdentv1beta1.GroupVersion.String(), Kind: "ServiceSet", Name: owner.Name, UID: owner.UID,
 			Controller: &t, BlockOwnerDeletion: &t,
 		}}
 	}
@@ -83,7 +83,7 @@ func (s *scope) desiredValuesSecret(owner *k0rdentv1.ServiceSet) *corev1.Secret 
 // ensureValuesSecret creates or corrects the workspace's values Secret, or removes it when the
 // workspace has no secret values. owner is the ServiceSet when it exists. The Secret is read from the
 // API server: Secrets are not cached.
-func (r *Reconciler) ensureValuesSecret(ctx context.Context, s *scope, owner *k0rdentv1.ServiceSet) error {
+func (r *Reconciler) ensureValuesSecret(ctx context.Context, s *scope, owner *k0rdentv1beta1.ServiceSet) error {
 	key := types.NamespacedName{Namespace: s.cdKey.Namespace, Name: ValuesSecretName(s.ws)}
 	if s.secretValues == "" {
 		// Nothing to write: only a leftover Secret is removed. The Secrets' metadata is cached (the

@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 )
 
@@ -26,7 +26,7 @@ func secretClassSpec(tmpl string) workspacesv1.WorkspaceClassSpec {
 	return spec
 }
 
-func valuesSecret(t *testing.T, ss *k0rdentv1.ServiceSet) *corev1.Secret {
+func valuesSecret(t *testing.T, ss *k0rdentv1beta1.ServiceSet) *corev1.Secret {
 	t.Helper()
 	sec := &corev1.Secret{}
 	must(t, k8s.Get(ctxT(t), types.NamespacedName{Namespace: ss.Namespace, Name: ss.Name + "-values"}, sec))
@@ -64,7 +64,7 @@ func TestSecretValuesNeverInline(t *testing.T) {
 	if values["notebook"].(map[string]any)["ui"] != "lab" {
 		t.Errorf("the userFacingConfig default was not applied: %v", values["notebook"])
 	}
-	if len(svc.ValuesFrom) != 1 || svc.ValuesFrom[0].Kind != k0rdentv1.ValuesFromSecret || svc.ValuesFrom[0].Name != ValuesSecretName(ws) {
+	if len(svc.ValuesFrom) != 1 || svc.ValuesFrom[0].Kind != k0rdentv1beta1.ValuesFromSecret || svc.ValuesFrom[0].Name != ValuesSecretName(ws) {
 		t.Fatalf("valuesFrom %+v, want the values Secret %s", svc.ValuesFrom, ValuesSecretName(ws))
 	}
 	var sec *corev1.Secret
@@ -92,7 +92,7 @@ func TestSecretValuesNeverInline(t *testing.T) {
 		if !strings.Contains(string(valuesSecret(t, ss).Data[ValuesSecretKey]), "rotated-9") {
 			return fmt.Errorf("values Secret not updated")
 		}
-		cur := &k0rdentv1.ServiceSet{}
+		cur := &k0rdentv1beta1.ServiceSet{}
 		must(t, k8s.Get(ctxT(t), client.ObjectKeyFromObject(ss), cur))
 		if cur.Annotations[AnnotationValuesHash] == hash {
 			return fmt.Errorf("values hash unchanged")
@@ -140,7 +140,7 @@ func TestValuesSecretRemovedWhenUnneeded(t *testing.T) {
 		if !apierrors.IsNotFound(err) {
 			return fmt.Errorf("values Secret still there (%v)", err)
 		}
-		cur := &k0rdentv1.ServiceSet{}
+		cur := &k0rdentv1beta1.ServiceSet{}
 		must(t, k8s.Get(ctxT(t), client.ObjectKeyFromObject(ss), cur))
 		if len(cur.Spec.Services[0].ValuesFrom) != 0 || cur.Annotations[AnnotationValuesHash] != "" {
 			return fmt.Errorf("valuesFrom %+v hash %q", cur.Spec.Services[0].ValuesFrom, cur.Annotations[AnnotationValuesHash])

@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
-	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/conditions"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/workspaceclass"
@@ -89,16 +89,16 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager, 
 	b := builder.ControllerManagedBy(mgr).
 		Named("workspacedeployment").
 		For(&workspacesv1.WorkspaceDeployment{}, builder.WithPredicates(workspaceChanged{writes: &r.writes})).
-		Watches(&k0rdentv1.ServiceSet{}, handler.EnqueueRequestsFromMapFunc(r.forServiceSet),
+		Watches(&k0rdentv1beta1.ServiceSet{}, handler.EnqueueRequestsFromMapFunc(r.forServiceSet),
 			builder.WithPredicates(hasLabel(workspacesv1.ClusterDeploymentLabel), notOwnServiceSetCreate{})).
-		Watches(&k0rdentv1.ClusterDeployment{}, handler.EnqueueRequestsFromMapFunc(r.forCluster), builder.WithPredicates(clusterChanged{})).
+		Watches(&k0rdentv1beta1.ClusterDeployment{}, handler.EnqueueRequestsFromMapFunc(r.forCluster), builder.WithPredicates(clusterChanged{})).
 		Watches(&workspacesv1.WorkspaceDeployment{}, handler.EnqueueRequestsFromMapFunc(r.forWaiters),
 			builder.WithPredicates(releasesGPUs{})).
 		Watches(&workspacesv1.WorkspaceClass{}, handler.EnqueueRequestsFromMapFunc(r.forClass), builder.WithPredicates(classChanged{})).
-		Watches(&k0rdentv1.ServiceTemplate{}, handler.EnqueueRequestsFromMapFunc(r.forTemplate)).
+		Watches(&k0rdentv1beta1.ServiceTemplate{}, handler.EnqueueRequestsFromMapFunc(r.forTemplate)).
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.forKubeconfigSecret),
 			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
-				return strings.HasSuffix(o.GetName(), k0rdentv1.KubeconfigSecretSuffix)
+				return strings.HasSuffix(o.GetName(), k0rdentv1beta1.KubeconfigSecretSuffix)
 			}), predicate.ResourceVersionChangedPredicate{})).
 		// Secrets and ConfigMaps are watched by metadata only: a change of a valuesFrom source (a
 		// rotated password) or of a workspace's values Secret brings the workspace back, and the
@@ -215,7 +215,7 @@ func (r *Reconciler) forValuesSource(kind string) handler.MapFunc {
 // forKubeconfigSecret maps `<cd>-kubeconfig` to the workspaces on cd, and an adopted cluster's
 // default `<cd>-sveltos-kubeconfig` to those on cd too.
 func (r *Reconciler) forKubeconfigSecret(ctx context.Context, o client.Object) []reconcile.Request {
-	cd := strings.TrimSuffix(o.GetName(), k0rdentv1.KubeconfigSecretSuffix)
+	cd := strings.TrimSuffix(o.GetName(), k0rdentv1beta1.KubeconfigSecretSuffix)
 	out := r.workspaces(ctx, IndexCluster, types.NamespacedName{Namespace: o.GetNamespace(), Name: cd}.String(), nil)
 	if adopted, ok := strings.CutSuffix(cd, "-sveltos"); ok && adopted != "" {
 		out = append(out, r.workspaces(ctx, IndexCluster, types.NamespacedName{Namespace: o.GetNamespace(), Name: adopted}.String(), nil)...)

@@ -30,7 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/conditions"
 )
@@ -117,7 +117,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager, 
 	return builder.ControllerManagedBy(mgr).
 		Named("workspaceclass").
 		For(&workspacesv1.WorkspaceClass{}).
-		Watches(&k0rdentv1.ServiceTemplate{}, handler.EnqueueRequestsFromMapFunc(r.classesForTemplate)).
+		Watches(&k0rdentv1beta1.ServiceTemplate{}, handler.EnqueueRequestsFromMapFunc(r.classesForTemplate)).
 		Watches(&workspacesv1.WorkspaceDeployment{}, handler.EnqueueRequestsFromMapFunc(classOfWorkspace),
 			builder.WithPredicates(createOrDelete{})).
 		WithOptions(opts).
@@ -301,7 +301,7 @@ func firstN(s []string, n int) []string {
 func (r *Reconciler) validate(ctx context.Context, class *workspacesv1.WorkspaceClass) (*problem, error) {
 	ns := TemplateNamespace(class)
 	ref := class.Spec.ServiceTemplate
-	tmpl := &k0rdentv1.ServiceTemplate{}
+	tmpl := &k0rdentv1beta1.ServiceTemplate{}
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: ref.Name}, tmpl); err != nil {
 		if !apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("reading ServiceTemplate %s/%s: %w", ns, ref.Name, err)
@@ -333,7 +333,7 @@ func (r *Reconciler) validate(ctx context.Context, class *workspacesv1.Workspace
 			return &problem{workspacesv1.ReasonInvalidPrerequisite,
 				fmt.Sprintf("%s: the class's own ServiceTemplate %s cannot be its prerequisite", field, pname)}, nil
 		}
-		pt := &k0rdentv1.ServiceTemplate{}
+		pt := &k0rdentv1beta1.ServiceTemplate{}
 		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: pns, Name: pname}, pt); err != nil {
 			if !apierrors.IsNotFound(err) {
 				return nil, fmt.Errorf("reading ServiceTemplate %s/%s: %w", pns, pname, err)

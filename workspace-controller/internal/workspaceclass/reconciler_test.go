@@ -18,10 +18,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/conditions"
-	"github.com/exalsius/exalsius-operator/common/testenv"
+	"github.com/exalsius/exalsius-operator/common/testing/testenv"
 )
 
 var (
@@ -71,13 +71,13 @@ func eventually(t *testing.T, what string, f func() error) {
 	t.Fatalf("timed out waiting for %s: %v", what, err)
 }
 
-func createTemplate(t *testing.T, n, version string, valid bool) *k0rdentv1.ServiceTemplate {
+func createTemplate(t *testing.T, n, version string, valid bool) *k0rdentv1beta1.ServiceTemplate {
 	t.Helper()
-	st := &k0rdentv1.ServiceTemplate{
+	st := &k0rdentv1beta1.ServiceTemplate{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "kcm-system", Name: n},
-		Spec: k0rdentv1.ServiceTemplateSpec{Helm: &k0rdentv1.HelmSpec{ChartSpec: &k0rdentv1.HelmChartSpec{
+		Spec: k0rdentv1beta1.ServiceTemplateSpec{Helm: &k0rdentv1beta1.HelmSpec{ChartSpec: &k0rdentv1beta1.HelmChartSpec{
 			Chart: "c", Version: version, Interval: metav1.Duration{Duration: time.Minute},
-			SourceRef: k0rdentv1.LocalHelmChartSourceReference{Kind: "HelmRepository", Name: "kcm-templates"},
+			SourceRef: k0rdentv1beta1.LocalHelmChartSourceReference{Kind: "HelmRepository", Name: "kcm-templates"},
 		}}},
 	}
 	must(t, k8s.Create(context.Background(), st))

@@ -7,7 +7,7 @@ import (
 
 	"github.com/Masterminds/semver/v3"
 
-	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/valuepath"
 )
@@ -24,7 +24,7 @@ type problem struct {
 
 // ChartVersion returns the chart version a ServiceTemplate deploys: its status.chartVersion (what KCM
 // resolved), else its spec.helm.chartSpec.version, else its spec.version. Empty when none is set.
-func ChartVersion(t *k0rdentv1.ServiceTemplate) string {
+func ChartVersion(t *k0rdentv1beta1.ServiceTemplate) string {
 	if v := strings.TrimSpace(t.Status.ChartVersion); v != "" {
 		return v
 	}
@@ -38,12 +38,12 @@ func ChartVersion(t *k0rdentv1.ServiceTemplate) string {
 
 // CheckVersion checks a ServiceTemplate's chart version against a class's versionConstraint. An empty
 // constraint accepts every template.
-func CheckVersion(constraint string, t *k0rdentv1.ServiceTemplate) error {
+func CheckVersion(constraint string, t *k0rdentv1beta1.ServiceTemplate) error {
 	return CheckVersionAt("spec.serviceTemplate.versionConstraint", constraint, t)
 }
 
 // CheckVersionAt is CheckVersion for the constraint at field (for messages).
-func CheckVersionAt(field, constraint string, t *k0rdentv1.ServiceTemplate) error {
+func CheckVersionAt(field, constraint string, t *k0rdentv1beta1.ServiceTemplate) error {
 	constraint = strings.TrimSpace(constraint)
 	if constraint == "" {
 		return nil

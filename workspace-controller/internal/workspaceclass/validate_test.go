@@ -4,17 +4,17 @@ import (
 	"strings"
 	"testing"
 
-	k0rdentv1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 )
 
-func tmpl(status, chartSpec, spec string) *k0rdentv1.ServiceTemplate {
-	t := &k0rdentv1.ServiceTemplate{}
+func tmpl(status, chartSpec, spec string) *k0rdentv1beta1.ServiceTemplate {
+	t := &k0rdentv1beta1.ServiceTemplate{}
 	t.Namespace, t.Name = "kcm-system", "t"
 	t.Status.ChartVersion = status
 	t.Spec.Version = spec
 	if chartSpec != "" {
-		t.Spec.Helm = &k0rdentv1.HelmSpec{ChartSpec: &k0rdentv1.HelmChartSpec{Version: chartSpec}}
+		t.Spec.Helm = &k0rdentv1beta1.HelmSpec{ChartSpec: &k0rdentv1beta1.HelmChartSpec{Version: chartSpec}}
 	}
 	return t
 }
@@ -22,7 +22,7 @@ func tmpl(status, chartSpec, spec string) *k0rdentv1.ServiceTemplate {
 func TestCheckVersion(t *testing.T) {
 	cases := []struct {
 		constraint string
-		t          *k0rdentv1.ServiceTemplate
+		t          *k0rdentv1beta1.ServiceTemplate
 		wantErr    string
 	}{
 		{"", tmpl("", "", ""), ""},

@@ -19,13 +19,13 @@ const ColonyClusterLabel = "infra.exalsius.ai/cluster-name"
 type ColonyPhase string
 
 const (
-	// ColonyPhaseProvisioning: at least one cluster is not ready yet and none has failed.
+	// ColonyPhaseProvisioning means at least one cluster is not ready yet and none has failed.
 	ColonyPhaseProvisioning ColonyPhase = "Provisioning"
-	// ColonyPhaseReady: every cluster is ready and its kubeconfig is in the aggregated Secret.
+	// ColonyPhaseReady means every cluster is ready and its kubeconfig is in the aggregated Secret.
 	ColonyPhaseReady ColonyPhase = "Ready"
-	// ColonyPhaseDegraded: at least one entry could not be reconciled or its cluster failed.
+	// ColonyPhaseDegraded means at least one entry could not be reconciled or its cluster failed.
 	ColonyPhaseDegraded ColonyPhase = "Degraded"
-	// ColonyPhaseDeleting: the Colony is being deleted and waits for its ClusterDeployments to go.
+	// ColonyPhaseDeleting means the Colony is being deleted and waits for its ClusterDeployments to go.
 	ColonyPhaseDeleting ColonyPhase = "Deleting"
 )
 
@@ -249,5 +249,5 @@ type ColonyList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&Colony{}, &ColonyList{})
+	objectTypes = append(objectTypes, &Colony{}, &ColonyList{})
 }

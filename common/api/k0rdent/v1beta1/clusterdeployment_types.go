@@ -131,5 +131,5 @@ type ClusterDeploymentList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&ClusterDeployment{}, &ClusterDeploymentList{})
+	objectTypes = append(objectTypes, &ClusterDeployment{}, &ClusterDeploymentList{})
 }

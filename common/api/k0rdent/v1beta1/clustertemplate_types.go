@@ -74,5 +74,5 @@ type ClusterTemplateList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&ClusterTemplate{}, &ClusterTemplateList{})
+	objectTypes = append(objectTypes, &ClusterTemplate{}, &ClusterTemplateList{})
 }

@@ -69,5 +69,5 @@ type CredentialList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&Credential{}, &CredentialList{})
+	objectTypes = append(objectTypes, &Credential{}, &CredentialList{})
 }

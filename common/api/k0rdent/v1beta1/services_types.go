@@ -247,17 +247,17 @@ const (
 type ServiceDeploymentState string
 
 const (
-	// ServiceStateDeployed: the service is deployed.
+	// ServiceStateDeployed means the service is deployed.
 	ServiceStateDeployed ServiceDeploymentState = "Deployed"
-	// ServiceStateProvisioning: the service is being deployed.
+	// ServiceStateProvisioning means the service is being deployed.
 	ServiceStateProvisioning ServiceDeploymentState = "Provisioning"
-	// ServiceStateFailed: deploying the service failed; failureMessage says why.
+	// ServiceStateFailed means deploying the service failed; failureMessage says why.
 	ServiceStateFailed ServiceDeploymentState = "Failed"
-	// ServiceStatePending: the service is not deployed (yet).
+	// ServiceStatePending means the service is not deployed (yet).
 	ServiceStatePending ServiceDeploymentState = "Pending"
-	// ServiceStateDeleting: the service is being removed.
+	// ServiceStateDeleting means the service is being removed.
 	ServiceStateDeleting ServiceDeploymentState = "Deleting"
-	// ServiceStateDeleted: the service was removed (KCM v1.11 and later).
+	// ServiceStateDeleted means the service was removed (KCM v1.11 and later).
 	ServiceStateDeleted ServiceDeploymentState = "Deleted"
 )
 

@@ -97,5 +97,5 @@ type ServiceSetList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&ServiceSet{}, &ServiceSetList{})
+	objectTypes = append(objectTypes, &ServiceSet{}, &ServiceSetList{})
 }

@@ -87,5 +87,5 @@ type ServiceTemplateList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&ServiceTemplate{}, &ServiceTemplateList{})
+	objectTypes = append(objectTypes, &ServiceTemplate{}, &ServiceTemplateList{})
 }

@@ -7,8 +7,9 @@
 package v1
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/scheme"
 )
 
 var (
@@ -16,8 +17,17 @@ var (
 	GroupVersion = schema.GroupVersion{Group: "workspaces.exalsius.ai", Version: "v1"}
 
 	// SchemeBuilder registers the types of this API with a scheme.
-	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
 
 	// AddToScheme adds the types of this API to a scheme.
 	AddToScheme = SchemeBuilder.AddToScheme
 )
+
+// objectTypes are the package's root types; each types file appends its own in init.
+var objectTypes []runtime.Object
+
+func addKnownTypes(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion, objectTypes...)
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
+}

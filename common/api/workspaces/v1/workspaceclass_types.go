@@ -365,5 +365,5 @@ type WorkspaceClassList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&WorkspaceClass{}, &WorkspaceClassList{})
+	objectTypes = append(objectTypes, &WorkspaceClass{}, &WorkspaceClassList{})
 }

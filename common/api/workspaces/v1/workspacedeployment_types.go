@@ -144,24 +144,24 @@ type ValuesFromSource struct {
 type WorkspacePhase string
 
 const (
-	// PhasePending: resolving the class and the cluster, or the cluster cannot be reached yet.
+	// PhasePending means resolving the class and the cluster, or the cluster cannot be reached yet.
 	PhasePending WorkspacePhase = "Pending"
-	// PhaseInstallingPrerequisites: waiting for the prerequisites to be deployed.
+	// PhaseInstallingPrerequisites means waiting for the prerequisites to be deployed.
 	PhaseInstallingPrerequisites WorkspacePhase = "InstallingPrerequisites"
-	// PhaseWaiting: the requested GPU kind exists but none is free, no candidate cluster can hold the
-	// workspace now, or the namespace's WorkspaceQuota is used up; retried, highest priority and
-	// oldest first.
+	// PhaseWaiting means the requested GPU kind exists but none is free, no candidate cluster can
+	// hold the workspace now, or the namespace's WorkspaceQuota is used up; retried, highest priority
+	// and oldest first.
 	PhaseWaiting WorkspacePhase = "Waiting"
-	// PhaseDeploying: the ServiceSet is made and the release is being installed.
+	// PhaseDeploying means the ServiceSet is made and the release is being installed.
 	PhaseDeploying WorkspacePhase = "Deploying"
-	// PhaseRunning: the release is deployed.
+	// PhaseRunning means the release is deployed.
 	PhaseRunning WorkspacePhase = "Running"
-	// PhaseStopped: spec.stopped is set; the release runs no replica and holds no GPU, its volumes and
-	// URLs are kept.
+	// PhaseStopped means spec.stopped is set; the release runs no replica and holds no GPU, its
+	// volumes and URLs are kept.
 	PhaseStopped WorkspacePhase = "Stopped"
-	// PhaseFailed: a human must act; the Ready condition and failureContext say why.
+	// PhaseFailed means a human must act; the Ready condition and failureContext say why.
 	PhaseFailed WorkspacePhase = "Failed"
-	// PhaseDeleting: the release is being uninstalled.
+	// PhaseDeleting means the release is being uninstalled.
 	PhaseDeleting WorkspacePhase = "Deleting"
 )
 
@@ -440,5 +440,5 @@ type WorkspaceDeploymentList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&WorkspaceDeployment{}, &WorkspaceDeploymentList{})
+	objectTypes = append(objectTypes, &WorkspaceDeployment{}, &WorkspaceDeploymentList{})
 }

@@ -110,7 +110,7 @@ type WorkspaceQuotaList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&WorkspaceQuota{}, &WorkspaceQuotaList{})
+	objectTypes = append(objectTypes, &WorkspaceQuota{}, &WorkspaceQuotaList{})
 }
 
 // MaxPriority is the highest spec.priority a WorkspaceDeployment may ask for in the namespace of the

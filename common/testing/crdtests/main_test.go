@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/exalsius/exalsius-operator/common/testenv"
+	"github.com/exalsius/exalsius-operator/common/testing/testenv"
 )
 
 // mgmt is the management API server every test of the package shares.

@@ -43,7 +43,7 @@ import (
 )
 
 const (
-	// EnvVerbose, when set to 1 or true, attaches the servers' output to the test's stdout/stderr.
+	// EnvVerbose names the variable that, set to 1 or true, attaches the servers' output to the test's stdout/stderr.
 	EnvVerbose = "TESTENV_VERBOSE"
 
 	// KubeconfigSecretKey is the data key of a ClusterDeployment's kubeconfig Secret.
@@ -387,7 +387,7 @@ func crdDirs() ([]string, error) {
 // else by walking up from the working directory (for builds with -trimpath).
 func commonDir() (string, error) {
 	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
-		dir := filepath.Dir(filepath.Dir(file))
+		dir := filepath.Join(filepath.Dir(file), "..", "..") // common/testing/testenv/testenv.go
 		if isDir(filepath.Join(dir, "config", "crd", "bases")) {
 			return dir, nil
 		}

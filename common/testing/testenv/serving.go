@@ -52,7 +52,6 @@ func listenOn(api *envtest.APIServer, addr string) error {
 	_ = l.Close()
 	api.SecureServing.Address = addr
 	api.SecureServing.Port = strconv.Itoa(port)
-	api.SecurePort = port
 	// The default/kubernetes Service's endpoint (kube-apiserver refuses a loopback one, and then
 	// advertises the host's default-route address).
 	if !net.ParseIP(addr).IsLoopback() {

@@ -14,7 +14,7 @@ import (
 // and, once it is gone, kills the server and removes the server's directory. The wrapper forwards
 // envtest's SIGTERM, so graceful stops (and Restart, which keeps the data) behave as before.
 const watchdogScript = `#!/bin/sh
-# Written by common/testenv: runs %[1]s; once the test process %[2]d is gone, kills it and removes
+# Written by common/testing/testenv: runs %[1]s; once the test process %[2]d is gone, kills it and removes
 # its data.
 bin=%[3]s
 parent=%[2]d

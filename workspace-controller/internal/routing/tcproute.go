@@ -1,0 +1,129 @@
+package routing
+
+// TCPRoutes on the Gateway's pool of TCP listeners.
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+)
+
+// poolLock serialises port allocation on one regional Gateway within this process; the
+// oldest-claim rule of Allocate settles a race with any other writer.
+func (g *Gateway) poolLock(t *target) *sync.Mutex {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.pools == nil {
+		g.pools = map[string]*sync.Mutex{}
+	}
+	k := t.key.String() + "|" + t.gw.Namespace + "/" + t.gw.Name
+	if g.pools[k] == nil {
+		g.pools[k] = &sync.Mutex{}
+	}
+	return g.pools[k]
+}
+
+// ensureTCP gives each SSH and TCP endpoint a port of the pool, through one TCPRoute each.
+func (g *Gateway) ensureTCP(ctx context.Context, t *target, ws Workspace, ns string, res *Result) error {
+	var idx []int
+	for i, ep := range ws.Endpoints {
+		if ep.Protocol == workspacesv1.EndpointProtocolSSH || ep.Protocol == workspacesv1.EndpointProtocolTCP {
+			idx = append(idx, i)
+		}
+	}
+	if len(idx) == 0 {
+		return nil
+	}
+	if len(t.pool) == 0 {
+		msg := fmt.Sprintf("Gateway %s/%s on regional cluster %s has no TCP listeners: the port pool of SSH and TCP endpoints", t.gw.Namespace, t.gw.Name, t.key)
+		res.InfraNotReady = msg
+		for _, i := range idx {
+			res.Access[i].Message = msg
+		}
+		return nil
+	}
+	lock := g.poolLock(t)
+	lock.Lock()
+	defer lock.Unlock()
+	var routes gwv1.TCPRouteList
+	if err := t.c.List(ctx, &routes); err != nil {
+		if meta.IsNoMatchError(err) {
+			return reportInfraOn(res, idx, fmt.Sprintf("the Gateway API TCPRoute CRD (gateway.networking.k8s.io/v1) is not installed on regional cluster %s", t.key))
+		}
+		return fmt.Errorf("listing TCPRoutes on regional cluster %s: %w", t.key, err)
+	}
+	claims := ClaimsOf(routes.Items, t.gw, t.pool)
+	for _, i := range idx {
+		ep := ws.Endpoints[i]
+		a := &res.Access[i]
+		ours := types.NamespacedName{Namespace: ns, Name: ep.Name}
+		l, ok := Allocate(t.pool, claims, ours)
+		if !ok {
+			a.Message = fmt.Sprintf("no free port: all %d TCP listeners of Gateway %s/%s on regional cluster %s are taken", len(t.pool), t.gw.Namespace, t.gw.Name, t.key)
+			continue
+		}
+		rt, err := g.applyTCPRoute(ctx, t, ws, ns, ep, l.Name)
+		if err != nil {
+			return err
+		}
+		// Record the claim, so the next endpoint of this workspace gets another listener.
+		kept := claims[:0]
+		for _, c := range claims {
+			if c.Route != ours {
+				kept = append(kept, c)
+			}
+		}
+		claims = append(kept, Claim{Route: ours, Listener: l.Name, Created: rt.CreationTimestamp})
+		a.URL = PortURL(ep.Protocol, t.tenant.Domain, int32(l.Port))
+		a.Ready, a.Message = RouteReady(ns, rt.Generation, rt.Status.Parents, t.gw, l.Name)
+	}
+	return nil
+}
+
+func reportInfraOn(res *Result, idx []int, msg string) error {
+	res.InfraNotReady = msg
+	for _, i := range idx {
+		res.Access[i].Message = msg
+	}
+	return nil
+}
+
+func (g *Gateway) applyTCPRoute(ctx context.Context, t *target, ws Workspace, ns string, ep workspacesv1.AccessEndpoint, section gwv1.SectionName) (*gwv1.TCPRoute, error) {
+	labels := workspaceLabels(ws)
+	labels[EndpointLabel] = ep.Name
+	want := gwv1.TCPRouteSpec{
+		CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{t.parentRef(section)}},
+		Rules:           []gwv1.TCPRouteRule{{BackendRefs: []gwv1.BackendRef{backendRef(BackendService(ws.Release, ep), ep.Port)}}},
+	}
+	rt := &gwv1.TCPRoute{}
+	err := t.c.Get(ctx, types.NamespacedName{Namespace: ns, Name: ep.Name}, rt)
+	if apierrors.IsNotFound(err) {
+		rt = &gwv1.TCPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ep.Name, Labels: labels}, Spec: want}
+		if err := t.c.Create(ctx, rt); err != nil {
+			return nil, fmt.Errorf("creating TCPRoute %s/%s on regional cluster %s: %w", ns, ep.Name, t.key, err)
+		}
+		return rt, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading TCPRoute %s/%s on regional cluster %s: %w", ns, ep.Name, t.key, err)
+	}
+	if sameParents(rt.Spec.ParentRefs, want.ParentRefs) && len(rt.Spec.Rules) == 1 && sameBackends(rt.Spec.Rules[0].BackendRefs, want.Rules[0].BackendRefs) {
+		return rt, nil
+	}
+	base := rt.DeepCopy()
+	rt.Spec = want
+	rt.Labels = labels
+	if err := t.c.Patch(ctx, rt, client.MergeFrom(base)); err != nil {
+		return nil, fmt.Errorf("updating TCPRoute %s/%s on regional cluster %s: %w", ns, ep.Name, t.key, err)
+	}
+	return rt, nil
+}
