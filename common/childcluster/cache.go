@@ -409,7 +409,7 @@ func (c *Cache) SecretReads() int64 { return c.secretReads.Load() }
 func (c *Cache) connectLocked(key types.NamespacedName, hash [32]byte, rv string, data []byte, failures int) *entry {
 	e := &entry{key: key, hash: hash, secretRV: rv}
 	c.entries[key] = e
-	if cn := c.conns[hash]; cn != nil && !(cn.failed() && !time.Now().Before(cn.retryAt)) {
+	if cn := c.conns[hash]; cn != nil && (!cn.failed() || time.Now().Before(cn.retryAt)) {
 		cn.users[key] = struct{}{}
 		e.conn = cn
 		return e
