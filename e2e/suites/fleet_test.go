@@ -73,9 +73,10 @@ func waitQuotaUse(ctx context.Context, t *testing.T, ns, name string, used int64
 
 // TestFleet runs placement, a WorkspaceQuota, priorities and stop/start together on a Colony of two
 // GPU clusters: fleet-a with 4 L4s, fleet-b with 2. One-GPU workspaces go to fleet-b (the tightest
-// fit, not the first by name); the namespace's quota of 2 NVIDIA GPUs keeps two more waiting; a stop
-// frees a GPU and the higher-priority (younger) waiter gets it; the stopped workspace, started while
-// the quota and its cluster are full, waits and runs again when a GPU frees, on the same cluster.
+// fit, not the first by name); the namespace's quota of 2 NVIDIA GPUs keeps two more waiting, unplaced;
+// a stop frees a GPU and the higher-priority waiter gets it, though the other is older and first by
+// name; the stopped workspace, started while the quota and its cluster are full, waits and runs again
+// on the same cluster when a GPU frees.
 func TestFleet(t *testing.T) {
 	localOnly(t, "Colony entries of the simulator's ClusterTemplate with GPU node pools")
 	var ns, class string
@@ -107,9 +108,9 @@ func TestFleet(t *testing.T) {
 		}).
 		Assess("placed by tightest fit on the smaller cluster", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			mustCreate(ctx, t, fleetWorkspace(ns, "first", class, 0))
-			waitPlaced(ctx, t, ns, "first", "fleet-b", "TightestFit")
+			waitPlaced(ctx, t, ns, "first", "fleet-b", workspacesv1.PlacementTightestFit)
 			mustCreate(ctx, t, fleetWorkspace(ns, "second", class, 0))
-			waitPlaced(ctx, t, ns, "second", "fleet-b", "TightestFit")
+			waitPlaced(ctx, t, ns, "second", "fleet-b", workspacesv1.PlacementTightestFit)
 			child := waitChild(ctx, t, ns, "fleet-b")
 			runningPods(ctx, t, child, "first", 1)
 			runningPods(ctx, t, child, "second", 1)
@@ -117,10 +118,10 @@ func TestFleet(t *testing.T) {
 			return ctx
 		}).
 		Assess("the quota full: two more wait, unplaced, though fleet-a has 4 free GPUs", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
-			mustCreate(ctx, t, fleetWorkspace(ns, "low", class, 0))
-			waitQuotaWaiter(ctx, t, ns, "low")
-			mustCreate(ctx, t, fleetWorkspace(ns, "high", class, 5))
-			waitQuotaWaiter(ctx, t, ns, "high")
+			mustCreate(ctx, t, fleetWorkspace(ns, "batch", class, 0))
+			waitQuotaWaiter(ctx, t, ns, "batch")
+			mustCreate(ctx, t, fleetWorkspace(ns, "urgent", class, 5))
+			waitQuotaWaiter(ctx, t, ns, "urgent")
 			waitQuotaUse(ctx, t, ns, "team", 2, 2)
 			return ctx
 		}).
@@ -128,13 +129,27 @@ func TestFleet(t *testing.T) {
 			setStopped(ctx, t, ns, "first", true)
 			first := waitPhase(ctx, t, ns, "first", workspaceTimeout, workspacesv1.PhaseStopped)
 			waitReleaseReplicas(ctx, t, waitChild(ctx, t, ns, "fleet-b"), first, 0)
+			// batch is older and first by name: only the priority puts urgent ahead of it.
+			eventually(ctx, t, "urgent admitted, batch still waiting", workspaceTimeout, func(ctx context.Context) (bool, string) {
+				var urgent, batch workspacesv1.WorkspaceDeployment
+				if err := mgmt().Get(ctx, types.NamespacedName{Namespace: ns, Name: "batch"}, &batch); err != nil {
+					return false, err.Error()
+				}
+				if batch.Status.Admission != nil || batch.Status.Phase != workspacesv1.PhaseWaiting {
+					t.Fatalf("batch (priority 0) is %s with admission %+v before urgent (priority 5)", batch.Status.Phase, batch.Status.Admission)
+				}
+				if err := mgmt().Get(ctx, types.NamespacedName{Namespace: ns, Name: "urgent"}, &urgent); err != nil {
+					return false, err.Error()
+				}
+				return urgent.Status.Admission != nil, fmt.Sprintf("urgent %s: %s", urgent.Status.Phase, urgent.Status.Message)
+			})
 			// fleet-b has the freed GPU, fleet-a 4: the tightest fit is fleet-b again.
-			waitPlaced(ctx, t, ns, "high", "fleet-b", "TightestFit")
+			waitPlaced(ctx, t, ns, "urgent", "fleet-b", workspacesv1.PlacementTightestFit)
 			waitQuotaUse(ctx, t, ns, "team", 2, 1)
-			waitQuotaWaiter(ctx, t, ns, "low")
+			waitQuotaWaiter(ctx, t, ns, "batch")
 			// The older waiter was not needed for the test's last step; removing it leaves the
 			// start's wait to the quota and the cluster alone.
-			deleteAndWait(ctx, t, &workspacesv1.WorkspaceDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "low"}}, workspaceTimeout)
+			deleteAndWait(ctx, t, &workspacesv1.WorkspaceDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "batch"}}, workspaceTimeout)
 			return ctx
 		}).
 		Assess("started while full it waits; a GPU freed, it runs again on its cluster", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
@@ -148,14 +163,17 @@ func TestFleet(t *testing.T) {
 			}
 			child := waitChild(ctx, t, ns, "fleet-b")
 			waitReleaseReplicas(ctx, t, child, ws, 0)
-			deleteAndWait(ctx, t, &workspacesv1.WorkspaceDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "high"}}, workspaceTimeout)
-			ws = waitPlaced(ctx, t, ns, "first", "fleet-b", "TightestFit")
+			deleteAndWait(ctx, t, &workspacesv1.WorkspaceDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "urgent"}}, workspaceTimeout)
+			ws = waitPlaced(ctx, t, ns, "first", "fleet-b", workspacesv1.PlacementTightestFit)
 			waitReleaseReplicas(ctx, t, child, ws, 1)
 			runningPods(ctx, t, child, "first", 1)
 			waitQuotaUse(ctx, t, ns, "team", 2, 0)
 			return ctx
 		}).
 		Teardown(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			if ns == "" {
+				return ctx
+			}
 			var list workspacesv1.WorkspaceDeploymentList
 			if err := mgmt().List(ctx, &list, client.InNamespace(ns)); err != nil {
 				t.Error(err)
