@@ -310,11 +310,7 @@ func (c *Cluster) start(parent context.Context, timeout time.Duration, probe pro
 	}
 	c.health.Store(nil)
 	c.contact()
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		c.probe(ctx, probe)
-	}()
+	c.startProbe(ctx, probe)
 	return nil
 }
 
@@ -360,47 +356,78 @@ func (c *Cluster) setUnhealthyReason(reason string, err error) {
 	}
 }
 
-// probe checks the child every interval with a cheap, authorised request (one Node) and flips health
-// both ways: threshold failures in a row make it unhealthy, one success makes it healthy again. A success does not clear a list/watch failure younger than the interval, so a
-// child that answers probes but refuses the watches stays unhealthy.
-func (c *Cluster) probe(ctx context.Context, p probeConfig) {
-	t := time.NewTicker(p.interval)
-	defer t.Stop()
-	failures := 0
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		pctx, cancel := context.WithTimeout(ctx, p.timeout)
-		// Limit 1 without a resourceVersion: the API server honours the limit and sends one Node.
-		// (With resourceVersion "0" the watch cache ignores the limit and sends every Node: for
-		// 50 nodes about 100 KB per probe, and with a probe per child in flight the collector's heap
-		// doubled.)
-		_, err := c.clientset.CoreV1().Nodes().List(pctx, metav1.ListOptions{Limit: 1})
-		cancel()
-		if ctx.Err() != nil {
-			return
-		}
-		if err != nil {
-			if isAuthError(err) {
-				c.lastWatchErr.Store(time.Now().UnixNano())
-				c.setUnhealthyReason(ReasonUnauthorized, err)
-				continue
-			}
-			if failures++; failures >= p.threshold {
-				c.setUnhealthy(err)
-			}
-			continue
-		}
-		failures = 0
-		c.contact()
-		if time.Since(time.Unix(0, c.lastWatchErr.Load())) < p.interval {
-			continue
-		}
-		if prev := c.health.Swap(nil); prev != nil {
-			c.notify()
+// startProbe probes the child (probe) every interval until ctx ends. Between probes no goroutine
+// waits: a timer starts each probe, which arms the timer for the next when it is done, so probes never
+// overlap. The probe counts in c.wg until ctx ends, so stop waits for a probe under way.
+func (c *Cluster) startProbe(ctx context.Context, p probeConfig) {
+	var (
+		mu       sync.Mutex
+		timer    *time.Timer
+		finished bool
+		failures int // used by one probe at a time
+	)
+	// finish releases c.wg once; mu held.
+	finish := func() {
+		if !finished {
+			finished = true
+			c.wg.Done()
 		}
 	}
+	c.wg.Add(1)
+	mu.Lock()
+	defer mu.Unlock()
+	timer = time.AfterFunc(p.interval, func() {
+		if ctx.Err() == nil {
+			failures = c.probe(ctx, p, failures)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if ctx.Err() != nil {
+			finish()
+			return
+		}
+		timer.Reset(p.interval)
+	})
+	context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if timer.Stop() {
+			finish() // no probe under way; one under way finishes itself
+		}
+	})
+}
+
+// probe checks the child with a cheap, authorised request (one Node) and flips health both ways:
+// threshold failures in a row make it unhealthy, one success makes it healthy again. A success does
+// not clear a list/watch failure younger than the interval, so a child that answers probes but
+// refuses the watches stays unhealthy. It returns the count of failures in a row.
+func (c *Cluster) probe(ctx context.Context, p probeConfig, failures int) int {
+	pctx, cancel := context.WithTimeout(ctx, p.timeout)
+	// Limit 1 without a resourceVersion: the API server honours the limit and sends one Node.
+	// (With resourceVersion "0" the watch cache ignores the limit and sends every Node: for 50 nodes
+	// about 100 KB per probe, and with a probe per child in flight the collector's heap doubled.)
+	_, err := c.clientset.CoreV1().Nodes().List(pctx, metav1.ListOptions{Limit: 1})
+	cancel()
+	if ctx.Err() != nil {
+		return failures
+	}
+	if err != nil {
+		if isAuthError(err) {
+			c.lastWatchErr.Store(time.Now().UnixNano())
+			c.setUnhealthyReason(ReasonUnauthorized, err)
+			return failures
+		}
+		if failures++; failures >= p.threshold {
+			c.setUnhealthy(err)
+		}
+		return failures
+	}
+	c.contact()
+	if time.Since(time.Unix(0, c.lastWatchErr.Load())) < p.interval {
+		return 0
+	}
+	if prev := c.health.Swap(nil); prev != nil {
+		c.notify()
+	}
+	return 0
 }

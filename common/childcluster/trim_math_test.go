@@ -111,8 +111,8 @@ func randomChild(rng *rand.Rand) ([]corev1.Node, []corev1.Pod) {
 			Spec: corev1.NodeSpec{Unschedulable: rng.IntN(5) == 0, PodCIDR: "10.0.0.0/24", ProviderID: "kind://" + name,
 				Taints: []corev1.Taint{{Key: "nvidia.com/gpu", Effect: corev1.TaintEffectNoSchedule}}},
 			Status: corev1.NodeStatus{Allocatable: alloc, Capacity: capacity, Conditions: conds,
-				Images:   []corev1.ContainerImage{{Names: []string{"registry/cuda:12"}, SizeBytes: 1 << 30}},
-				NodeInfo: corev1.NodeSystemInfo{KubeletVersion: "v1.37.2"},
+				Images:    []corev1.ContainerImage{{Names: []string{"registry/cuda:12"}, SizeBytes: 1 << 30}},
+				NodeInfo:  corev1.NodeSystemInfo{KubeletVersion: "v1.37.2"},
 				Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.1"}}},
 		})
 	}
