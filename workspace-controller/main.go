@@ -45,7 +45,7 @@ func run() error {
 	routingRetry := flag.Duration("routing-retry", 15*time.Second, "How soon routes that do not serve yet, or missing routing infrastructure, are checked again.")
 	routingResync := flag.Duration("routing-resync", 5*time.Minute, "How often the routes of a workspace whose routes all serve are checked again.")
 	sweepInterval := flag.Duration("route-sweep-interval", 10*time.Minute, "How often routes on regional clusters whose workspace is gone are removed (also done at start).")
-	childIdle := flag.Duration("child-idle-timeout", 0, "Stop a child cluster's informers after this long without use; 0 keeps them while a workspace uses the cluster (Waiting workspaces rely on their events).")
+	childIdle := flag.Duration("child-idle-timeout", 0, "Stop a child cluster's watches after this long without use; 0 keeps them while a workspace uses the cluster (Waiting workspaces rely on their events).")
 	flag.Parse()
 	if *maxConcurrent < 1 {
 		return fmt.Errorf("--max-concurrent-reconciles must be at least 1, got %d", *maxConcurrent)

@@ -2,7 +2,7 @@
 // Secret k0rdent (Cluster API) writes next to each ClusterDeployment: `<cd>-kubeconfig`, key `value`.
 //
 // A connection is built on the first Get: the Secret is read, a rest.Config is built with clientcmd,
-// and informers on the child's Nodes and Pods are started with transforms that keep only what resource
+// and watches (a Reflector each, watcher.go) on the child's Nodes and Pods keep only what resource
 // arithmetic needs. Later Gets return the same connection. ClusterDeployments whose kubeconfigs have
 // the same content (the same API server and identity) share one connection. It is rebuilt when the Secret's data
 // changes (compared by hash: a resourceVersion also moves on label edits), stopped by Forget, by an
@@ -10,7 +10,7 @@
 // connect is retried only after an exponential backoff.
 //
 // Subscribe and Source tell controllers that a child's Nodes or Pods changed, or that it became
-// unreachable or reachable again, debounced per child and never blocking the informers.
+// unreachable or reachable again, debounced per child and never blocking the watches.
 //
 // # What the caller's manager needs
 //
@@ -151,7 +151,7 @@ type entry struct {
 	lastUsed time.Time
 }
 
-// conn is one connection (informers, probe, HTTP client) and its connect attempt, shared by the
+// conn is one connection (watches, probe, HTTP client) and its connect attempt, shared by the
 // entries of one kubeconfig content.
 type conn struct {
 	hash     [32]byte
@@ -536,7 +536,7 @@ func (c *Cache) detachLocked(e *entry) *conn {
 	return cn
 }
 
-// Forget stops the connection to a ClusterDeployment's child, if any, and waits for its informers to
+// Forget stops the connection to a ClusterDeployment's child, if any, and waits for its watches to
 // end. Call it when the ClusterDeployment goes or is no longer of interest.
 func (c *Cache) Forget(key types.NamespacedName) {
 	c.setSources(key, nil)

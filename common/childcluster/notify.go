@@ -8,7 +8,7 @@ import (
 )
 
 // notifier coalesces change signals per child cluster and fans them out to subscribers without ever
-// blocking the informer handlers that raise them. The first signal for a cluster starts a timer of
+// blocking the watches that raise them. The first signal for a cluster starts a timer of
 // the debounce interval; further signals in that window are folded into it; when it fires, every
 // subscriber gets the cluster once. A slow subscriber gets each pending cluster once, however many
 // signals arrived meanwhile.

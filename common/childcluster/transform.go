@@ -13,7 +13,7 @@ import (
 	"github.com/exalsius/exalsius-operator/common/gpu"
 )
 
-// The informers keep only what GPU and resource arithmetic needs, so that the cache of a child with
+// The watches keep only what GPU and resource arithmetic needs, so that the cache of a child with
 // thousands of pods stays small and so that status-only churn (heartbeats, pod conditions) can be told
 // apart from changes that matter.
 
@@ -44,7 +44,7 @@ func trimNode(obj any) (any, error) {
 	return out, nil
 }
 
-// pod is what the cache keeps of a child's Pod: its name and namespace (for the informer's key and
+// pod is what the cache keeps of a child's Pod: its name and namespace (for the store's key and
 // for telling a workspace's own pods apart), its node, its phase and its effective requests, one
 // quantity per resource, computed once when the Pod arrives. Containers, labels, annotations,
 // conditions and the rest are dropped: a pod costs a few hundred bytes in the cache instead of the

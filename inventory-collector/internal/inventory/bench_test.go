@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -179,6 +181,7 @@ func BenchmarkNodeChangeToColony(b *testing.B) {
 	fmt.Printf("  RSS %.1f MiB (whole test process), heap in use %.1f MiB, goroutines %d (%d before), %.1f per child over %d entries\n",
 		rss, float64(ms.HeapInuse)/(1<<20), goroutines, goroutinesBefore, perChild, connected)
 	fmt.Printf("  status writes in a quiet window of %s: %.0f\n", 10*debounce, idleWrites)
+	writeProfiles(b)
 
 	// Leave the children as they were for a later run in the same process.
 	for _, ch := range children {
@@ -188,6 +191,34 @@ func BenchmarkNodeChangeToColony(b *testing.B) {
 		_ = childtest.DeleteNode(ctx, ch.Client, "bench-extra")
 	}
 	_ = mgmt.Client.Delete(ctx, getColony(b, key))
+}
+
+// writeProfiles writes a goroutine dump (goroutines.txt) and a heap profile (heap.pprof) of the
+// connected state into the folder INVENTORY_BENCH_PROFILE names, if set.
+func writeProfiles(b *testing.B) {
+	dir := os.Getenv("INVENTORY_BENCH_PROFILE")
+	if dir == "" {
+		return
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	for file, p := range map[string]struct {
+		name  string
+		debug int
+	}{"goroutines.txt": {"goroutine", 1}, "heap.pprof": {"heap", 0}} {
+		f, err := os.Create(filepath.Join(dir, file))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := pprof.Lookup(p.name).WriteTo(f, p.debug); err != nil {
+			b.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	fmt.Printf("  profiles written to %s\n", dir)
 }
 
 // rssMiB returns the resident set size of this process, from /proc/self/status (0 elsewhere).

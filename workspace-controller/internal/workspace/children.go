@@ -15,7 +15,7 @@ import (
 // the release namespace, its ResourceQuota and teardown. Implementations keep one cached client per
 // child, built from the `<cd>-kubeconfig` Secret, and rebuild it when the Secret rotates.
 type Children interface {
-	// Snapshot returns the child's Nodes and Pods from its informer cache, starting the cache and
+	// Snapshot returns the child's Nodes and Pods from its cache, starting the cache and
 	// waiting for its first sync when needed. An error means the child cannot be reached now.
 	Snapshot(ctx context.Context, cd types.NamespacedName) ([]corev1.Node, []corev1.Pod, error)
 	// Client returns a direct (uncached) client for the child. An error means the child cannot be
