@@ -140,9 +140,12 @@ func TestKubectl(t *testing.T) {
 	mustCreate(t, newObject(t, workspacesAPI, "WorkspaceClass", "", "kubectl-class", wsc("")))
 	mustCreate(t, newObject(t, workspacesAPI, "WorkspaceDeployment", ns, "kubectl-ws", wsd("")))
 
+	// A discovery cache of its own: the shared ~/.kube/cache may hold another test server's discovery
+	// for the same host and port, without the kinds this one serves.
+	cacheDir := t.TempDir()
 	run := func(args ...string) string {
 		t.Helper()
-		cmd := exec.Command(kubectl, append([]string{"--kubeconfig", kubeconfig}, args...)...)
+		cmd := exec.Command(kubectl, append([]string{"--kubeconfig", kubeconfig, "--cache-dir", cacheDir}, args...)...)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)

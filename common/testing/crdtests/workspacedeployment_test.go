@@ -46,7 +46,7 @@ func TestWorkspaceDeploymentValidation(t *testing.T) {
 		{name: "workspaceClassRef missing", spec: `{"clusterDeploymentRef":{"name":"cd"}}`, want: []string{"spec.workspaceClassRef", "Required value"}},
 		{name: "workspaceClassRef empty", spec: wsd(`,"workspaceClassRef":""`), want: []string{"spec.workspaceClassRef", "at least 1"}},
 		{name: "workspaceClassRef too long", spec: wsd(`,"workspaceClassRef":"` + repeat("c", 254) + `"`), want: []string{"spec.workspaceClassRef", "Too long"}},
-		{name: "clusterDeploymentRef missing", spec: `{"workspaceClassRef":"c"}`, want: []string{"spec.clusterDeploymentRef", "Required value"}},
+		{name: "no cluster, Colony or selector", spec: `{"workspaceClassRef":"c"}`, want: []string{"exactly one of spec.clusterDeploymentRef, spec.colonyRef and spec.clusterSelector"}},
 		{name: "clusterDeploymentRef.name missing", spec: wsd(`,"clusterDeploymentRef":{"namespace":"x"}`), want: []string{"spec.clusterDeploymentRef.name", "Required value"}},
 		{name: "clusterDeploymentRef.name empty", spec: wsd(`,"clusterDeploymentRef":{"name":""}`), want: []string{"spec.clusterDeploymentRef.name", "at least 1"}},
 		{name: "clusterDeploymentRef.name too long", spec: wsd(`,"clusterDeploymentRef":{"name":"` + repeat("c", 64) + `"}`), want: []string{"spec.clusterDeploymentRef.name", "Too long"}},
