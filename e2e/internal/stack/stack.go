@@ -141,7 +141,8 @@ func Start(ctx context.Context, o Options) (s *Stack, err error) {
 }
 
 func (s *Stack) progress(format string, args ...any) {
-	fmt.Fprintf(s.out, "[stack] "+format+"\n", args...)
+	// Progress lines go to the test log: one that cannot be written is no reason to fail a run.
+	_, _ = fmt.Fprintf(s.out, "[stack] "+format+"\n", args...)
 }
 
 // DumpLogs writes the tail of every log of the world, the simulator and the components.
@@ -156,7 +157,9 @@ func (s *Stack) DumpLogs(out io.Writer, lines int) {
 	sort.Strings(names)
 	for _, n := range names {
 		p := s.Components[n].Process
-		fmt.Fprintf(out, "\n===== %s (%s), last %d lines =====\n%s\n", p.Name, p.LogPath, lines, p.Tail(lines))
+		if _, err := fmt.Fprintf(out, "\n===== %s (%s), last %d lines =====\n%s\n", p.Name, p.LogPath, lines, p.Tail(lines)); err != nil {
+			return // out is broken: the rest would not arrive either
+		}
 	}
 }
 

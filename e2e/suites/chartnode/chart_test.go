@@ -271,7 +271,7 @@ func checkMetrics(ctx context.Context, t *testing.T) {
 			if err != nil {
 				return 0, "", err
 			}
-			defer resp.Body.Close()
+			defer func() { _ = resp.Body.Close() }() // read only: nothing to lose
 			b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 			return resp.StatusCode, string(b), nil
 		}
