@@ -38,8 +38,8 @@ func parsePath(path string, p *field.Path) ([]string, field.ErrorList) {
 	if err != nil {
 		return nil, field.ErrorList{field.Invalid(p, path, err.Error())}
 	}
-	if segs[0] == ExalsiusValuesKey {
-		return nil, field.ErrorList{field.Forbidden(p, fmt.Sprintf("the %s values block is written by the operator", ExalsiusValuesKey))}
+	if segs[0] == workspacesv1.ExalsiusValuesKey {
+		return nil, field.ErrorList{field.Forbidden(p, fmt.Sprintf("the %s values block is written by the operator", workspacesv1.ExalsiusValuesKey))}
 	}
 	return segs, nil
 }

@@ -12,10 +12,6 @@ import (
 	"github.com/exalsius/exalsius-operator/common/valuepath"
 )
 
-// ReservedValuesKey is the top-level Helm values key the workspace-controller writes for every chart.
-// Injection paths may not point into it.
-const ReservedValuesKey = "_exalsius"
-
 // problem is a validation failure with its condition reason.
 type problem struct {
 	reason  string
@@ -117,8 +113,8 @@ func ValidateInjection(ri *workspacesv1.ResourceInjection) error {
 		if err != nil {
 			return fmt.Errorf("%s: %v", fp.Field, err)
 		}
-		if keys[0] == ReservedValuesKey {
-			return fmt.Errorf("%s: %q points into the %s block, which the operator writes itself", fp.Field, fp.Path, ReservedValuesKey)
+		if keys[0] == workspacesv1.ExalsiusValuesKey {
+			return fmt.Errorf("%s: %q points into the %s block, which the operator writes itself", fp.Field, fp.Path, workspacesv1.ExalsiusValuesKey)
 		}
 		all = append(all, parsed{fp, keys})
 	}
