@@ -163,7 +163,7 @@ func (r *Reconciler) colonyForClusterDeployment(ctx context.Context, obj client.
 // named Secret, a Region's kubeconfig) through the cache's record of it (childcluster.Cache.Using).
 func (r *Reconciler) colonyForSecret(ctx context.Context, obj client.Object) []reconcile.Request {
 	var cds []types.NamespacedName
-	if cd, ok := strings.CutSuffix(obj.GetName(), childcluster.SecretSuffix); ok {
+	if cd, ok := strings.CutSuffix(obj.GetName(), k0rdentv1beta1.KubeconfigSecretSuffix); ok {
 		cds = append(cds, types.NamespacedName{Namespace: obj.GetNamespace(), Name: cd})
 		if adopted, ok := strings.CutSuffix(cd, "-sveltos"); ok && adopted != "" {
 			cds = append(cds, types.NamespacedName{Namespace: obj.GetNamespace(), Name: adopted})
