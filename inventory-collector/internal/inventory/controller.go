@@ -27,6 +27,7 @@ import (
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	"github.com/exalsius/exalsius-operator/common/childcluster"
+	"github.com/exalsius/exalsius-operator/common/text"
 	"github.com/exalsius/exalsius-operator/inventory-collector/internal/sharding"
 )
 
@@ -411,7 +412,7 @@ func (r *Reconciler) recordTransitions(colony *infrav1.Colony, written map[strin
 				"child cluster of ClusterDeployment %s is reachable again", name)
 		default:
 			r.Recorder.Eventf(colony, nil, corev1.EventTypeWarning, EventClusterUnreachable, "CollectInventory",
-				"child cluster of ClusterDeployment %s is unreachable; its last inventory is kept: %s", name, truncate(now.Message, 512))
+				"child cluster of ClusterDeployment %s is unreachable; its last inventory is kept: %s", name, text.Truncate(now.Message, 512))
 		}
 	}
 }
