@@ -123,7 +123,7 @@ func ValidateInjection(ri *workspacesv1.ResourceInjection) error {
 			if i == j || len(all[i].keys) > len(all[j].keys) {
 				continue
 			}
-			if isPrefix(all[i].keys, all[j].keys) {
+			if valuepath.HasPrefix(all[j].keys, all[i].keys) {
 				if len(all[i].keys) == len(all[j].keys) {
 					if i < j {
 						return fmt.Errorf("%s and %s both write %q", all[i].fp.Field, all[j].fp.Field, valuepath.String(all[i].keys))
@@ -136,18 +136,6 @@ func ValidateInjection(ri *workspacesv1.ResourceInjection) error {
 		}
 	}
 	return nil
-}
-
-func isPrefix(prefix, keys []string) bool {
-	if len(prefix) > len(keys) {
-		return false
-	}
-	for i := range prefix {
-		if prefix[i] != keys[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // ValidateUserFacingPaths parses every userFacingConfig helmValuePath.
