@@ -200,12 +200,11 @@ func (r *Reconciler) colonyForClusterDeploymentKey(ctx context.Context, key type
 	return r.colonyForClusterDeployment(ctx, cd)
 }
 
-// colonyNameOf returns the Colony that controls a ClusterDeployment, by owner reference or label.
+// colonyNameOf returns the Colony that controls a ClusterDeployment, by controller owner reference or
+// label.
 func colonyNameOf(obj client.Object) string {
-	for _, ref := range obj.GetOwnerReferences() {
-		if ref.Kind == "Colony" && strings.HasPrefix(ref.APIVersion, infrav1.GroupVersion.Group+"/") {
-			return ref.Name
-		}
+	if owner := infrav1.ControllingColony(obj); owner != "" {
+		return owner
 	}
 	return obj.GetLabels()[infrav1.ColonyLabel]
 }
