@@ -18,12 +18,23 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/exalsius/exalsius-operator/common/components"
 	"github.com/exalsius/exalsius-operator/e2e/internal/k0rdentsim"
 	"github.com/exalsius/exalsius-operator/e2e/internal/world"
 )
 
-// Components are the four binaries, in start order.
-var Components = []string{"webhook", "colony-controller", "workspace-controller", "inventory-collector"}
+// Components are the four binaries, in start order: the webhook first, then the others as listed.
+var Components = startOrder(components.Names())
+
+func startOrder(names []string) []string {
+	out := []string{"webhook"}
+	for _, n := range names {
+		if n != "webhook" {
+			out = append(out, n)
+		}
+	}
+	return out
+}
 
 // SystemNamespace is where the components keep their leader-election leases and webhook state.
 const SystemNamespace = "exalsius-system"
