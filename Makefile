@@ -6,7 +6,8 @@ SHELL := /usr/bin/env bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
 
-COMPONENTS := colony-controller workspace-controller inventory-collector webhook
+# The components, one a line in common/components/names (the one list; Go code reads it as components.Names).
+COMPONENTS := $(shell cat common/components/names)
 MODULES := common $(COMPONENTS) e2e
 
 TOOLS_BIN := $(shell hack/tools.sh bindir)

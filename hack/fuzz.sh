@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FUZZTIME=${FUZZTIME:-20s}
-for m in common colony-controller workspace-controller inventory-collector webhook; do
+for m in common $(cat common/components/names); do
   [ -d "$m" ] || continue
   while IFS= read -r line; do
     file=${line%%:*}; name=$(sed -E 's/.*func (Fuzz[A-Za-z0-9_]*).*/\1/' <<<"$line")

@@ -25,7 +25,7 @@ mv "$crd_tmp" common/config/crd
 rm -rf common/config/crd.old
 
 echo "[generate] RBAC"
-for c in colony-controller workspace-controller inventory-collector webhook; do
+for c in $(cat common/components/names); do
   [ -d "$c" ] || continue
   if grep -rqs '+kubebuilder:rbac' "$c" common/childcluster 2>/dev/null; then
     (cd "$c" && "$CG" rbac:roleName="$c" paths=./... output:rbac:artifacts:config=config/rbac)
@@ -54,7 +54,7 @@ if [ -d "$chart" ]; then
   mkdir -p "$chart/files/crds" "$chart/files/rbac" "$chart/files/webhook"
   rm -f "$chart"/files/crds/*.yaml
   cp common/config/crd/bases/*.yaml "$chart/files/crds/"
-  for c in colony-controller workspace-controller inventory-collector webhook; do
+  for c in $(cat common/components/names); do
     [ -f "$c/config/rbac/role.yaml" ] && cp "$c/config/rbac/role.yaml" "$chart/files/rbac/$c.yaml"
   done
   if [ -f webhook/config/webhook/manifests.yaml ]; then

@@ -15,7 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-COMPONENTS=${COMPONENTS:-colony-controller workspace-controller inventory-collector webhook}
+COMPONENTS=${COMPONENTS:-$(cat common/components/names | tr "\n" " ")}
 VERSION=${VERSION:-$(sed -n 's/^version: *//p' charts/exalsius-operator/Chart.yaml)}
 IMAGE_TAG=${IMAGE_TAG:-$VERSION}
 IMAGE_REGISTRY=${IMAGE_REGISTRY:-ghcr.io/exalsius/exalsius-operator}

@@ -41,18 +41,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	"github.com/exalsius/exalsius-operator/common/scheme"
 )
-
-const (
-	// SecretSuffix is appended to a ClusterDeployment's name to name its kubeconfig Secret.
-	SecretSuffix = "-kubeconfig"
-	// SecretKey is the data key of the kubeconfig in that Secret.
-	SecretKey = "value"
-)
-
-// SecretName returns the name of a ClusterDeployment's kubeconfig Secret.
-func SecretName(cdName string) string { return cdName + SecretSuffix }
 
 // Options configure a Cache. Zero values take the defaults named on each field.
 type Options struct {
@@ -368,7 +359,7 @@ func (c *Cache) secretVersion(ctx context.Context, key types.NamespacedName) (st
 	}
 	m := &metav1.PartialObjectMetadata{}
 	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
-	name := types.NamespacedName{Namespace: key.Namespace, Name: SecretName(key.Name)}
+	name := types.NamespacedName{Namespace: key.Namespace, Name: k0rdentv1beta1.KubeconfigSecretName(key.Name)}
 	if err := c.opts.MetadataReader.Get(ctx, name, m); err != nil {
 		if apierrors.IsNotFound(err) {
 			return "", &UnreachableError{Cluster: key, Reason: ReasonKubeconfigMissing,
@@ -383,7 +374,7 @@ func (c *Cache) secretVersion(ctx context.Context, key types.NamespacedName) (st
 func (c *Cache) readKubeconfig(ctx context.Context, key types.NamespacedName) ([]byte, string, error) {
 	c.secretReads.Add(1)
 	secret := &corev1.Secret{}
-	name := types.NamespacedName{Namespace: key.Namespace, Name: SecretName(key.Name)}
+	name := types.NamespacedName{Namespace: key.Namespace, Name: k0rdentv1beta1.KubeconfigSecretName(key.Name)}
 	if err := c.opts.Reader.Get(ctx, name, secret); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, "", &UnreachableError{Cluster: key, Reason: ReasonKubeconfigMissing,
@@ -391,10 +382,10 @@ func (c *Cache) readKubeconfig(ctx context.Context, key types.NamespacedName) ([
 		}
 		return nil, "", fmt.Errorf("reading kubeconfig Secret %s: %w", name, err)
 	}
-	data := secret.Data[SecretKey]
+	data := secret.Data[k0rdentv1beta1.KubeconfigSecretKey]
 	if len(data) == 0 {
 		return nil, "", &UnreachableError{Cluster: key, Reason: ReasonKubeconfigInvalid,
-			Err: fmt.Errorf("Secret %s has no data key %q", name, SecretKey)}
+			Err: fmt.Errorf("Secret %s has no data key %q", name, k0rdentv1beta1.KubeconfigSecretKey)}
 	}
 	return data, secret.ResourceVersion, nil
 }

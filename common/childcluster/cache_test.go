@@ -17,6 +17,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	"github.com/exalsius/exalsius-operator/common/testing/childtest"
 	"github.com/exalsius/exalsius-operator/common/testing/testenv"
 )
@@ -164,7 +165,7 @@ func TestSecretRotationRebuilds(t *testing.T) {
 
 	// A label edit moves the resourceVersion but not the data: no rebuild.
 	secret := &corev1.Secret{}
-	if err := mgmt.Client.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: SecretName(key.Name)}, secret); err != nil {
+	if err := mgmt.Client.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: k0rdentv1beta1.KubeconfigSecretName(key.Name)}, secret); err != nil {
 		t.Fatal(err)
 	}
 	secret.Labels["touched"] = "yes"

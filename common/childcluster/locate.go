@@ -148,7 +148,7 @@ func (l *Locator) Locate(ctx context.Context, key types.NamespacedName) (data []
 		// The lookup itself failed (say RBAC refuses SveltosClusters): the cluster's kubeconfig is
 		// still missing as far as anyone can tell; say why without failing harder than that.
 		err = &UnreachableError{Cluster: key, Reason: ReasonKubeconfigMissing,
-			Err: fmt.Errorf("Secret %s not found, and looking for an adopted or regional cluster failed: %w", SecretName(key.Name), err)}
+			Err: fmt.Errorf("Secret %s not found, and looking for an adopted or regional cluster failed: %w", k0rdentv1beta1.KubeconfigSecretName(key.Name), err)}
 		found = true
 	}
 	return data, found, err
@@ -231,7 +231,7 @@ func (l *Locator) readRegional(ctx context.Context, key types.NamespacedName) ([
 		return nil, true, &UnreachableError{Cluster: key, Reason: ReasonKubeconfigInvalid, Err: fmt.Errorf("a client for Region %s: %w", cred.Spec.Region, err)}
 	}
 	secret := &corev1.Secret{}
-	ref := types.NamespacedName{Namespace: key.Namespace, Name: SecretName(key.Name)}
+	ref := types.NamespacedName{Namespace: key.Namespace, Name: k0rdentv1beta1.KubeconfigSecretName(key.Name)}
 	l.countRead(nil) // on the regional cluster
 	if err := rc.Get(ctx, ref, secret); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -245,10 +245,10 @@ func (l *Locator) readRegional(ctx context.Context, key types.NamespacedName) ([
 		return nil, true, &UnreachableError{Cluster: key, Reason: reason,
 			Err: fmt.Errorf("reading Secret %s on the cluster of Region %s: %w", ref, cred.Spec.Region, err)}
 	}
-	data := secret.Data[SecretKey]
+	data := secret.Data[k0rdentv1beta1.KubeconfigSecretKey]
 	if len(data) == 0 {
 		return nil, true, &UnreachableError{Cluster: key, Reason: ReasonKubeconfigInvalid,
-			Err: fmt.Errorf("Secret %s on the cluster of Region %s has no data key %q", ref, cred.Spec.Region, SecretKey)}
+			Err: fmt.Errorf("Secret %s on the cluster of Region %s has no data key %q", ref, cred.Spec.Region, k0rdentv1beta1.KubeconfigSecretKey)}
 	}
 	return data, true, nil
 }
@@ -264,7 +264,7 @@ func (l *Locator) regionKubeconfig(ctx context.Context, key types.NamespacedName
 		return nil, fmt.Errorf("reading Region %s: %w", region, err)
 	}
 	var ref types.NamespacedName
-	dataKey := SecretKey
+	dataKey := k0rdentv1beta1.KubeconfigSecretKey
 	if name, _, _ := unstructured.NestedString(r.Object, "spec", "kubeConfig", "name"); name != "" {
 		ref = types.NamespacedName{Namespace: l.SystemNamespace, Name: name}
 		if k, _, _ := unstructured.NestedString(r.Object, "spec", "kubeConfig", "key"); k != "" {
@@ -275,7 +275,7 @@ func (l *Locator) regionKubeconfig(ctx context.Context, key types.NamespacedName
 		if ns == "" {
 			ns = l.SystemNamespace
 		}
-		ref = types.NamespacedName{Namespace: ns, Name: SecretName(name)}
+		ref = types.NamespacedName{Namespace: ns, Name: k0rdentv1beta1.KubeconfigSecretName(name)}
 	} else {
 		return nil, &UnreachableError{Cluster: key, Reason: ReasonKubeconfigInvalid,
 			Err: fmt.Errorf("Region %s names neither spec.kubeConfig nor spec.clusterDeployment", region)}
@@ -316,7 +316,7 @@ func (c *Cache) Find(ctx context.Context, key types.NamespacedName) (indirect bo
 	}
 	m := &metav1.PartialObjectMetadata{}
 	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
-	name := types.NamespacedName{Namespace: key.Namespace, Name: SecretName(key.Name)}
+	name := types.NamespacedName{Namespace: key.Namespace, Name: k0rdentv1beta1.KubeconfigSecretName(key.Name)}
 	err = reader.Get(ctx, name, m)
 	if err == nil {
 		return false, nil

@@ -109,8 +109,8 @@ func TestAdoptedAndRegionalClusters(t *testing.T) {
 	if _, err := c.Get(ctx, ns, "regional-child"); UnreachableReason(err) != ReasonKubeconfigMissing {
 		t.Fatalf("before the regional Secret exists: want KubeconfigMissing, got %v", err)
 	}
-	create(regional.Client, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: SecretName("regional-child")},
-		Data: map[string][]byte{SecretKey: leaf.Kubeconfig}})
+	create(regional.Client, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: k0rdentv1beta1.KubeconfigSecretName("regional-child")},
+		Data: map[string][]byte{k0rdentv1beta1.KubeconfigSecretKey: leaf.Kubeconfig}})
 	cl, err := c.Get(ctx, ns, "regional-child")
 	if err != nil {
 		t.Fatalf("regional child: %v", err)

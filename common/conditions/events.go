@@ -2,12 +2,13 @@ package conditions
 
 import (
 	"fmt"
-	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
+
+	"github.com/exalsius/exalsius-operator/common/text"
 )
 
 // maxNoteBytes is the longest note events.k8s.io/v1 accepts.
@@ -104,7 +105,7 @@ func RecordTransitions(recorder events.EventRecorder, obj runtime.Object, before
 		if note == "" {
 			note = fmt.Sprintf("%s is %s", t.After.Type, t.After.Status)
 		}
-		recorder.Eventf(obj, cfg.related, eventType(t.After, cfg.negative[t.After.Type]), reason, t.After.Type, "%s", truncate(note, maxNoteBytes))
+		recorder.Eventf(obj, cfg.related, eventType(t.After, cfg.negative[t.After.Type]), reason, t.After.Type, "%s", text.Truncate(note, maxNoteBytes))
 	}
 	return ts
 }
@@ -118,17 +119,4 @@ func eventType(c metav1.Condition, negative bool) string {
 		return corev1.EventTypeWarning
 	}
 	return corev1.EventTypeNormal
-}
-
-// truncate cuts s to at most n bytes without splitting a UTF-8 character.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	const ellipsis = "..."
-	cut := n - len(ellipsis)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + ellipsis
 }

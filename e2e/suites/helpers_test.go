@@ -303,7 +303,7 @@ func kubectlRaw(ctx context.Context, args ...string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer os.RemoveAll(cache)
+	defer func() { _ = os.RemoveAll(cache) }() // a leftover temp folder fails no test
 	out, err := exec.CommandContext(ctx, bin, append([]string{"--cache-dir", cache}, args...)...).CombinedOutput()
 	return string(out), err
 }

@@ -21,7 +21,16 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 )
 
-var components = []string{"colony-controller", "workspace-controller", "inventory-collector", "webhook"}
+// components reads the component list (common/components/names, one a line): this module builds
+// alone, without common.
+func components(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot(t), "common", "components", "names"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Fields(string(b))
+}
 
 func repoRoot(t *testing.T) string {
 	t.Helper()
@@ -47,7 +56,7 @@ func TestImages(t *testing.T) {
 	}
 	wantVersion := os.Getenv("EXALSIUS_IMAGES_VERSION")
 	registry, tag := os.Getenv("EXALSIUS_IMAGES_REGISTRY"), os.Getenv("EXALSIUS_IMAGES_TAG")
-	for _, c := range components {
+	for _, c := range components(t) {
 		t.Run(c, func(t *testing.T) {
 			idx, names := openLayout(t, filepath.Join(dir, c+".tar"))
 			if err := checkName(names["io.containerd.image.name"]); err != nil {
@@ -189,7 +198,7 @@ func TestPause(t *testing.T) {
 	// program's start ends it by the signal. Anything else (another status, another signal) is wrong.
 	err := cmd.Wait()
 	var exit *exec.ExitError
-	if err != nil && !(errors.As(err, &exit) && exit.Sys().(syscall.WaitStatus).Signal() == syscall.SIGTERM) {
+	if err != nil && (!errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGTERM) {
 		t.Errorf("pause on SIGTERM: %v, want exit status 0", err)
 	}
 }

@@ -65,7 +65,7 @@ type Options struct {
 	Licenses  string // SPDX expression
 	Out       string // OCI layout tarball to write; empty writes none
 	Push      []string
-	Log       io.Writer
+	Log       io.Writer // progress lines; one that cannot be written fails no build
 }
 
 func main() {
@@ -217,7 +217,7 @@ func Build(o Options) (v1.Hash, error) {
 		if err := writeLayoutTar(o, idx, created); err != nil {
 			return v1.Hash{}, err
 		}
-		fmt.Fprintf(o.Log, "[images] %s: wrote %s (index %s)\n", o.Component, o.Out, digest)
+		_, _ = fmt.Fprintf(o.Log, "[images] %s: wrote %s (index %s)\n", o.Component, o.Out, digest)
 	}
 	for _, ref := range o.Push {
 		r, err := name.ParseReference(ref)
@@ -227,7 +227,7 @@ func Build(o Options) (v1.Hash, error) {
 		if err := remote.WriteIndex(r, idx, remote.WithAuthFromKeychain(authn.DefaultKeychain)); err != nil {
 			return v1.Hash{}, fmt.Errorf("pushing %s: %w", ref, err)
 		}
-		fmt.Fprintf(o.Log, "[images] %s: pushed %s@%s\n", o.Component, ref, digest)
+		_, _ = fmt.Fprintf(o.Log, "[images] %s: pushed %s@%s\n", o.Component, ref, digest)
 	}
 	return digest, nil
 }
@@ -257,7 +257,7 @@ func goBuild(o Options, plat *v1.Platform) ([]byte, error) {
 	}
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = o.Log, o.Log
-	fmt.Fprintf(o.Log, "[images] %s: go build for %s\n", o.Component, plat)
+	_, _ = fmt.Fprintf(o.Log, "[images] %s: go build for %s\n", o.Component, plat)
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("go build in %s for %s: %w", dir, plat, err)
 	}

@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -184,8 +183,8 @@ func (r *Reconciler) serviceToColony(ctx context.Context, obj client.Object) []r
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: obj.GetNamespace(), Name: cdName}, cd); err != nil {
 		return nil
 	}
-	if ref := metav1.GetControllerOfNoCopy(cd); ref != nil && ref.Kind == "Colony" {
-		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: cd.Namespace, Name: ref.Name}}}
+	if owner := infrav1.ControllingColony(cd); owner != "" {
+		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: cd.Namespace, Name: owner}}}
 	}
 	return nil
 }

@@ -174,9 +174,8 @@ func colonyChanged() predicate.Predicate {
 // secretToColony maps a Secret to the Colony it concerns: the Colony that controls it (its
 // aggregated kubeconfig), or the Colony that controls the ClusterDeployment whose kubeconfig it is.
 func (r *Reconciler) secretToColony(ctx context.Context, obj client.Object) []reconcile.Request {
-	if ref := metav1.GetControllerOfNoCopy(obj); ref != nil && ref.Kind == "Colony" &&
-		strings.HasPrefix(ref.APIVersion, infrav1.GroupVersion.Group+"/") {
-		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: ref.Name}}}
+	if owner := infrav1.ControllingColony(obj); owner != "" {
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: owner}}}
 	}
 	prefix, ok := strings.CutSuffix(obj.GetName(), k0rdentv1beta1.KubeconfigSecretSuffix)
 	if !ok || prefix == "" {
@@ -186,9 +185,8 @@ func (r *Reconciler) secretToColony(ctx context.Context, obj client.Object) []re
 	// `<cd>-kubeconfig`: the kubeconfig of a ClusterDeployment a Colony controls.
 	cd := &k0rdentv1beta1.ClusterDeployment{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: obj.GetNamespace(), Name: prefix}, cd); err == nil {
-		if ref := metav1.GetControllerOfNoCopy(cd); ref != nil && ref.Kind == "Colony" &&
-			strings.HasPrefix(ref.APIVersion, infrav1.GroupVersion.Group+"/") {
-			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: cd.Namespace, Name: ref.Name}})
+		if owner := infrav1.ControllingColony(cd); owner != "" {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: cd.Namespace, Name: owner}})
 		}
 	}
 	// `<colony>-kubeconfig` that the Colony does not control (yet): a name conflict to report, or
@@ -342,7 +340,8 @@ func (r *Reconciler) reconcileEntry(ctx context.Context, colony *infrav1.Colony,
 		st.phase, st.message = clusterProvisioning, err.Error()
 		return st, errors.Join(retErr, err)
 	}
-	if owner := colonyControllerOf(secret); secret != nil && owner != "" {
+	if secret != nil && infrav1.ControllingColony(secret) != "" {
+		owner := infrav1.ControllingColony(secret)
 		// Colony `a`'s cluster `b` and Colony `a-b` both want the Secret `a-b-kubeconfig`; the
 		// webhook refuses such names, but Colonies made without it (or before it) can still clash.
 		st.invalid = fmt.Sprintf("%s: the kubeconfig Secret %s of ClusterDeployment %s is Colony %s's own kubeconfig Secret: "+
@@ -372,18 +371,6 @@ func (r *Reconciler) reconcileEntry(ctx context.Context, colony *infrav1.Colony,
 	}
 	st.phase, st.message = readiness(conds, missing)
 	return st, retErr
-}
-
-// colonyControllerOf returns the name of the Colony that controls obj, or "".
-func colonyControllerOf(obj *metav1.PartialObjectMetadata) string {
-	if obj == nil {
-		return ""
-	}
-	if ref := metav1.GetControllerOfNoCopy(obj); ref != nil && ref.Kind == "Colony" &&
-		strings.HasPrefix(ref.APIVersion, infrav1.GroupVersion.Group+"/") {
-		return ref.Name
-	}
-	return ""
 }
 
 // recordTransitions emits an event for each of the Colony's condition transitions.

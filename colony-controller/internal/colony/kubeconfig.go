@@ -483,8 +483,7 @@ func (r *Reconciler) foreignSecretMessage(ctx context.Context, colony *infrav1.C
 	cd := &k0rdentv1beta1.ClusterDeployment{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: colony.Namespace, Name: colony.Name}, cd); err == nil {
 		who := "ClusterDeployment " + cd.Name
-		if ref := metav1.GetControllerOfNoCopy(cd); ref != nil && ref.Kind == "Colony" {
-			owner := ref.Name
+		if owner := infrav1.ControllingColony(cd); owner != "" {
 			who = fmt.Sprintf("ClusterDeployment %s (cluster %s of Colony %s)", cd.Name, cd.GetLabels()[infrav1.ColonyClusterLabel], owner)
 		}
 		return fmt.Sprintf("Secret %s is the kubeconfig Secret of %s: the names clash; rename this Colony or that cluster", name, who)

@@ -15,6 +15,7 @@ import (
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	"github.com/exalsius/exalsius-operator/common/bootstrap"
 	"github.com/exalsius/exalsius-operator/common/childcluster"
+	"github.com/exalsius/exalsius-operator/common/text"
 )
 
 // clusterPhase is the state of one Colony entry.
@@ -94,21 +95,9 @@ func describe(c *metav1.Condition) string {
 		s += " (" + c.Reason + ")"
 	}
 	if c.Message != "" {
-		s += ": " + truncate(c.Message, maxQuotedMessage)
+		s += ": " + text.Truncate(c.Message, maxQuotedMessage)
 	}
 	return s
-}
-
-// truncate cuts s to at most n bytes without splitting a UTF-8 sequence, marking the cut.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for cut > 0 && s[cut]&0xC0 == 0x80 {
-		cut--
-	}
-	return s[:cut] + "..."
 }
 
 // secretMetadata returns a Secret's metadata, or nil when it does not exist, reading only the

@@ -53,13 +53,7 @@ func TestReadiness(t *testing.T) {
 	}
 }
 
-func TestTruncate(t *testing.T) {
-	if got := truncate("héllo", 2); got != "h..." {
-		t.Errorf("truncate split a character: %q", got)
-	}
-	if got := truncate("abc", 3); got != "abc" {
-		t.Errorf("short string changed: %q", got)
-	}
+func TestDescribeBoundsMessage(t *testing.T) {
 	long := strings.Repeat("x", 500)
 	if got := describe(&metav1.Condition{Type: "Ready", Status: "False", Message: long}); len(got) > maxQuotedMessage+40 {
 		t.Errorf("describe does not bound the message: %d bytes", len(got))

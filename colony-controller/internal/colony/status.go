@@ -13,6 +13,7 @@ import (
 
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
 	"github.com/exalsius/exalsius-operator/common/conditions"
+	"github.com/exalsius/exalsius-operator/common/text"
 )
 
 // maxConditionMessage bounds the Colony's condition messages (the API allows 32768 bytes).
@@ -83,7 +84,7 @@ func computeStatus(colony *infrav1.Colony, obs *observation) infrav1.ColonyStatu
 		if len(waiting) > 0 {
 			msg = "waiting for ClusterDeployments to be deleted: " + strings.Join(waiting, ", ")
 		}
-		msg = truncate(msg, maxConditionMessage)
+		msg = text.Truncate(msg, maxConditionMessage)
 		setCondition(&st, infrav1.ColonyClustersReadyCondition, metav1.ConditionFalse, infrav1.ColonyReasonDeleting, msg)
 		setCondition(&st, infrav1.ColonyReadyCondition, metav1.ConditionFalse, infrav1.ColonyReasonDeleting, msg)
 		setKstatusConditions(&st)
@@ -136,7 +137,7 @@ func computeStatus(colony *infrav1.Colony, obs *observation) infrav1.ColonyStatu
 	if len(obs.removing) > 0 {
 		parts = append(parts, "deleting ClusterDeployments of removed entries: "+strings.Join(obs.removing, ", "))
 	}
-	msg := truncate(strings.Join(parts, ". "), maxConditionMessage)
+	msg := text.Truncate(strings.Join(parts, ". "), maxConditionMessage)
 
 	status, reason := metav1.ConditionFalse, infrav1.ColonyReasonClustersNotReady
 	switch {
@@ -154,14 +155,14 @@ func computeStatus(colony *infrav1.Colony, obs *observation) infrav1.ColonyStatu
 	switch {
 	case obs.kubeconfig.conflict != "":
 		setCondition(&st, infrav1.ColonyReadyCondition, metav1.ConditionFalse, infrav1.ColonyReasonKubeconfigSecretFailed,
-			truncate(obs.kubeconfig.conflict, maxConditionMessage))
+			text.Truncate(obs.kubeconfig.conflict, maxConditionMessage))
 	case status == metav1.ConditionTrue && len(obs.kubeconfig.shards) > 1:
 		setCondition(&st, infrav1.ColonyReadyCondition, status, reason,
-			truncate(msg+fmt.Sprintf(". Kubeconfigs in Secrets %s (index in %s)", strings.Join(obs.kubeconfig.shards, ", "),
+			text.Truncate(msg+fmt.Sprintf(". Kubeconfigs in Secrets %s (index in %s)", strings.Join(obs.kubeconfig.shards, ", "),
 				st.KubeconfigSecretName), maxConditionMessage))
 	case status == metav1.ConditionTrue && st.KubeconfigSecretName != "":
 		setCondition(&st, infrav1.ColonyReadyCondition, status, reason,
-			truncate(msg+fmt.Sprintf(". Kubeconfig in Secret %s", st.KubeconfigSecretName), maxConditionMessage))
+			text.Truncate(msg+fmt.Sprintf(". Kubeconfig in Secret %s", st.KubeconfigSecretName), maxConditionMessage))
 	default:
 		setCondition(&st, infrav1.ColonyReadyCondition, status, reason, msg)
 	}

@@ -147,7 +147,7 @@ func TestRBACIsNotWidened(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []string{"colony-controller", "workspace-controller", "inventory-collector", "webhook"} {
+	for _, c := range components {
 		if !strings.Contains(string(readme), "| "+c+" | Secrets") {
 			t.Errorf("the chart README gives no reason for the Secret rule of %s", c)
 		}

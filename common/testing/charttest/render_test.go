@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	allcomponents "github.com/exalsius/exalsius-operator/common/components"
 )
 
 const (
@@ -22,7 +24,7 @@ const (
 	kubeVersion      = "v1.37.2"
 )
 
-var components = []string{"colony-controller", "workspace-controller", "inventory-collector", "webhook"}
+var components = allcomponents.Names()
 
 // repoRoot is the directory holding go.work.
 func repoRoot(t testing.TB) string {

@@ -39,6 +39,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	"github.com/exalsius/exalsius-operator/common/scheme"
 )
 
@@ -46,8 +47,6 @@ const (
 	// EnvVerbose names the variable that, set to 1 or true, attaches the servers' output to the test's stdout/stderr.
 	EnvVerbose = "TESTENV_VERBOSE"
 
-	// KubeconfigSecretKey is the data key of a ClusterDeployment's kubeconfig Secret.
-	KubeconfigSecretKey = "value"
 	// KubeconfigSecretType is the type Cluster API gives kubeconfig Secrets.
 	KubeconfigSecretType corev1.SecretType = "cluster.x-k8s.io/secret"
 	// ClusterNameLabel labels a kubeconfig Secret with the name of its cluster.
@@ -269,7 +268,7 @@ func (m *Management) WriteKubeconfigSecret(ctx context.Context, namespace, cdNam
 	if err := ensureNamespace(ctx, m.Client, namespace); err != nil {
 		return err
 	}
-	name := cdName + "-kubeconfig"
+	name := k0rdentv1beta1.KubeconfigSecretName(cdName)
 	secret := &corev1.Secret{}
 	err := m.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, secret)
 	switch {
@@ -281,7 +280,7 @@ func (m *Management) WriteKubeconfigSecret(ctx context.Context, namespace, cdNam
 				Labels:    map[string]string{ClusterNameLabel: cdName},
 			},
 			Type: KubeconfigSecretType,
-			Data: map[string][]byte{KubeconfigSecretKey: kubeconfig},
+			Data: map[string][]byte{k0rdentv1beta1.KubeconfigSecretKey: kubeconfig},
 		}
 		if err := m.Client.Create(ctx, secret); err != nil {
 			return fmt.Errorf("creating Secret %s/%s: %w", namespace, name, err)
@@ -297,7 +296,7 @@ func (m *Management) WriteKubeconfigSecret(ctx context.Context, namespace, cdNam
 	if secret.Data == nil {
 		secret.Data = map[string][]byte{}
 	}
-	secret.Data[KubeconfigSecretKey] = kubeconfig
+	secret.Data[k0rdentv1beta1.KubeconfigSecretKey] = kubeconfig
 	if err := m.Client.Update(ctx, secret); err != nil {
 		return fmt.Errorf("updating Secret %s/%s: %w", namespace, name, err)
 	}

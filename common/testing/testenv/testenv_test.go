@@ -27,6 +27,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 )
 
 const wantKubeVersion = "v1.37.2"
@@ -182,7 +183,7 @@ func TestWriteKubeconfigSecretReachesChild(t *testing.T) {
 		t.Errorf("label %s = %q, want %q", ClusterNameLabel, got, cd)
 	}
 
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(secret.Data[KubeconfigSecretKey])
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(secret.Data[k0rdentv1beta1.KubeconfigSecretKey])
 	if err != nil {
 		t.Fatalf("parsing kubeconfig from the Secret: %v", err)
 	}

@@ -36,7 +36,7 @@ func runAs(t *testing.T, name string) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer src.Close()
+	defer func() { _ = src.Close() }() // read only: nothing to lose
 	bin := filepath.Join(t.TempDir(), name)
 	dst, err := os.OpenFile(bin, os.O_CREATE|os.O_WRONLY, 0o755)
 	if err != nil {

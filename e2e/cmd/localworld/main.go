@@ -199,8 +199,15 @@ func lock(path string) (func(), error) {
 	for attempt := 0; attempt < 2; attempt++ {
 		f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 		if err == nil {
-			fmt.Fprintf(f, "%d\n", os.Getpid())
-			_ = f.Close()
+			// A lock without its pid reads as stale to the next run, which would take it over.
+			_, werr := fmt.Fprintf(f, "%d\n", os.Getpid())
+			if cerr := f.Close(); werr == nil {
+				werr = cerr
+			}
+			if werr != nil {
+				_ = os.Remove(path)
+				return nil, fmt.Errorf("writing the lock %s: %w", path, werr)
+			}
 			var once sync.Once
 			return func() { once.Do(func() { _ = os.Remove(path) }) }, nil
 		}

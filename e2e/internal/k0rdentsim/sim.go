@@ -21,6 +21,7 @@ package k0rdentsim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -122,7 +123,9 @@ func Start(ctx context.Context, o Options) (*Simulator, error) {
 	if !o.NoAdmission {
 		if s.admission, err = startAdmission(ctx, c, mgr.GetAPIReader()); err != nil {
 			cancel()
-			<-s.done
+			if mgrErr := <-s.done; mgrErr != nil {
+				err = errors.Join(err, fmt.Errorf("k0rdentsim: manager: %w", mgrErr))
+			}
 			return nil, err
 		}
 	}

@@ -113,7 +113,8 @@ func StartWorld(ctx context.Context, o WorldOptions) (w *World, err error) {
 }
 
 func (w *World) progress(format string, args ...any) {
-	fmt.Fprintf(w.out, "[node] "+format+"\n", args...)
+	// Progress lines go to the test log: one that cannot be written is no reason to fail a run.
+	_, _ = fmt.Fprintf(w.out, "[node] "+format+"\n", args...)
 }
 
 // Helm runs helm against the management cluster and returns its combined output.
@@ -167,12 +168,16 @@ func (w *World) DumpLogs(out io.Writer, lines int) {
 	}
 	if w.Node != nil {
 		for _, p := range w.Node.Processes() {
-			fmt.Fprintf(out, "\n===== %s (%s), last %d lines =====\n%s\n", p.Name, p.LogPath, lines, p.Tail(lines))
+			if _, err := fmt.Fprintf(out, "\n===== %s (%s), last %d lines =====\n%s\n", p.Name, p.LogPath, lines, p.Tail(lines)); err != nil {
+				return // out is broken: the rest would not arrive either
+			}
 		}
 	}
 	logs, _ := filepath.Glob("/var/log/pods/" + Namespace + "_*/*/*.log")
 	for _, l := range logs {
-		fmt.Fprintf(out, "\n===== pod log %s, last %d lines =====\n%s\n", l, lines, world.TailFile(l, lines))
+		if _, err := fmt.Fprintf(out, "\n===== pod log %s, last %d lines =====\n%s\n", l, lines, world.TailFile(l, lines)); err != nil {
+			return
+		}
 	}
 }
 

@@ -176,7 +176,7 @@ func layoutNames(tarball string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only: nothing to lose
 	tr := tar.NewReader(f)
 	for {
 		h, err := tr.Next()

@@ -240,12 +240,16 @@ func runLogged(ctx context.Context, logPath string, env []string, name string, a
 	if err != nil {
 		return err
 	}
-	defer f.Close()
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = f, f
-	if err := cmd.Run(); err != nil {
+	err = cmd.Run()
+	cerr := f.Close()
+	if err != nil {
 		return fmt.Errorf("%s %s: %v (log %s)", name, strings.Join(args, " "), err, logPath)
+	}
+	if cerr != nil {
+		return fmt.Errorf("%s %s: writing its log %s: %w", name, strings.Join(args, " "), logPath, cerr)
 	}
 	return nil
 }
@@ -255,6 +259,6 @@ func freePort() (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }() // only its port was wanted
 	return l.Addr().(*net.TCPAddr).Port, nil
 }

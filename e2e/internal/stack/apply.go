@@ -74,7 +74,7 @@ func Apply(ctx context.Context, c client.Client, objs []*unstructured.Unstructur
 	for _, o := range objs {
 		o = o.DeepCopy()
 		o.SetResourceVersion("")
-		if err := c.Patch(ctx, o, client.Apply, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
 			return fmt.Errorf("applying %s %s: %w", o.GetKind(), client.ObjectKeyFromObject(o), err)
 		}
 	}

@@ -42,14 +42,14 @@ func EnsureBinaries(ctx context.Context, repoRoot, binDir string, components []s
 		if st, err := os.Stat(bin); err == nil && !st.ModTime().Before(src) {
 			continue
 		}
-		fmt.Fprintf(out, "[stack] building %s into %s (missing or older than its sources)\n", name, binDir)
+		_, _ = fmt.Fprintf(out, "[stack] building %s into %s (missing or older than its sources)\n", name, binDir)
 		start := time.Now()
 		cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
 		cmd.Dir = filepath.Join(repoRoot, name)
 		if b, err := cmd.CombinedOutput(); err != nil {
 			return "", fmt.Errorf("building %s: %w\n%s", name, err, b)
 		}
-		fmt.Fprintf(out, "[stack] built %s in %s\n", name, time.Since(start).Round(time.Second))
+		_, _ = fmt.Fprintf(out, "[stack] built %s in %s\n", name, time.Since(start).Round(time.Second))
 	}
 	return binDir, nil
 }

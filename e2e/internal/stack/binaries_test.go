@@ -32,8 +32,7 @@ func TestEnsureBinariesRebuildsStaleOnes(t *testing.T) {
 	if _, err := EnsureBinaries(ctx, root, bin, []string{"comp"}, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	st, err := os.Stat(filepath.Join(bin, "comp"))
-	if err != nil {
+	if _, err := os.Stat(filepath.Join(bin, "comp")); err != nil {
 		t.Fatalf("a missing binary was not built: %v", err)
 	}
 	// Mark the binary old, but newer than the sources: it must be kept.
@@ -49,7 +48,7 @@ func TestEnsureBinariesRebuildsStaleOnes(t *testing.T) {
 	if _, err := EnsureBinaries(ctx, root, bin, []string{"comp"}, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	if st, _ = os.Stat(filepath.Join(bin, "comp")); !st.ModTime().Equal(old) {
+	if st, err := os.Stat(filepath.Join(bin, "comp")); err != nil || !st.ModTime().Equal(old) {
 		t.Fatal("an up-to-date binary was rebuilt")
 	}
 	// A change in common makes it stale.
@@ -59,7 +58,7 @@ func TestEnsureBinariesRebuildsStaleOnes(t *testing.T) {
 	if _, err := EnsureBinaries(ctx, root, bin, []string{"comp"}, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	if st, _ = os.Stat(filepath.Join(bin, "comp")); st.ModTime().Equal(old) {
+	if st, err := os.Stat(filepath.Join(bin, "comp")); err != nil || st.ModTime().Equal(old) {
 		t.Fatal("a binary older than common's sources was not rebuilt")
 	}
 }

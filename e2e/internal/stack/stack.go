@@ -18,12 +18,23 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/exalsius/exalsius-operator/common/components"
 	"github.com/exalsius/exalsius-operator/e2e/internal/k0rdentsim"
 	"github.com/exalsius/exalsius-operator/e2e/internal/world"
 )
 
-// Components are the four binaries, in start order.
-var Components = []string{"webhook", "colony-controller", "workspace-controller", "inventory-collector"}
+// Components are the four binaries, in start order: the webhook first, then the others as listed.
+var Components = startOrder(components.Names())
+
+func startOrder(names []string) []string {
+	out := []string{"webhook"}
+	for _, n := range names {
+		if n != "webhook" {
+			out = append(out, n)
+		}
+	}
+	return out
+}
 
 // SystemNamespace is where the components keep their leader-election leases and webhook state.
 const SystemNamespace = "exalsius-system"
@@ -141,7 +152,8 @@ func Start(ctx context.Context, o Options) (s *Stack, err error) {
 }
 
 func (s *Stack) progress(format string, args ...any) {
-	fmt.Fprintf(s.out, "[stack] "+format+"\n", args...)
+	// Progress lines go to the test log: one that cannot be written is no reason to fail a run.
+	_, _ = fmt.Fprintf(s.out, "[stack] "+format+"\n", args...)
 }
 
 // DumpLogs writes the tail of every log of the world, the simulator and the components.
@@ -156,7 +168,9 @@ func (s *Stack) DumpLogs(out io.Writer, lines int) {
 	sort.Strings(names)
 	for _, n := range names {
 		p := s.Components[n].Process
-		fmt.Fprintf(out, "\n===== %s (%s), last %d lines =====\n%s\n", p.Name, p.LogPath, lines, p.Tail(lines))
+		if _, err := fmt.Fprintf(out, "\n===== %s (%s), last %d lines =====\n%s\n", p.Name, p.LogPath, lines, p.Tail(lines)); err != nil {
+			return // out is broken: the rest would not arrive either
+		}
 	}
 }
 

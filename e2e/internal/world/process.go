@@ -50,7 +50,10 @@ func (p *Process) Start() error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(f, "==== %s: starting %s %q\n", time.Now().Format(time.RFC3339), p.Path, p.Args)
+	if _, err := fmt.Fprintf(f, "==== %s: starting %s %q\n", time.Now().Format(time.RFC3339), p.Path, p.Args); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("writing the log of %s: %w", p.Name, err)
+	}
 	cmd := exec.Command(p.Path, p.Args...)
 	cmd.Env = append(os.Environ(), p.Env...)
 	cmd.Stdout = f
@@ -71,7 +74,9 @@ func (p *Process) Start() error {
 		p.mu.Lock()
 		p.exitErr = err
 		p.mu.Unlock()
-		fmt.Fprintf(f, "==== %s: exited: %v\n", time.Now().Format(time.RFC3339), err)
+		// The process is gone and its exit recorded above: a log line that cannot be written has no
+		// one left to tell.
+		_, _ = fmt.Fprintf(f, "==== %s: exited: %v\n", time.Now().Format(time.RFC3339), err)
 		_ = f.Close()
 		close(done)
 	}()
@@ -183,7 +188,7 @@ func TailFile(path string, n int) string {
 	if err != nil {
 		return fmt.Sprintf("(no log: %v)", err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only: nothing to lose
 	const maxRead = 256 << 10
 	st, err := f.Stat()
 	if err != nil {

@@ -103,7 +103,8 @@ func Start(ctx context.Context, opts Options) (_ *World, err error) {
 }
 
 func (w *World) progress(format string, args ...any) {
-	fmt.Fprintf(w.out, "[world] "+format+"\n", args...)
+	// Progress lines go to the test log: one that cannot be written is no reason to fail a run.
+	_, _ = fmt.Fprintf(w.out, "[world] "+format+"\n", args...)
 }
 
 // RegisterLog adds a log file of an in-process part (the simulator, a component) to DumpLogs.
@@ -171,7 +172,9 @@ func sortedKeys[V any](m map[string]V) []string {
 // DumpLogs writes the last lines of every log of the world to out, for a failed test.
 func (w *World) DumpLogs(out io.Writer, lines int) {
 	for _, p := range w.Processes() {
-		fmt.Fprintf(out, "\n===== %s (%s), last %d lines =====\n%s\n", p.Name, p.LogPath, lines, p.Tail(lines))
+		if _, err := fmt.Fprintf(out, "\n===== %s (%s), last %d lines =====\n%s\n", p.Name, p.LogPath, lines, p.Tail(lines)); err != nil {
+			return // out is broken: the rest would not arrive either
+		}
 	}
 	w.mu.Lock()
 	extra := make(map[string]string, len(w.extra))
@@ -180,7 +183,9 @@ func (w *World) DumpLogs(out io.Writer, lines int) {
 	}
 	w.mu.Unlock()
 	for _, name := range sortedKeys(extra) {
-		fmt.Fprintf(out, "\n===== %s (%s), last %d lines =====\n%s\n", name, extra[name], lines, TailFile(extra[name], lines))
+		if _, err := fmt.Fprintf(out, "\n===== %s (%s), last %d lines =====\n%s\n", name, extra[name], lines, TailFile(extra[name], lines)); err != nil {
+			return
+		}
 	}
 }
 

@@ -30,10 +30,11 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/features"
 
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
+	allcomponents "github.com/exalsius/exalsius-operator/common/components"
 	"github.com/exalsius/exalsius-operator/e2e/internal/node"
 )
 
-var components = []string{"colony-controller", "workspace-controller", "inventory-collector", "webhook"}
+var components = allcomponents.Names()
 
 const (
 	podTimeout = 5 * time.Minute
@@ -271,7 +272,7 @@ func checkMetrics(ctx context.Context, t *testing.T) {
 			if err != nil {
 				return 0, "", err
 			}
-			defer resp.Body.Close()
+			defer func() { _ = resp.Body.Close() }() // read only: nothing to lose
 			b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 			return resp.StatusCode, string(b), nil
 		}

@@ -27,6 +27,7 @@ import (
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	"github.com/exalsius/exalsius-operator/common/childcluster"
+	"github.com/exalsius/exalsius-operator/common/text"
 	"github.com/exalsius/exalsius-operator/inventory-collector/internal/sharding"
 )
 
@@ -163,7 +164,7 @@ func (r *Reconciler) colonyForClusterDeployment(ctx context.Context, obj client.
 // named Secret, a Region's kubeconfig) through the cache's record of it (childcluster.Cache.Using).
 func (r *Reconciler) colonyForSecret(ctx context.Context, obj client.Object) []reconcile.Request {
 	var cds []types.NamespacedName
-	if cd, ok := strings.CutSuffix(obj.GetName(), childcluster.SecretSuffix); ok {
+	if cd, ok := strings.CutSuffix(obj.GetName(), k0rdentv1beta1.KubeconfigSecretSuffix); ok {
 		cds = append(cds, types.NamespacedName{Namespace: obj.GetNamespace(), Name: cd})
 		if adopted, ok := strings.CutSuffix(cd, "-sveltos"); ok && adopted != "" {
 			cds = append(cds, types.NamespacedName{Namespace: obj.GetNamespace(), Name: adopted})
@@ -199,12 +200,11 @@ func (r *Reconciler) colonyForClusterDeploymentKey(ctx context.Context, key type
 	return r.colonyForClusterDeployment(ctx, cd)
 }
 
-// colonyNameOf returns the Colony that controls a ClusterDeployment, by owner reference or label.
+// colonyNameOf returns the Colony that controls a ClusterDeployment, by controller owner reference or
+// label.
 func colonyNameOf(obj client.Object) string {
-	for _, ref := range obj.GetOwnerReferences() {
-		if ref.Kind == "Colony" && strings.HasPrefix(ref.APIVersion, infrav1.GroupVersion.Group+"/") {
-			return ref.Name
-		}
+	if owner := infrav1.ControllingColony(obj); owner != "" {
+		return owner
 	}
 	return obj.GetLabels()[infrav1.ColonyLabel]
 }
@@ -411,7 +411,7 @@ func (r *Reconciler) recordTransitions(colony *infrav1.Colony, written map[strin
 				"child cluster of ClusterDeployment %s is reachable again", name)
 		default:
 			r.Recorder.Eventf(colony, nil, corev1.EventTypeWarning, EventClusterUnreachable, "CollectInventory",
-				"child cluster of ClusterDeployment %s is unreachable; its last inventory is kept: %s", name, truncate(now.Message, 512))
+				"child cluster of ClusterDeployment %s is unreachable; its last inventory is kept: %s", name, text.Truncate(now.Message, 512))
 		}
 	}
 }

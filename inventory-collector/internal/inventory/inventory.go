@@ -17,6 +17,7 @@ import (
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
 	"github.com/exalsius/exalsius-operator/common/childcluster"
 	"github.com/exalsius/exalsius-operator/common/gpu"
+	"github.com/exalsius/exalsius-operator/common/text"
 )
 
 // maxMessage bounds the message of an unreachable child.
@@ -106,7 +107,7 @@ func contactTime(t time.Time, now metav1.Time) metav1.Time {
 // why the child cannot be reached. While the reason stays the same, the first message is kept, so that
 // retries with slightly different errors do not rewrite the status.
 func unreachableEntry(prev infrav1.ClusterGPUInventory, hadPrev bool, reason string, err error, now metav1.Time) infrav1.ClusterGPUInventory {
-	msg := truncate(fmt.Sprintf("%s: %v", reason, err), maxMessage)
+	msg := text.Truncate(fmt.Sprintf("%s: %v", reason, err), maxMessage)
 	e := infrav1.ClusterGPUInventory{Reachable: false, Message: msg, LastUpdated: now}
 	if hadPrev {
 		e.Offerings = prev.Offerings
@@ -191,11 +192,4 @@ func (r *Reconciler) applyInventory(ctx context.Context, colony *infrav1.Colony,
 		"status": status,
 	}}
 	return r.Client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldManager), client.ForceOwnership)
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n-3] + "..."
 }

@@ -96,8 +96,8 @@ func TestRotationOfAdoptedAndRegionalSecrets(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		create(children[i].Client, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: childcluster.SecretName("kinds-regional")},
-			Data: map[string][]byte{childcluster.SecretKey: children[i].Kubeconfig}})
+		create(children[i].Client, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: k0rdentv1beta1.KubeconfigSecretName("kinds-regional")},
+			Data: map[string][]byte{k0rdentv1beta1.KubeconfigSecretKey: children[i].Kubeconfig}})
 	}
 	create(mgmt.Client, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: childcluster.DefaultSystemNamespace, Name: "kinds-region"},
 		Data: map[string][]byte{"value": children[1].Kubeconfig}})

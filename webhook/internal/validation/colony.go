@@ -6,6 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 )
 
 // Colony checks a Colony: unique clusterNames, valid ClusterDeployment names, a clusterDeploymentSpec
@@ -138,7 +139,7 @@ func ColonyCollisions(c *infrav1.Colony, others []infrav1.Colony) field.ErrorLis
 		}
 		if colonies[cd] {
 			errs = append(errs, field.Invalid(np, cc.ClusterName, fmt.Sprintf(
-				"clashes with Colony %q: its kubeconfig Secret and this cluster's would both be named %s-kubeconfig", cd, cd)))
+				"clashes with Colony %q: its kubeconfig Secret and this cluster's would both be named %s", cd, k0rdentv1beta1.KubeconfigSecretName(cd))))
 		}
 	}
 	return Sort(errs)

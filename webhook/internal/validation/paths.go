@@ -2,6 +2,7 @@ package validation
 
 import (
 	"fmt"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -38,8 +39,8 @@ func parsePath(path string, p *field.Path) ([]string, field.ErrorList) {
 	if err != nil {
 		return nil, field.ErrorList{field.Invalid(p, path, err.Error())}
 	}
-	if segs[0] == ExalsiusValuesKey {
-		return nil, field.ErrorList{field.Forbidden(p, fmt.Sprintf("the %s values block is written by the operator", ExalsiusValuesKey))}
+	if segs[0] == workspacesv1.ExalsiusValuesKey {
+		return nil, field.ErrorList{field.Forbidden(p, fmt.Sprintf("the %s values block is written by the operator", workspacesv1.ExalsiusValuesKey))}
 	}
 	return segs, nil
 }
@@ -71,33 +72,16 @@ func valuePaths(s *workspacesv1.WorkspaceClassSpec, spec *field.Path) field.Erro
 		for i := 0; i < j; i++ {
 			a, b := all[i], all[j]
 			switch {
-			case equalSegs(a.segs, b.segs):
+			case slices.Equal(a.segs, b.segs):
 				errs = append(errs, field.Invalid(b.field, valuepath.String(b.segs),
 					fmt.Sprintf("names the same value as %s", a.field)))
-			case isPrefix(a.segs, b.segs) || isPrefix(b.segs, a.segs):
+			case valuepath.HasPrefix(b.segs, a.segs) || valuepath.HasPrefix(a.segs, b.segs):
 				errs = append(errs, field.Invalid(b.field, valuepath.String(b.segs),
 					fmt.Sprintf("overlaps %s (%s): one value would overwrite the other", a.field, valuepath.String(a.segs))))
 			}
 		}
 	}
 	return errs
-}
-
-func equalSegs(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
-// isPrefix reports whether a is a proper prefix of b.
-func isPrefix(a, b []string) bool {
-	return len(a) < len(b) && equalSegs(a, b[:len(a)])
 }
 
 // parsedConfig is a userFacingConfig entry with its path and options decoded.

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/common/text"
 )
 
 // sshKeyTypes are the public key algorithms accepted for userFacingConfig values of type publicKey.
@@ -83,7 +84,7 @@ func checkPublicKey(s string) string {
 		return "must be an SSH public key: `<type> <base64 key> [comment]`"
 	}
 	if !sshKeyTypes[fields[0]] {
-		return fmt.Sprintf("must be an SSH public key of a known type (ssh-ed25519, ssh-rsa, ecdsa-sha2-*, sk-*), not %q", truncate(fields[0], 40))
+		return fmt.Sprintf("must be an SSH public key of a known type (ssh-ed25519, ssh-rsa, ecdsa-sha2-*, sk-*), not %q", text.Truncate(fields[0], 40+len(text.Ellipsis)))
 	}
 	blob, err := base64.StdEncoding.DecodeString(fields[1])
 	if err != nil {
@@ -97,13 +98,6 @@ func checkPublicKey(s string) string {
 		return "must be an SSH public key: the key does not match its type"
 	}
 	return ""
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
 }
 
 // normalize turns decoded JSON into comparable values: integral numbers become int64, others float64.
@@ -158,7 +152,7 @@ func display(t workspacesv1.UserFacingConfigType, v any) any {
 		return n.String()
 	}
 	if s, ok := v.(string); ok {
-		return truncate(s, 128)
+		return text.Truncate(s, 128+len(text.Ellipsis))
 	}
 	return v
 }
@@ -193,7 +187,7 @@ func optionList(t workspacesv1.UserFacingConfigType, options []any) string {
 		if err != nil {
 			b = []byte(fmt.Sprint(o))
 		}
-		parts = append(parts, truncate(string(b), 64))
+		parts = append(parts, text.Truncate(string(b), 64+len(text.Ellipsis)))
 	}
 	return strings.Join(parts, ", ")
 }

@@ -12,10 +12,6 @@ import (
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 )
 
-// ExalsiusValuesKey is the top-level Helm values key the operator writes its own block to. Classes and
-// deployments may not write to it.
-const ExalsiusValuesKey = "_exalsius"
-
 // ImmutableClassMessage is the detail of the denial of a WorkspaceClass spec change.
 const ImmutableClassMessage = "a WorkspaceClass is immutable: publish a new WorkspaceClass with the new version in its " +
 	"name (for example jupyter-notebook-0-4-0) and point WorkspaceDeployments at it"
@@ -40,8 +36,8 @@ func WorkspaceClass(wc *workspacesv1.WorkspaceClass) field.ErrorList {
 	if s.DefaultValues != nil {
 		if vals, err := decodeObject(s.DefaultValues.Raw); err != nil {
 			errs = append(errs, field.Invalid(spec.Child("defaultValues"), field.OmitValueType{}, err.Error()))
-		} else if _, ok := vals[ExalsiusValuesKey]; ok {
-			errs = append(errs, field.Forbidden(spec.Child("defaultValues", ExalsiusValuesKey),
+		} else if _, ok := vals[workspacesv1.ExalsiusValuesKey]; ok {
+			errs = append(errs, field.Forbidden(spec.Child("defaultValues", workspacesv1.ExalsiusValuesKey),
 				"is written by the operator; set resources in spec.defaultResources"))
 		}
 	}

@@ -248,8 +248,8 @@ func values(wsd *workspacesv1.WorkspaceDeployment, class *workspacesv1.Workspace
 		}
 	}
 	var errs field.ErrorList
-	if _, ok := vals[ExalsiusValuesKey]; ok {
-		errs = append(errs, field.Forbidden(p.Child(ExalsiusValuesKey), "is written by the operator; set resources in spec.resources"))
+	if _, ok := vals[workspacesv1.ExalsiusValuesKey]; ok {
+		errs = append(errs, field.Forbidden(p.Child(workspacesv1.ExalsiusValuesKey), "is written by the operator; set resources in spec.resources"))
 	}
 	if class == nil {
 		return errs, nil

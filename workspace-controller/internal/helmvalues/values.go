@@ -97,10 +97,10 @@ func Build(in Input) (Output, error) {
 		}
 	}
 	overwritten := map[string]bool{}
-	if _, set := user[workspaceclass.ReservedValuesKey]; set {
-		overwritten[workspaceclass.ReservedValuesKey] = true
+	if _, set := user[workspacesv1.ExalsiusValuesKey]; set {
+		overwritten[workspacesv1.ExalsiusValuesKey] = true
 	}
-	merged[workspaceclass.ReservedValuesKey] = exalsiusBlock(res)
+	merged[workspacesv1.ExalsiusValuesKey] = exalsiusBlock(res)
 
 	if ri := class.Spec.ResourceInjection; ri != nil {
 		for _, fp := range workspaceclass.InjectionPaths(ri) {
@@ -112,8 +112,8 @@ func Build(in Input) (Output, error) {
 			if err != nil {
 				return out, fmt.Errorf("WorkspaceClass %s %s: %v", class.Name, fp.Field, err)
 			}
-			if keys[0] == workspaceclass.ReservedValuesKey {
-				return out, fmt.Errorf("WorkspaceClass %s %s: %q points into the %s block", class.Name, fp.Field, fp.Path, workspaceclass.ReservedValuesKey)
+			if keys[0] == workspacesv1.ExalsiusValuesKey {
+				return out, fmt.Errorf("WorkspaceClass %s %s: %q points into the %s block", class.Name, fp.Field, fp.Path, workspacesv1.ExalsiusValuesKey)
 			}
 			if old, set := valuepath.Get(user, keys); set && !sameValue(old, v) {
 				overwritten[valuepath.String(keys)] = true
@@ -212,7 +212,7 @@ func leafPaths(m map[string]any, prefix []string) [][]string {
 func extract(values map[string]any, paths [][]string) map[string]any {
 	out := map[string]any{}
 	for _, keys := range paths {
-		if len(keys) == 0 || keys[0] == workspaceclass.ReservedValuesKey {
+		if len(keys) == 0 || keys[0] == workspacesv1.ExalsiusValuesKey {
 			continue
 		}
 		v, ok := valuepath.Get(values, keys)

@@ -116,12 +116,12 @@ func TestWorkspaceOnRegionalCluster(t *testing.T) {
 	cd := createCluster(t, ns, nil, func(cd *k0rdentv1beta1.ClusterDeployment) { cd.Spec.Credential = cred })
 	runThenDelete(t, ns, cd.Name, fmt.Sprintf("on the cluster of Region %s", regionName), func() {
 		must(t, regional.Client.Create(ctxT(t), &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: childcluster.SecretName(cd.Name)},
-			Data:       map[string][]byte{childcluster.SecretKey: child.Kubeconfig}}))
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: k0rdentv1beta1.KubeconfigSecretName(cd.Name)},
+			Data:       map[string][]byte{k0rdentv1beta1.KubeconfigSecretKey: child.Kubeconfig}}))
 	})
 	// The management cluster never had `<cd>-kubeconfig`.
-	err = k8s.Get(ctxT(t), types.NamespacedName{Namespace: ns, Name: childcluster.SecretName(cd.Name)}, &corev1.Secret{})
+	err = k8s.Get(ctxT(t), types.NamespacedName{Namespace: ns, Name: k0rdentv1beta1.KubeconfigSecretName(cd.Name)}, &corev1.Secret{})
 	if !apierrors.IsNotFound(err) {
-		t.Fatalf("management cluster has %s: %v", childcluster.SecretName(cd.Name), err)
+		t.Fatalf("management cluster has %s: %v", k0rdentv1beta1.KubeconfigSecretName(cd.Name), err)
 	}
 }

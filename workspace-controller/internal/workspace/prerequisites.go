@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,9 +14,6 @@ import (
 	"github.com/exalsius/exalsius-operator/common/conditions"
 	"github.com/exalsius/exalsius-operator/common/names"
 )
-
-// defaultPrerequisiteTimeout applies when a class sets no prerequisiteDeployTimeout.
-const defaultPrerequisiteTimeout = 10 * time.Minute
 
 // PrerequisiteServiceSetName is the name of the shared ServiceSet that installs a prerequisite on a
 // cluster: one per ClusterDeployment and ServiceTemplate.
@@ -76,10 +72,7 @@ func (r *Reconciler) prerequisites(ctx context.Context, s *scope) (stepResult, e
 // waitForPrerequisites keeps the workspace in InstallingPrerequisites until the class's
 // prerequisiteDeployTimeout, counted from when it started waiting, then fails it.
 func (r *Reconciler) waitForPrerequisites(s *scope, pending []string) stepResult {
-	timeout := defaultPrerequisiteTimeout
-	if d := s.class.Spec.PrerequisiteDeployTimeout; d != nil && d.Duration > 0 {
-		timeout = d.Duration
-	}
+	timeout := s.class.Spec.PrerequisiteDeployTimeoutOrDefault()
 	started := s.now
 	if c := conditions.Get(s.ws.Status.Conditions, workspacesv1.PrerequisitesMetCondition); c != nil &&
 		c.Status == metav1.ConditionFalse && c.Reason == workspacesv1.ReasonPrerequisitesDeploying {

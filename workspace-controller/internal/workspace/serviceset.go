@@ -29,9 +29,6 @@ const (
 	// AnnotationPrerequisiteTemplate records the full ServiceTemplate name on a prerequisite
 	// ServiceSet (the label value is bounded to 63 characters).
 	AnnotationPrerequisiteTemplate = "workspaces.exalsius.ai/prerequisite-template"
-
-	// defaultDeployTimeout applies when a class sets no deployTimeout.
-	defaultDeployTimeout = 15 * time.Minute
 )
 
 // ServiceSetName is the name of a workspace's ServiceSet, bounded to 63 characters: `<cd>-ws-<name>`
@@ -136,10 +133,7 @@ func (s *scope) helmOptions() *apiextensionsv1.JSON {
 }
 
 func (s *scope) deployTimeout() time.Duration {
-	if d := s.class.Spec.DeployTimeout; d != nil && d.Duration > 0 {
-		return d.Duration
-	}
-	return defaultDeployTimeout
+	return s.class.Spec.DeployTimeoutOrDefault()
 }
 
 // desiredServiceSet is the workspace's ServiceSet as the k0rdent contract wants it

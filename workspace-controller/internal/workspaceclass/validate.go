@@ -12,10 +12,6 @@ import (
 	"github.com/exalsius/exalsius-operator/common/valuepath"
 )
 
-// ReservedValuesKey is the top-level Helm values key the workspace-controller writes for every chart.
-// Injection paths may not point into it.
-const ReservedValuesKey = "_exalsius"
-
 // problem is a validation failure with its condition reason.
 type problem struct {
 	reason  string
@@ -117,8 +113,8 @@ func ValidateInjection(ri *workspacesv1.ResourceInjection) error {
 		if err != nil {
 			return fmt.Errorf("%s: %v", fp.Field, err)
 		}
-		if keys[0] == ReservedValuesKey {
-			return fmt.Errorf("%s: %q points into the %s block, which the operator writes itself", fp.Field, fp.Path, ReservedValuesKey)
+		if keys[0] == workspacesv1.ExalsiusValuesKey {
+			return fmt.Errorf("%s: %q points into the %s block, which the operator writes itself", fp.Field, fp.Path, workspacesv1.ExalsiusValuesKey)
 		}
 		all = append(all, parsed{fp, keys})
 	}
@@ -127,7 +123,7 @@ func ValidateInjection(ri *workspacesv1.ResourceInjection) error {
 			if i == j || len(all[i].keys) > len(all[j].keys) {
 				continue
 			}
-			if isPrefix(all[i].keys, all[j].keys) {
+			if valuepath.HasPrefix(all[j].keys, all[i].keys) {
 				if len(all[i].keys) == len(all[j].keys) {
 					if i < j {
 						return fmt.Errorf("%s and %s both write %q", all[i].fp.Field, all[j].fp.Field, valuepath.String(all[i].keys))
@@ -140,18 +136,6 @@ func ValidateInjection(ri *workspacesv1.ResourceInjection) error {
 		}
 	}
 	return nil
-}
-
-func isPrefix(prefix, keys []string) bool {
-	if len(prefix) > len(keys) {
-		return false
-	}
-	for i := range prefix {
-		if prefix[i] != keys[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // ValidateUserFacingPaths parses every userFacingConfig helmValuePath.
