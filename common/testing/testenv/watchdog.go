@@ -20,8 +20,13 @@ bin=%[3]s
 parent=%[2]d
 cleanup=%[4]s
 case "$1" in --help|--version) exec "$bin" "$@" ;; esac
+# The trap is set before the server starts: a SIGTERM that arrives while it starts is forwarded too.
+child=
+term=
+trap 'term=1; if [ -n "$child" ]; then kill -TERM "$child" 2>/dev/null; fi' TERM INT
 "$bin" "$@" &
 child=$!
+if [ -n "$term" ]; then kill -TERM "$child" 2>/dev/null; fi
 (
   while kill -0 "$child" 2>/dev/null; do
     if ! kill -0 "$parent" 2>/dev/null; then
@@ -32,7 +37,6 @@ child=$!
     sleep 1
   done
 ) </dev/null >/dev/null 2>&1 &
-trap 'kill -TERM "$child" 2>/dev/null' TERM INT
 wait "$child"
 rc=$?
 while kill -0 "$child" 2>/dev/null; do wait "$child"; rc=$?; done
