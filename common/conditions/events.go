@@ -12,7 +12,7 @@ import (
 )
 
 // maxNoteBytes is the longest note events.k8s.io/v1 accepts.
-const maxNoteBytes = 1024
+const maxNoteBytes = text.MaxEventNoteBytes
 
 // Transition is a condition whose status or reason differs between two snapshots.
 type Transition struct {

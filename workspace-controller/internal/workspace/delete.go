@@ -17,6 +17,7 @@ import (
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/childcluster"
+	"github.com/exalsius/exalsius-operator/common/text"
 )
 
 // EventReasonCleanupIncomplete is the reason of the Warning Event a deletion leaves when it gave up
@@ -57,6 +58,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (reconcile.R
 		return childErr != nil && r.Options.UnreachableDeleteTimeout > 0 && waited >= r.Options.UnreachableDeleteTimeout
 	}
 	var left []string
+	var cause error // why the child could not be reached, named once in the Event
 
 	// Routes first: a removed TCPRoute frees its port (routes.go).
 	if done, err := r.removeRoutes(ctx, s, cd, cdGone); err != nil || !done {
@@ -89,8 +91,9 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (reconcile.R
 			// unreachable (a child event), and, as a fallback, a look after the retry delay.
 			return reconcile.Result{RequeueAfter: r.Options.UnreachableRetry}, nil
 		}
-		left = append(left, fmt.Sprintf("ServiceSet %s/%s is still being deleted by k0rdent, so the release may still be installed (the child could not be reached: %v)",
-			s.cdKey.Namespace, s.serviceSetNameForDelete(), childErr))
+		left = append(left, fmt.Sprintf("ServiceSet %s/%s is still being deleted by k0rdent, so the release may still be installed",
+			s.cdKey.Namespace, s.serviceSetNameForDelete()))
+		cause = childErr
 	}
 
 	if cdGone || secretGone {
@@ -99,7 +102,10 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (reconcile.R
 		note, err := r.deleteReleaseNamespace(ctx, s)
 		switch {
 		case err != nil && givingUp(err):
-			left = append(left, fmt.Sprintf("namespace %s on the child of ClusterDeployment %s was not deleted: %v", s.releaseNamespace(), s.cdKey, err))
+			left = append(left, fmt.Sprintf("namespace %s on the child was not deleted", s.releaseNamespace()))
+			if cause == nil || childcluster.UnreachableReason(err) == "" {
+				cause = err
+			}
 		case err != nil:
 			s.obs.note = fmt.Sprintf("cannot delete namespace %s on the child of ClusterDeployment %s yet: %v", s.releaseNamespace(), s.cdKey, err)
 			if r.Options.UnreachableDeleteTimeout > 0 {
@@ -114,9 +120,8 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (reconcile.R
 		}
 	}
 	if len(left) > 0 {
-		r.Recorder.Eventf(ws, nil, corev1.EventTypeWarning, EventReasonCleanupIncomplete, "Delete",
-			"deleted after waiting %s for the unreachable child of ClusterDeployment %s; not cleaned up: %s",
-			r.Options.UnreachableDeleteTimeout, s.cdKey, strings.Join(left, "; "))
+		r.Recorder.Eventf(ws, nil, corev1.EventTypeWarning, EventReasonCleanupIncomplete, "Delete", "%s",
+			cleanupIncompleteNote(r.Options.UnreachableDeleteTimeout, s.cdKey, left, cause))
 	}
 
 	r.admissionsFor().forget(s.key())
@@ -127,6 +132,18 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (reconcile.R
 		return reconcile.Result{}, fmt.Errorf("removing finalizer: %w", err)
 	}
 	return reconcile.Result{}, nil
+}
+
+// cleanupIncompleteNote is the note of the CleanupIncomplete Event: what was left first, the cause
+// (named once) last. The Event API refuses a note longer than text.MaxEventNoteBytes as a whole (and
+// the Event is lost), so the note is cut to it, and the cut falls on the long error text.
+func cleanupIncompleteNote(waited time.Duration, cd types.NamespacedName, left []string, cause error) string {
+	note := fmt.Sprintf("deleted after waiting %s for the unreachable child of ClusterDeployment %s; not cleaned up: %s",
+		waited, cd, strings.Join(left, "; "))
+	if cause != nil {
+		note += "; the child could not be reached: " + cause.Error()
+	}
+	return text.Truncate(note, text.MaxEventNoteBytes)
 }
 
 // requeueWithin is the delay before the next look at an unreachable child: the retry delay, or the

@@ -19,6 +19,7 @@ import (
 	"github.com/exalsius/exalsius-operator/common/gpu"
 	"github.com/exalsius/exalsius-operator/common/testing/childtest"
 	"github.com/exalsius/exalsius-operator/common/testing/testenv"
+	"github.com/exalsius/exalsius-operator/common/text"
 )
 
 // childNamespace reads ws-<name> on a child.
@@ -248,8 +249,7 @@ func TestAdmissionSurvivesRestart(t *testing.T) {
 		t.Fatal("a failed workspace whose ServiceSet exists dropped its admission")
 	}
 
-	must(t, stopControllers())
-	must(t, startControllers())
+	restartControllers(t)
 
 	b := createWorkspace(t, ns, class, cd.Name, func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Resources = gpuResources(1, model) })
 	got := waitPhase(t, b, workspacesv1.PhaseWaiting, workspacesv1.ReasonWaitingForGpuCapacity)
@@ -496,10 +496,17 @@ func TestDeletionGivesUpOnUnreachableChild(t *testing.T) {
 				if err := contains(e.Note, ss.Name); err != nil {
 					return err
 				}
+				if len(e.Note) > text.MaxEventNoteBytes {
+					t.Errorf("note of %d bytes", len(e.Note))
+				}
 				return nil
 			}
 		}
-		return fmt.Errorf("no %s event among %d", EventReasonCleanupIncomplete, len(list.Items))
+		seen := []string{}
+		for _, e := range list.Items {
+			seen = append(seen, e.Regarding.Name+":"+e.Reason)
+		}
+		return fmt.Errorf("no %s event among %v", EventReasonCleanupIncomplete, seen)
 	})
 	// k0rdent still finishes the ServiceSet once it can.
 	if err := k8s.Get(ctxT(t), client.ObjectKeyFromObject(ss), &k0rdentv1beta1.ServiceSet{}); err != nil {

@@ -262,8 +262,7 @@ func TestRestartPartWayMakesNoDuplicates(t *testing.T) {
 	ws := waitPhase(t, key, workspacesv1.PhaseDeploying, "")
 	waitServiceSet(t, ws)
 
-	must(t, stopControllers())
-	must(t, startControllers())
+	restartControllers(t)
 
 	// Nudge the new controllers with a spec change that keeps the resources.
 	ws = getWS(t, key)

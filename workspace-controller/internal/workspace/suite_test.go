@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -134,7 +136,22 @@ func stopControllers() error {
 	ctl.cancel()
 	err := <-ctl.done
 	ctl = nil
+	if err != nil {
+		// A runnable that did not stop is a shutdown defect: show where every goroutine waits.
+		_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
+	}
 	return err
+}
+
+// restartControllers stops the running manager and starts a new one, as a rollout or a crash does.
+// The new one is started even when the old one did not stop cleanly, so one defect fails one test.
+func restartControllers(t *testing.T) {
+	t.Helper()
+	stopErr := stopControllers()
+	must(t, startControllers())
+	if stopErr != nil {
+		t.Fatalf("the controllers did not stop cleanly: %v", stopErr)
+	}
 }
 
 // eventually polls f until it returns nil, failing the test with f's last error at the timeout.

@@ -33,6 +33,7 @@ import (
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/conditions"
+	"github.com/exalsius/exalsius-operator/common/text"
 )
 
 // Field indexes the reconciler registers.
@@ -239,8 +240,9 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, class *workspacesv1.Wo
 				return reconcile.Result{}, client.IgnoreNotFound(err)
 			}
 		}
-		r.Recorder.Eventf(class, nil, "Warning", ReasonDeletionBlocked, "Delete",
-			"WorkspaceClass %s is kept until no WorkspaceDeployment uses it: %d do (%s)", class.Name, len(users), strings.Join(firstN(users, 5), ", "))
+		r.Recorder.Eventf(class, nil, "Warning", ReasonDeletionBlocked, "Delete", "%s",
+			text.Truncate(fmt.Sprintf("WorkspaceClass %s is kept until no WorkspaceDeployment uses it: %d do (%s)",
+				class.Name, len(users), strings.Join(firstN(users, 5), ", ")), text.MaxEventNoteBytes))
 		return reconcile.Result{}, nil
 	}
 	base := class.DeepCopy()
