@@ -9,7 +9,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -22,6 +21,41 @@ func (t *target) parentRef(section gwv1.SectionName) gwv1.ParentReference {
 	group, kind := gwv1.Group(gwv1.GroupName), gwv1.Kind("Gateway")
 	ns := gwv1.Namespace(t.gw.Namespace)
 	return gwv1.ParentReference{Group: &group, Kind: &kind, Namespace: &ns, Name: gwv1.ObjectName(t.gw.Name), SectionName: &section}
+}
+
+// applyRoute makes the route kind/name in ns on the regional cluster, or puts back its spec and
+// labels (set) when same says the route there differs from what is wanted. HTTPRoutes and TCPRoutes
+// share it.
+func applyRoute[R any, P interface {
+	*R
+	client.Object
+}](ctx context.Context, t *target, ns, name, kind string, labels map[string]string, same func(P) bool, set func(P)) (P, error) {
+	rt := P(new(R))
+	err := t.c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, rt)
+	if apierrors.IsNotFound(err) {
+		rt = P(new(R))
+		rt.SetNamespace(ns)
+		rt.SetName(name)
+		rt.SetLabels(labels)
+		set(rt)
+		if err := t.c.Create(ctx, rt); err != nil {
+			return nil, fmt.Errorf("creating %s %s/%s on regional cluster %s: %w", kind, ns, name, t.key, err)
+		}
+		return rt, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading %s %s/%s on regional cluster %s: %w", kind, ns, name, t.key, err)
+	}
+	if same(rt) {
+		return rt, nil
+	}
+	base := rt.DeepCopyObject().(client.Object)
+	set(rt)
+	rt.SetLabels(labels)
+	if err := t.c.Patch(ctx, rt, client.MergeFrom(base)); err != nil {
+		return nil, fmt.Errorf("updating %s %s/%s on regional cluster %s: %w", kind, ns, name, t.key, err)
+	}
+	return rt, nil
 }
 
 func backendRef(name string, port int32) gwv1.BackendRef {
@@ -131,28 +165,9 @@ func (g *Gateway) applyHTTPRoute(ctx context.Context, t *target, ws Workspace, n
 		Hostnames:       []gwv1.Hostname{gwv1.Hostname(host)},
 		Rules:           []gwv1.HTTPRouteRule{{BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: backendRef(BackendService(ws.Release, ep), ep.Port)}}}},
 	}
-	rt := &gwv1.HTTPRoute{}
-	err := t.c.Get(ctx, types.NamespacedName{Namespace: ns, Name: ep.Name}, rt)
-	if apierrors.IsNotFound(err) {
-		rt = &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ep.Name, Labels: labels}, Spec: want}
-		if err := t.c.Create(ctx, rt); err != nil {
-			return nil, fmt.Errorf("creating HTTPRoute %s/%s on regional cluster %s: %w", ns, ep.Name, t.key, err)
-		}
-		return rt, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading HTTPRoute %s/%s on regional cluster %s: %w", ns, ep.Name, t.key, err)
-	}
-	if sameHTTP(rt.Spec, want) {
-		return rt, nil
-	}
-	base := rt.DeepCopy()
-	rt.Spec = want
-	rt.Labels = labels
-	if err := t.c.Patch(ctx, rt, client.MergeFrom(base)); err != nil {
-		return nil, fmt.Errorf("updating HTTPRoute %s/%s on regional cluster %s: %w", ns, ep.Name, t.key, err)
-	}
-	return rt, nil
+	return applyRoute(ctx, t, ns, ep.Name, "HTTPRoute", labels,
+		func(rt *gwv1.HTTPRoute) bool { return sameHTTP(rt.Spec, want) },
+		func(rt *gwv1.HTTPRoute) { rt.Spec = want })
 }
 
 func sameHTTP(have, want gwv1.HTTPRouteSpec) bool {

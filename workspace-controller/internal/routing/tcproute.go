@@ -7,11 +7,8 @@ import (
 	"fmt"
 	"sync"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
@@ -104,26 +101,10 @@ func (g *Gateway) applyTCPRoute(ctx context.Context, t *target, ws Workspace, ns
 		CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{t.parentRef(section)}},
 		Rules:           []gwv1.TCPRouteRule{{BackendRefs: []gwv1.BackendRef{backendRef(BackendService(ws.Release, ep), ep.Port)}}},
 	}
-	rt := &gwv1.TCPRoute{}
-	err := t.c.Get(ctx, types.NamespacedName{Namespace: ns, Name: ep.Name}, rt)
-	if apierrors.IsNotFound(err) {
-		rt = &gwv1.TCPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ep.Name, Labels: labels}, Spec: want}
-		if err := t.c.Create(ctx, rt); err != nil {
-			return nil, fmt.Errorf("creating TCPRoute %s/%s on regional cluster %s: %w", ns, ep.Name, t.key, err)
-		}
-		return rt, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading TCPRoute %s/%s on regional cluster %s: %w", ns, ep.Name, t.key, err)
-	}
-	if sameParents(rt.Spec.ParentRefs, want.ParentRefs) && len(rt.Spec.Rules) == 1 && sameBackends(rt.Spec.Rules[0].BackendRefs, want.Rules[0].BackendRefs) {
-		return rt, nil
-	}
-	base := rt.DeepCopy()
-	rt.Spec = want
-	rt.Labels = labels
-	if err := t.c.Patch(ctx, rt, client.MergeFrom(base)); err != nil {
-		return nil, fmt.Errorf("updating TCPRoute %s/%s on regional cluster %s: %w", ns, ep.Name, t.key, err)
-	}
-	return rt, nil
+	return applyRoute(ctx, t, ns, ep.Name, "TCPRoute", labels,
+		func(rt *gwv1.TCPRoute) bool {
+			return sameParents(rt.Spec.ParentRefs, want.ParentRefs) && len(rt.Spec.Rules) == 1 &&
+				sameBackends(rt.Spec.Rules[0].BackendRefs, want.Rules[0].BackendRefs)
+		},
+		func(rt *gwv1.TCPRoute) { rt.Spec = want })
 }

@@ -28,6 +28,32 @@ var (
 		Help:      "Seconds from a WorkspaceDeployment's creation to its first Running phase.",
 		Buckets:   []float64{5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200},
 	})
+
+	placements = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: bootstrap.MetricsPrefix(Component),
+		Name:      "placements_total",
+		Help:      "Workspaces placed on a cluster, by reason: Named, OnlyFit, TightestFit.",
+	}, []string{"reason"})
+
+	quotaDecisions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: bootstrap.MetricsPrefix(Component),
+		Name:      "quota_decisions_total",
+		Help:      "WorkspaceQuota checks by result: Within, Exceeded.",
+	}, []string{"result"})
+
+	waitSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: bootstrap.MetricsPrefix(Component),
+		Name:      "wait_seconds",
+		Help:      "Seconds a workspace spent Waiting (for GPUs, placement or quota), observed when it leaves Waiting; cluster is empty for an unplaced workspace.",
+		Buckets:   []float64{1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400},
+	}, []string{"cluster", "namespace"})
+
+	// stopsAfterIdle counts the workspaces the controller stopped because spec.stopAfter passed.
+	stopsAfterIdle = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: bootstrap.MetricsPrefix(Component),
+		Name:      "stops_after_idle_total",
+		Help:      "Workspaces stopped because spec.stopAfter passed without a spec change.",
+	})
 )
 
 // phaseCollector reports the number of workspaces by phase from the manager's cache at scrape time,

@@ -95,27 +95,6 @@ func (r *Reconciler) forQuota(ctx context.Context, o client.Object) []reconcile.
 	return out
 }
 
-var (
-	placements = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: bootstrap.MetricsPrefix(Component),
-		Name:      "placements_total",
-		Help:      "Workspaces placed on a cluster, by reason: Named, OnlyFit, TightestFit.",
-	}, []string{"reason"})
-
-	quotaDecisions = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: bootstrap.MetricsPrefix(Component),
-		Name:      "quota_decisions_total",
-		Help:      "WorkspaceQuota checks by result: Within, Exceeded.",
-	}, []string{"result"})
-
-	waitSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Namespace: bootstrap.MetricsPrefix(Component),
-		Name:      "wait_seconds",
-		Help:      "Seconds a workspace spent Waiting (for GPUs, placement or quota), observed when it leaves Waiting; cluster is empty for an unplaced workspace.",
-		Buckets:   []float64{1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400},
-	}, []string{"cluster", "namespace"})
-)
-
 // queueCollector reports at scrape time, from the manager's cache, the Waiting workspaces and the
 // age of the oldest per cluster and namespace, and each WorkspaceQuota's use and limits.
 type queueCollector struct {

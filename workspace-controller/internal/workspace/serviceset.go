@@ -332,26 +332,9 @@ func sameJSON(a, b *apiextensionsv1.JSON) bool {
 // re-sync, a KCM restart, a health verifier): the workspace stays Running and says so, unless the
 // service really fails.
 func (r *Reconciler) readiness(ctx context.Context, s *scope) (stepResult, error) {
+	ro := r.rolloutOf(s)
+	state, current, deployedBefore, started, where := ro.state, ro.current, ro.deployedBefore, ro.started, ro.where
 	ss := s.svcSet
-	release, ns := ReleaseName(s.ws), s.releaseNamespace()
-	started := s.now
-	stamp := ss.Annotations[AnnotationRolloutStarted]
-	if t, err := time.Parse(time.RFC3339, stamp); err == nil {
-		started = t
-	}
-	var state *k0rdentv1beta1.ServiceState
-	for i := range ss.Status.Services {
-		if ss.Status.Services[i].Name == release && ss.Status.Services[i].Namespace == ns {
-			state = &ss.Status.Services[i]
-		}
-	}
-	// A state from before the rollout describes the previous values; trust it only once k0rdent had
-	// time to report a newer one.
-	current := state != nil && (state.LastStateTransitionTime == nil ||
-		!state.LastStateTransitionTime.Time.Before(started.Truncate(time.Second)) ||
-		s.now.Sub(started) >= r.Options.RolloutSettle)
-	deployedBefore := stamp != "" && ss.Annotations[AnnotationRolloutDeployed] == stamp
-	where := fmt.Sprintf("release %s in namespace %s (ServiceSet %s/%s)", release, ns, ss.Namespace, ss.Name)
 	switch {
 	case current && state.State == k0rdentv1beta1.ServiceStateDeployed:
 		if err := r.markDeployed(ctx, ss); err != nil {
@@ -415,6 +398,42 @@ func (r *Reconciler) readiness(ctx context.Context, s *scope) (stepResult, error
 		s.requeueAfter = min(s.requeueAfter, r.Options.UnreachableRetry*4)
 	}
 	return next, nil
+}
+
+// rollout is what k0rdent reports of the workspace's release in its ServiceSet, read against the
+// current rollout (the ServiceSet made, or its services changed, at started).
+type rollout struct {
+	// state is the release's entry in the ServiceSet's status, nil while k0rdent reported none.
+	state *k0rdentv1beta1.ServiceState
+	// current: state describes this rollout. A state from before it describes the previous values
+	// and is trusted only once k0rdent had time (RolloutSettle) to report a newer one.
+	current bool
+	// deployedBefore: k0rdent reported this rollout Deployed once (the ServiceSet's annotation).
+	deployedBefore bool
+	started        time.Time
+	// where names the release for messages.
+	where string
+}
+
+func (r *Reconciler) rolloutOf(s *scope) rollout {
+	ss := s.svcSet
+	release, ns := ReleaseName(s.ws), s.releaseNamespace()
+	ro := rollout{started: s.now,
+		where: fmt.Sprintf("release %s in namespace %s (ServiceSet %s/%s)", release, ns, ss.Namespace, ss.Name)}
+	stamp := ss.Annotations[AnnotationRolloutStarted]
+	if t, err := time.Parse(time.RFC3339, stamp); err == nil {
+		ro.started = t
+	}
+	for i := range ss.Status.Services {
+		if ss.Status.Services[i].Name == release && ss.Status.Services[i].Namespace == ns {
+			ro.state = &ss.Status.Services[i]
+		}
+	}
+	ro.current = ro.state != nil && (ro.state.LastStateTransitionTime == nil ||
+		!ro.state.LastStateTransitionTime.Time.Before(ro.started.Truncate(time.Second)) ||
+		s.now.Sub(ro.started) >= r.Options.RolloutSettle)
+	ro.deployedBefore = stamp != "" && ss.Annotations[AnnotationRolloutDeployed] == stamp
+	return ro
 }
 
 // markDeployed records on the ServiceSet that its current rollout was deployed.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -13,7 +12,6 @@ import (
 
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
-	"github.com/exalsius/exalsius-operator/common/bootstrap"
 )
 
 const (
@@ -26,13 +24,6 @@ const (
 	// started again.
 	AnnotationAutoStopped = "workspaces.exalsius.ai/auto-stopped"
 )
-
-// stopsAfterIdle counts the workspaces the controller stopped because spec.stopAfter passed.
-var stopsAfterIdle = prometheus.NewCounter(prometheus.CounterOpts{
-	Namespace: bootstrap.MetricsPrefix(Component),
-	Name:      "stops_after_idle_total",
-	Help:      "Workspaces stopped because spec.stopAfter passed without a spec change.",
-})
 
 // stopWorkspace is the step that stops a workspace whose spec.stopped is set (docs/stop-start.md). The
 // release is kept and scaled to zero through the `_exalsius` contract (resources.replicas 0, and the
@@ -76,24 +67,9 @@ func (r *Reconciler) stopWorkspace(ctx context.Context, s *scope) (stepResult, e
 // it to zero deployed, then Stopped with the admission released.
 func (r *Reconciler) stopReadiness(ctx context.Context, s *scope, why string) (stepResult, error) {
 	ss := s.svcSet
-	release, ns := ReleaseName(s.ws), s.releaseNamespace()
-	where := fmt.Sprintf("release %s in namespace %s (ServiceSet %s/%s)", release, ns, ss.Namespace, ss.Name)
-	started := s.now
-	stamp := ss.Annotations[AnnotationRolloutStarted]
-	if t, err := time.Parse(time.RFC3339, stamp); err == nil {
-		started = t
-	}
-	var state *k0rdentv1beta1.ServiceState
-	for i := range ss.Status.Services {
-		if ss.Status.Services[i].Name == release && ss.Status.Services[i].Namespace == ns {
-			state = &ss.Status.Services[i]
-		}
-	}
-	current := state != nil && (state.LastStateTransitionTime == nil ||
-		!state.LastStateTransitionTime.Time.Before(started.Truncate(time.Second)) ||
-		s.now.Sub(started) >= r.Options.RolloutSettle)
-	deployedBefore := stamp != "" && ss.Annotations[AnnotationRolloutDeployed] == stamp
-	if deployedBefore || (current && state.State == k0rdentv1beta1.ServiceStateDeployed) {
+	ro := r.rolloutOf(s)
+	state, current, started, where := ro.state, ro.current, ro.started, ro.where
+	if ro.deployedBefore || (current && state.State == k0rdentv1beta1.ServiceStateDeployed) {
 		if err := r.markDeployed(ctx, ss); err != nil {
 			return stop, err
 		}
