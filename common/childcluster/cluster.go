@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/connrotation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 )
 
 // podFieldSelector keeps finished pods out of the cache: they hold no resources. A pod that finishes
@@ -154,7 +155,7 @@ func newCluster(key types.NamespacedName, data []byte, cc connectConfig) (*Clust
 	// A dialer of our own per cluster: stopping the cluster closes its connections, and client-go's
 	// transport cache keys the transport on this dialer, so a rotated kubeconfig never reuses it.
 	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
-	dialer := connrotation.NewDialer(d.DialContext)
+	dialer := connrotation.NewDialer(writeTimeoutDial(d.DialContext, cc.opts.ProbeTimeout))
 	cfg.Dial = dialer.DialContext
 
 	httpClient, err := rest.HTTPClientFor(cfg)
@@ -167,7 +168,15 @@ func newCluster(key types.NamespacedName, data []byte, cc connectConfig) (*Clust
 	if err != nil {
 		return nil, &UnreachableError{Cluster: key, Reason: ReasonKubeconfigInvalid, Err: fmt.Errorf("building a client: %w", err)}
 	}
-	cl, err := client.New(cfg, client.Options{Scheme: cc.opts.Scheme, HTTPClient: httpClient})
+	// The REST mapper discovers a kind at its first use, with a context of its own and under a lock
+	// that every request of a kind not yet mapped waits for: against a child that stopped answering
+	// it would wait for ever, and so would those requests, whatever their contexts. Its requests get
+	// a time limit of their own (the probe's).
+	mapper, err := apiutil.NewDynamicRESTMapper(cfg, &http.Client{Transport: httpClient.Transport, Timeout: cc.opts.ProbeTimeout})
+	if err != nil {
+		return nil, &UnreachableError{Cluster: key, Reason: ReasonKubeconfigInvalid, Err: fmt.Errorf("building a client: %w", err)}
+	}
+	cl, err := client.New(cfg, client.Options{Scheme: cc.opts.Scheme, HTTPClient: httpClient, Mapper: mapper})
 	if err != nil {
 		return nil, &UnreachableError{Cluster: key, Reason: ReasonKubeconfigInvalid, Err: fmt.Errorf("building a client: %w", err)}
 	}
@@ -316,16 +325,50 @@ func (c *Cluster) start(parent context.Context, timeout time.Duration, probe pro
 	return nil
 }
 
-// stop ends the watches and the probe, waits for their goroutines and closes every connection.
+// stop ends the watches and the probe, closes every connection and waits for their goroutines. The
+// connections are closed before the wait: a request to a child that stopped reading can sit in a
+// socket write that no context cancels (the HTTP/2 stream reset after a cancel is such a write), and
+// only closing its connection frees it. Connections dialled meanwhile are closed after the wait.
 func (c *Cluster) stop() {
 	c.once.Do(func() {
 		if c.cancel != nil {
 			c.cancel()
 		}
+		c.dialer.CloseAll()
 		c.wg.Wait()
 		c.dialer.CloseAll()
 		utilnet.CloseIdleConnectionsFor(c.httpClient.Transport)
 	})
+}
+
+// writeTimeoutDial wraps dial so that every write on its connections fails when the peer takes no
+// byte of it within timeout. A child that stops reading (a frozen API server, a black-holed route
+// once the socket buffers are full) would otherwise block a write for ever: HTTP/2 writes a stream
+// reset under the connection's write lock when a request is cancelled, so one blocked write stalls
+// every request, probe and watch on the connection, whatever their contexts say. A failed write
+// breaks the connection; the next request dials again.
+func writeTimeoutDial(dial connrotation.DialFunc, timeout time.Duration) connrotation.DialFunc {
+	return func(ctx context.Context, network, address string) (net.Conn, error) {
+		conn, err := dial(ctx, network, address)
+		if err != nil || timeout <= 0 {
+			return conn, err
+		}
+		return &writeTimeoutConn{Conn: conn, timeout: timeout}, nil
+	}
+}
+
+// writeTimeoutConn is a net.Conn whose every Write has a deadline timeout from its start.
+type writeTimeoutConn struct {
+	net.Conn
+	timeout time.Duration
+}
+
+// Write implements net.Conn.
+func (c *writeTimeoutConn) Write(b []byte) (int, error) {
+	if err := c.Conn.SetWriteDeadline(time.Now().Add(c.timeout)); err != nil {
+		return 0, err
+	}
+	return c.Conn.Write(b)
 }
 
 // watchError records a list or watch failure; the Reflector retries on its own with backoff.
