@@ -440,11 +440,16 @@ func (c *Cache) Stop() {
 	c.mu.Unlock()
 	c.cancel()
 	c.notifier.close()
+	// Each connection stops on its own: one slow child does not hold the others' stops.
+	var stops sync.WaitGroup
 	for _, cn := range conns {
-		<-cn.done
-		if cn.cluster != nil {
-			cn.cluster.stop()
-		}
+		stops.Go(func() {
+			<-cn.done
+			if cn.cluster != nil {
+				cn.cluster.stop()
+			}
+		})
 	}
+	stops.Wait()
 	c.wg.Wait()
 }

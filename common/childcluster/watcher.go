@@ -26,14 +26,25 @@ type watcher struct {
 // differ reports whether two trimmed objects differ in what is counted; onEvent is called on every
 // event and listing (an answer from the child), onChange after a change that matters (not for the
 // first listing).
-func newWatcher(name string, lw toolscache.ListerWatcher, expected runtime.Object, trim func(any) any,
+func newWatcher(name string, lw *toolscache.ListWatch, expected runtime.Object, trim func(any) any,
 	differ func(a, b any) bool, onEvent, onChange func()) *watcher {
 	s := &store{trim: trim, differ: differ, onEvent: onEvent, onChange: onChange, items: map[string]any{}}
 	return &watcher{
 		store:     s,
-		reflector: toolscache.NewReflectorWithOptions(lw, expected, s, toolscache.ReflectorOptions{Name: name}),
+		reflector: toolscache.NewReflectorWithOptions(listThenWatch{lw}, expected, s, toolscache.ReflectorOptions{Name: name}),
 	}
 }
+
+// listThenWatch makes the Reflector list and then watch instead of streaming the initial list in a
+// watch (client-go's WatchListClient). Every wait of the list-then-watch path ends with the context;
+// the streaming path sleeps its backoff (up to 30s) after a failed attempt whatever the context says,
+// so stopping the watches of an unreachable child, and with them a manager's shutdown, waited for it.
+// For a child's Nodes and Pods, served from the API server's watch cache, the list is as cheap.
+// It embeds the concrete ListWatch so that the Reflector still finds the context-aware List and Watch.
+type listThenWatch struct{ *toolscache.ListWatch }
+
+// IsWatchListSemanticsUnSupported tells the Reflector not to stream the initial list.
+func (listThenWatch) IsWatchListSemanticsUnSupported() bool { return true }
 
 // run lists and watches until ctx ends; the Reflector retries failures with backoff.
 func (w *watcher) run(ctx context.Context) {

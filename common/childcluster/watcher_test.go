@@ -1,10 +1,17 @@
 package childcluster
 
 import (
+	"context"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	toolscache "k8s.io/client-go/tools/cache"
 )
 
 // TestStoreNotifiesChangesThatMatter: the watcher's store keeps trimmed objects, counts every event
@@ -49,5 +56,40 @@ func TestStoreNotifiesChangesThatMatter(t *testing.T) {
 	step("relisting changing d", s.Replace([]any{node("d", "9", "True")}, "9"), 10, 6)
 	if l := s.List(); len(l) != 1 || l[0].(*corev1.Node).Name != "d" {
 		t.Fatalf("kept %v", l)
+	}
+}
+
+// TestWatcherStopsAtOnceWhileBackingOff: a watcher whose child keeps failing backs off between
+// attempts, and stops as soon as its context ends, not after the backoff (up to 30s): a manager's
+// shutdown waits for it.
+func TestWatcherStopsAtOnceWhileBackingOff(t *testing.T) {
+	var calls atomic.Int32
+	fail := func() error { calls.Add(1); return apierrors.NewTooManyRequests("busy", 0) }
+	lw := &toolscache.ListWatch{
+		ListWithContextFunc:  func(context.Context, metav1.ListOptions) (runtime.Object, error) { return nil, fail() },
+		WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) { return nil, fail() },
+	}
+	w := newWatcher("backoff", lw, &corev1.Node{}, must(trimNode), func(any, any) bool { return true }, func() {}, func() {})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { w.run(ctx); close(done) }()
+	// After three failed attempts the next backoff is at least 3.2s.
+	deadline := time.Now().Add(wait)
+	for calls.Load() < 3 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if calls.Load() < 3 {
+		t.Fatalf("%d attempts, want 3", calls.Load())
+	}
+	cancelled := time.Now()
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(wait):
+		t.Fatalf("the watcher still runs %s after its context ended", wait)
+	}
+	if d := time.Since(cancelled); d > 2*time.Second {
+		t.Fatalf("the watcher stopped %s after its context ended: it waited for its backoff", d)
 	}
 }
