@@ -26,7 +26,7 @@ func TestWriteToPeerThatStopsReadingFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	accepted := make(chan net.Conn, 1)
 	go func() {
 		c, err := l.Accept()
@@ -39,7 +39,7 @@ func TestWriteToPeerThatStopsReadingFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	defer func() {
 		if c := <-accepted; c != nil {
 			_ = c.Close()
@@ -203,7 +203,10 @@ func TestFrozenChildFreesRequestsAndStop(t *testing.T) {
 	timeout := time.After(wait)
 	for i := range n {
 		select {
-		case <-errs:
+		case err := <-errs:
+			if err == nil {
+				t.Error("a request to the frozen child succeeded")
+			}
 		case <-timeout:
 			t.Fatalf("%d of %d requests to the frozen child still blocked after %s", n-i, n, wait)
 		}
