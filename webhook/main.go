@@ -24,43 +24,43 @@ import (
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
 func main() {
-	opts := bootstrap.NewOptions(server.Component)
+	common := bootstrap.NewOptions(server.Component)
 	// Every replica serves admission requests: there is nothing to elect a leader for.
-	opts.LeaderElect = false
-	opts.AddFlags(flag.CommandLine)
-	cfg := server.NewConfig()
-	cfg.AddFlags(flag.CommandLine)
+	common.LeaderElect = false
+	common.AddFlags(flag.CommandLine)
+	opts := server.DefaultOptions()
+	opts.BindFlags(flag.CommandLine)
 	selfTest := flag.Bool("self-test", false, "Check the installation instead of serving (the chart's `helm test`): the --self-test-deployments are available in --service-namespace and the webhook denies an invalid WorkspaceClass in a dry run.")
 	deployments := flag.String("self-test-deployments", "", "Comma-separated Deployments in --service-namespace that --self-test waits for.")
 	selfTestTimeout := flag.Duration("self-test-timeout", 3*time.Minute, "How long --self-test waits for the Deployments.")
 	flag.Parse()
 	if *selfTest {
-		if err := runSelfTest(cfg.ServiceNamespace, *deployments, *selfTestTimeout); err != nil {
+		if err := runSelfTest(opts.ServiceNamespace, *deployments, *selfTestTimeout); err != nil {
 			fmt.Fprintln(os.Stderr, "webhook self-test:", err)
 			os.Exit(1)
 		}
 		fmt.Println("webhook self-test: every component is available and the webhook admits and denies")
 		return
 	}
-	if err := run(opts, cfg); err != nil {
+	if err := run(common, opts); err != nil {
 		fmt.Fprintln(os.Stderr, server.Component+":", err)
 		os.Exit(1)
 	}
 }
 
-func run(opts *bootstrap.Options, cfg *server.Config) error {
-	wh, err := server.New(cfg)
+func run(common *bootstrap.Options, opts server.Options) error {
+	if err := opts.Validate(); err != nil {
+		return err
+	}
+	mgr, err := bootstrap.NewManager(common, scheme.New())
 	if err != nil {
 		return err
 	}
-	mgr, err := bootstrap.NewManager(opts, scheme.New(), wh.ManagerOption)
-	if err != nil {
+	ctx := bootstrap.SetupSignalHandler()
+	if _, err := server.Setup(ctx, mgr, opts); err != nil {
 		return err
 	}
-	if err := wh.Setup(mgr, cfg); err != nil {
-		return err
-	}
-	return mgr.Start(bootstrap.SetupSignalHandler())
+	return mgr.Start(ctx)
 }
 
 func runSelfTest(namespace, deployments string, timeout time.Duration) error {

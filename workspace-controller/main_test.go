@@ -16,6 +16,7 @@ import (
 
 	"github.com/exalsius/exalsius-operator/common/childcluster"
 	"github.com/exalsius/exalsius-operator/common/testing/testenv"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/workspace"
 )
 
 var mgmt *testenv.Management
@@ -32,7 +33,7 @@ func TestMain(m *testing.M) {
 	})
 }
 
-// TestChildCacheReadsSecretDataOnlyOnChange: the child cluster cache as main wires it reads a
+// TestChildCacheReadsSecretDataOnlyOnChange: the child cluster cache as workspace.Setup wires it reads a
 // kubeconfig Secret's data once, then only after the Secret changed, however often a workspace
 // asks for the child.
 func TestChildCacheReadsSecretDataOnlyOnChange(t *testing.T) {
@@ -55,7 +56,7 @@ func TestChildCacheReadsSecretDataOnlyOnChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cache, err := childcluster.New(withSecretReaders(mgr, childcluster.Options{}))
+	cache, err := childcluster.New(workspace.SecretReaders(mgr, childcluster.Options{}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@
 // optional idle timeout and by stopping the Cache. Connects run with bounded concurrency, and a failed
 // connect is retried only after an exponential backoff.
 //
-// Subscribe and Source tell controllers that a child's Nodes or Pods changed, or that it became
+// Source tells controllers that a child's Nodes or Pods changed, or that it became
 // unreachable or reachable again, debounced per child and never blocking the watches.
 //
 // # What the caller's manager needs
@@ -213,7 +213,7 @@ func (c *Cache) Get(ctx context.Context, namespace, name string) (*Cluster, erro
 }
 
 // TryGet is Get without the wait: while a connect is under way it returns an *UnreachableError with
-// ReasonConnecting at once, and subscribers (Subscribe, Source) are notified when the connect ends,
+// ReasonConnecting at once, and subscribers (Source) are notified when the connect ends,
 // successful or not. A caller that serves many children, like the inventory, uses it so that one slow
 // or unreachable child never holds up the others.
 func (c *Cache) TryGet(ctx context.Context, namespace, name string) (*Cluster, error) {
@@ -370,11 +370,11 @@ func (c *Cache) Keys() []types.NamespacedName {
 	return out
 }
 
-// Subscribe returns a channel that receives a ClusterDeployment's key after its child's Nodes or
+// subscribe returns a channel that receives a ClusterDeployment's key after its child's Nodes or
 // Pods changed, or after it became unreachable or reachable again; and a function that cancels the
 // subscription and closes the channel. Changes of one child within the debounce window give one key;
-// a subscriber that reads slowly gets each pending key once.
-func (c *Cache) Subscribe() (<-chan types.NamespacedName, func()) {
+// a subscriber that reads slowly gets each pending key once. Controllers use Source.
+func (c *Cache) subscribe() (<-chan types.NamespacedName, func()) {
 	return c.notifier.subscribe()
 }
 

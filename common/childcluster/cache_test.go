@@ -106,7 +106,7 @@ func TestGetWatchesNodesAndPods(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := newCache(t, Options{})
-	events, cancel := c.Subscribe()
+	events, cancel := c.subscribe()
 	defer cancel()
 
 	cl, err := c.Get(ctx, key.Namespace, key.Name)
@@ -231,7 +231,7 @@ func TestForgetStopsWithoutLeaks(t *testing.T) {
 	before := runtime.NumGoroutine()
 
 	c := newCache(t, Options{})
-	_, cancel := c.Subscribe()
+	_, cancel := c.subscribe()
 	defer cancel()
 	var clusters []*Cluster
 	for _, k := range keys {
@@ -326,7 +326,7 @@ func TestChildGoingAwayAndBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := newCache(t, Options{})
-	events, cancel := c.Subscribe()
+	events, cancel := c.subscribe()
 	defer cancel()
 	cl, err := c.Get(ctx, key.Namespace, key.Name)
 	if err != nil {

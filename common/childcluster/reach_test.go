@@ -106,7 +106,7 @@ func TestTryGetNeverWaits(t *testing.T) {
 	defer cancel()
 	child := startChild(t, "tryget")
 	c := newCache(t, Options{SyncTimeout: time.Hour})
-	keys, unsubscribe := c.Subscribe()
+	keys, unsubscribe := c.subscribe()
 	defer unsubscribe()
 	hole, err := clientcmd.Write(kubeconfigFor(blackHole(t)))
 	if err != nil {

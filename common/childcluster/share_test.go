@@ -41,7 +41,7 @@ func TestSharedConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := newCache(t, Options{})
-	events, cancel := c.Subscribe()
+	events, cancel := c.subscribe()
 	defer cancel()
 	get := func(k types.NamespacedName) *Cluster {
 		t.Helper()

@@ -1,9 +1,13 @@
 package childcluster
 
 import (
+	"context"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 )
 
@@ -13,34 +17,49 @@ const (
 	ClusterDeploymentKind       = "ClusterDeployment"
 )
 
-// Source returns a controller-runtime source fed by Subscribe: for every notification it emits a
-// GenericEvent whose object is a PartialObjectMetadata naming the ClusterDeployment (namespace and
-// name only). The handler maps it to the controller's requests, for example with
-// handler.EnqueueRequestsFromMapFunc. The subscription ends when the Cache stops.
+// Source returns the controller-runtime source through which controllers hear of child-cluster
+// changes (a child's Nodes or Pods changed, or it became unreachable or reachable again), debounced
+// per child. For every change it hands the handler a GenericEvent whose object is a
+// PartialObjectMetadata naming the ClusterDeployment (namespace and name only); the handler maps it
+// to the controller's requests, for example with handler.EnqueueRequestsFromMapFunc.
+//
+// The source subscribes when the controller starts it and unsubscribes when the controller's context
+// ends (the manager stops) or the Cache stops, whichever comes first: nothing is left running or
+// blocked after either. Changes before the start are not replayed.
 func (c *Cache) Source(h handler.EventHandler) source.Source {
-	events := make(chan event.GenericEvent)
-	c.mu.Lock()
-	if c.stopped {
-		c.mu.Unlock()
-		return source.Channel(events, h) // never fed
-	}
-	keys, cancel := c.Subscribe()
-	c.wg.Add(1)
-	c.mu.Unlock()
+	return &changeSource{cache: c, handler: h}
+}
+
+// changeSource is the source.Source of Cache.Source.
+type changeSource struct {
+	cache   *Cache
+	handler handler.EventHandler
+}
+
+func (s *changeSource) String() string { return "childcluster changes" }
+
+// Start subscribes to the cache and returns; a goroutine hands each notification to the handler
+// until ctx ends or the cache stops, then cancels the subscription.
+func (s *changeSource) Start(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+	keys, cancel := s.cache.subscribe()
 	go func() {
-		defer c.wg.Done()
 		defer cancel()
-		for key := range keys {
-			obj := &metav1.PartialObjectMetadata{
-				TypeMeta:   metav1.TypeMeta{APIVersion: ClusterDeploymentAPIVersion, Kind: ClusterDeploymentKind},
-				ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name},
-			}
+		for {
 			select {
-			case events <- event.GenericEvent{Object: obj}:
-			case <-c.ctx.Done():
+			case <-ctx.Done():
 				return
+			case key, ok := <-keys:
+				if !ok {
+					return // the cache stopped
+				}
+				obj := &metav1.PartialObjectMetadata{
+					TypeMeta:   metav1.TypeMeta{APIVersion: ClusterDeploymentAPIVersion, Kind: ClusterDeploymentKind},
+					ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name},
+				}
+				// The handler only maps and adds to the queue, which never blocks.
+				s.handler.Generic(ctx, event.GenericEvent{Object: obj}, q)
 			}
 		}
 	}()
-	return source.Channel(events, h)
+	return nil
 }

@@ -46,7 +46,7 @@ func TestAPIEndpointConfigMap(t *testing.T) {
 	t.Cleanup(func() { _ = child.Stop() })
 	ctx := context.Background()
 	ns := newNamespace(t)
-	startManagerWith(t, ns, func(r *Reconciler) { r.APIEndpointConfigMap = true })
+	startManagerWith(t, ns, func(o *Options) { o.APIEndpointConfigMap = true })
 	createColony(t, ns, "col", entry(t, "a", nil))
 	waitCD(t, ns, "col-a", "col-a", nil)
 	setCDConditions(t, ns, "col-a", cond(k0rdentv1beta1.ReadyCondition, metav1.ConditionTrue, k0rdentv1beta1.SucceededReason))

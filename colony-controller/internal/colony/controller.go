@@ -56,7 +56,7 @@ type Reconciler struct {
 	// ready child whose control plane k0smotron hosts (see apiendpoint.go).
 	APIEndpointConfigMap bool
 	// RetryRefused is how long an entry whose ClusterDeployment the API server refused waits before
-	// it is sent again when nothing the Colony watches changed (default 2m).
+	// it is sent again when nothing the Colony watches changed (Options.RetryRefused, default 2m).
 	RetryRefused time.Duration
 
 	// SystemNamespace is k0rdent's system namespace, where a Region's kubeconfig Secret lives
@@ -105,7 +105,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 		r.kubeconfigs = newKubeconfigMemo()
 	}
 	if r.RetryRefused <= 0 {
-		r.RetryRefused = defaultRetryRefused
+		return fmt.Errorf("colony: RetryRefused must be positive, got %s (DefaultOptions sets it)", r.RetryRefused)
 	}
 	b := ctrl.NewControllerManagedBy(mgr)
 	if r.APIEndpointConfigMap {
@@ -303,9 +303,6 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, colony *infrav1.Colony
 // recheckIndirect is how often a Colony with a cluster up but without `<cd>-kubeconfig` on the
 // management cluster (adopted, regional, or not written yet) looks for its kubeconfig again.
 const recheckIndirect = 30 * time.Second
-
-// defaultRetryRefused is the default of Reconciler.RetryRefused.
-const defaultRetryRefused = 2 * time.Minute
 
 // reconcileEntry applies one entry's ClusterDeployment and reads its readiness. An entry the API
 // server (or the decoder) refuses is reported in the state, not returned: retrying cannot fix it,

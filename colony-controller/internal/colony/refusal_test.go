@@ -128,7 +128,7 @@ func TestRefusedClusterDeployments(t *testing.T) {
 	waitRefusing(t, ns, k0rdentv1beta1.ClusterDeploymentSpec{Template: "t2"})
 	waitRefusing(t, ns, k0rdentv1beta1.ClusterDeploymentSpec{Template: "t1", Credential: "c2"})
 
-	startManagerWith(t, ns, func(r *Reconciler) { r.RetryRefused = time.Hour })
+	startManagerWith(t, ns, func(o *Options) { o.RetryRefused = time.Hour })
 	createColony(t, ns, "col", entry(t, "a", map[string]any{"template": "t1", "credential": "c1"}))
 	waitCD(t, ns, "col-a", "col-a created", nil)
 	setCDConditions(t, ns, "col-a", cond(k0rdentv1beta1.ReadyCondition, metav1.ConditionTrue, "Succeeded"))

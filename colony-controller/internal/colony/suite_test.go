@@ -23,7 +23,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -81,8 +80,9 @@ func startManager(t *testing.T, namespace string) *runningManager {
 	return startManagerWith(t, namespace, nil)
 }
 
-// startManagerWith is startManager with the reconciler adjusted by tune before it starts.
-func startManagerWith(t *testing.T, namespace string, tune func(*Reconciler)) *runningManager {
+// startManagerWith is startManager with the options adjusted by tune before Setup wires the
+// controller, as main.go does.
+func startManagerWith(t *testing.T, namespace string, tune func(*Options)) *runningManager {
 	t.Helper()
 	mgr, err := ctrl.NewManager(mgmt.Config, ctrl.Options{
 		Scheme:                 mgmt.Scheme,
@@ -94,14 +94,15 @@ func startManagerWith(t *testing.T, namespace string, tune func(*Reconciler)) *r
 	if err != nil {
 		t.Fatalf("creating manager: %v", err)
 	}
-	r := NewReconciler(mgr)
+	opts := DefaultOptions()
 	if tune != nil {
-		tune(r)
-	}
-	if err := r.SetupWithManager(mgr, controller.Options{}); err != nil {
-		t.Fatalf("setting up the reconciler: %v", err)
+		tune(&opts)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	if err := Setup(ctx, mgr, opts); err != nil {
+		cancel()
+		t.Fatalf("setting up the controller: %v", err)
+	}
 	rm := &runningManager{t: t, mgr: mgr, cancel: cancel, done: make(chan error, 1)}
 	go func() { rm.done <- mgr.Start(ctx) }()
 	t.Cleanup(rm.stop)

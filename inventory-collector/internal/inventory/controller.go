@@ -40,9 +40,6 @@ const (
 	FieldManager = Component
 )
 
-// DefaultContactRefresh is the default of Reconciler.ContactRefresh.
-const DefaultContactRefresh = 10 * time.Minute
-
 // Requeue intervals for children that cannot be watched right now. Recovery of a connected child is
 // notified by the child-cluster cache; these are safety nets.
 const (
@@ -73,7 +70,7 @@ type Reconciler struct {
 	// Now is the clock of lastUpdated (default time.Now).
 	Now func() time.Time
 	// ContactRefresh is how old a reachable, unchanged child's stored lastContact may get before it
-	// is rewritten (default 10m). Every refresh is a status write.
+	// is rewritten (Options.ContactRefresh, default 10m). Every refresh is a status write.
 	ContactRefresh time.Duration
 
 	mu sync.Mutex
@@ -98,7 +95,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 		r.Now = time.Now
 	}
 	if r.ContactRefresh <= 0 {
-		r.ContactRefresh = DefaultContactRefresh
+		return fmt.Errorf("inventory: ContactRefresh must be positive, got %s (DefaultOptions sets it)", r.ContactRefresh)
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("inventory").

@@ -35,8 +35,8 @@ func TestRotationOfAdoptedAndRegionalSecrets(t *testing.T) {
 	if note != "" {
 		t.Log(note)
 	}
-	_, stop, err := startCollectorWith([]string{ns, childcluster.DefaultSystemNamespace}, sharding.Shard{Count: 1}, nil,
-		func(r *Reconciler) { r.ContactRefresh = time.Hour })
+	_, stop, err := startCollectorWith([]string{ns, childcluster.DefaultSystemNamespace}, sharding.Shard{Count: 1},
+		func(o *Options) { o.ContactRefresh = time.Hour })
 	if err != nil {
 		t.Fatal(err)
 	}

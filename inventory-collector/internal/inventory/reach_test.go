@@ -73,10 +73,10 @@ func kubeconfigOf(t testing.TB, server string, auth *clientcmdapi.AuthInfo) []by
 // then a node change on it.
 func TestChildrenCollectedIndependently(t *testing.T) {
 	ns := "inventory-independent"
-	_, stop, err := startCollectorWith([]string{ns}, sharding.Shard{Count: 1}, func(o *childcluster.Options) {
-		o.SyncTimeout = time.Hour
+	_, stop, err := startCollectorWith([]string{ns}, sharding.Shard{Count: 1}, func(o *Options) {
+		o.ChildSyncTimeout = time.Hour
 		o.MaxConcurrentConnects = 2
-	}, nil)
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,11 +122,11 @@ func TestChildrenCollectedIndependently(t *testing.T) {
 // used at once, despite a backoff of an hour.
 func TestBadCredentialsReportedAtOnce(t *testing.T) {
 	ns := "inventory-auth"
-	_, stop, err := startCollectorWith([]string{ns}, sharding.Shard{Count: 1}, func(o *childcluster.Options) {
-		o.SyncTimeout = time.Hour
-		o.BackoffBase = time.Hour
-		o.BackoffMax = time.Hour
-	}, nil)
+	_, stop, err := startCollectorWith([]string{ns}, sharding.Shard{Count: 1}, func(o *Options) {
+		o.ChildSyncTimeout = time.Hour
+		o.ChildCluster.BackoffBase = time.Hour
+		o.ChildCluster.BackoffMax = time.Hour
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func TestBadCredentialsReportedAtOnce(t *testing.T) {
 // lastContact moves on (every ContactRefresh, 2s here); once it stops answering, lastContact stays.
 func TestLastContactTellsQuietFromStale(t *testing.T) {
 	ns := "inventory-contact"
-	_, stop, err := startCollectorWith([]string{ns}, sharding.Shard{Count: 1}, nil, func(r *Reconciler) { r.ContactRefresh = 2 * time.Second })
+	_, stop, err := startCollectorWith([]string{ns}, sharding.Shard{Count: 1}, func(o *Options) { o.ContactRefresh = 2 * time.Second })
 	if err != nil {
 		t.Fatal(err)
 	}

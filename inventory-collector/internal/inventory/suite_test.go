@@ -17,12 +17,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
-	"github.com/exalsius/exalsius-operator/common/childcluster"
 	"github.com/exalsius/exalsius-operator/common/testing/testenv"
 	"github.com/exalsius/exalsius-operator/inventory-collector/internal/sharding"
 )
@@ -80,12 +78,12 @@ func runTests(m *testing.M) int {
 
 // startCollector runs a manager with the inventory reconciler for the given namespaces and shard.
 func startCollector(namespaces []string, shard sharding.Shard) (*Reconciler, context.CancelFunc, error) {
-	return startCollectorWith(namespaces, shard, nil, nil)
+	return startCollectorWith(namespaces, shard, nil)
 }
 
-// startCollectorWith is startCollector with the child-cluster cache's options adjusted by tune.
-// tuneReconciler, when set, adjusts the reconciler before it is set up.
-func startCollectorWith(namespaces []string, shard sharding.Shard, tune func(*childcluster.Options), tuneReconciler func(*Reconciler)) (*Reconciler, context.CancelFunc, error) {
+// startCollectorWith is startCollector with the options adjusted by tune before Setup wires the
+// collector, as main.go does.
+func startCollectorWith(namespaces []string, shard sharding.Shard, tune func(*Options)) (*Reconciler, context.CancelFunc, error) {
 	for _, ns := range namespaces {
 		if err := mgmt.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return nil, nil, err
@@ -106,34 +104,21 @@ func startCollectorWith(namespaces []string, shard sharding.Shard, tune func(*ch
 	if err != nil {
 		return nil, nil, err
 	}
-	opts := childcluster.Options{
-		Reader:         mgr.GetAPIReader(),
-		MetadataReader: mgr.GetClient(),
-		Debounce:       debounce,
-		HealthInterval: time.Second,
-		SyncTimeout:    30 * time.Second,
-		BackoffBase:    time.Second,
-		BackoffMax:     2 * time.Second,
-		OnConnect:      func(cd types.NamespacedName, _ time.Duration, err error) { ObserveConnect(cd, err) },
-	}
+	opts := DefaultOptions()
+	opts.ShardIndex, opts.ShardCount = shard.Index, shard.Count
+	opts.MaxConcurrentReconciles = 2
+	opts.Debounce = debounce
+	opts.ChildHealthInterval = time.Second
+	opts.ChildCluster.BackoffBase, opts.ChildCluster.BackoffMax = time.Second, 2*time.Second
 	if tune != nil {
 		tune(&opts)
 	}
-	clusters, err := childcluster.New(opts)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := mgr.Add(clusters); err != nil {
-		return nil, nil, err
-	}
-	r := &Reconciler{Client: mgr.GetClient(), Clusters: clusters, Shard: shard, Recorder: mgr.GetEventRecorder("inventory-collector")}
-	if tuneReconciler != nil {
-		tuneReconciler(r)
-	}
-	if err := r.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 2}); err != nil {
-		return nil, nil, err
-	}
 	ctx, cancel := context.WithCancel(context.Background())
+	r, err := setup(ctx, mgr, opts)
+	if err != nil {
+		cancel()
+		return nil, nil, err
+	}
 	go func() {
 		if err := mgr.Start(ctx); err != nil {
 			fmt.Fprintf(os.Stderr, "manager: %v\n", err)

@@ -51,8 +51,10 @@ const (
 	DefaultCertDir           = "/tmp/k8s-webhook-server/serving-certs"
 )
 
-// Config holds the webhook's own flags.
-type Config struct {
+// Options are the webhook's settings, besides the ones every binary shares (bootstrap.Options).
+// DefaultOptions fills the defaults, BindFlags binds them to command-line flags, and Setup wires the
+// webhook with them; main.go and the test suite use the same three.
+type Options struct {
 	Host              string
 	Port              int
 	CertDir           string
@@ -71,13 +73,13 @@ type Config struct {
 	MaxReplicas       int
 }
 
-// NewConfig returns the defaults; the service namespace defaults to $POD_NAMESPACE when set.
-func NewConfig() *Config {
+// DefaultOptions returns the defaults; the service namespace defaults to $POD_NAMESPACE when set.
+func DefaultOptions() Options {
 	ns := os.Getenv("POD_NAMESPACE")
 	if ns == "" {
 		ns = DefaultServiceNamespace
 	}
-	return &Config{
+	return Options{
 		Port:              DefaultPort,
 		CertDir:           DefaultCertDir,
 		CertMode:          CertModeSelf,
@@ -93,8 +95,8 @@ func NewConfig() *Config {
 	}
 }
 
-// AddFlags binds the config to flags.
-func (c *Config) AddFlags(fs *flag.FlagSet) {
+// BindFlags binds the options to flags on fs. The current values are the flags' defaults.
+func (c *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Host, "host", c.Host, "Address the webhook server binds to; empty binds every interface.")
 	fs.IntVar(&c.Port, "port", c.Port, "Port the webhook server listens on.")
 	fs.StringVar(&c.CertDir, "cert-dir", c.CertDir, "Directory with tls.crt, tls.key and ca.crt (--cert-mode=cert-manager).")
@@ -114,7 +116,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 }
 
 // Validate reports every invalid flag.
-func (c *Config) Validate() error {
+func (c *Options) Validate() error {
 	var errs []error
 	if c.Port < 1 || c.Port > 65535 {
 		errs = append(errs, fmt.Errorf("--port: %d is not a port", c.Port))
@@ -155,7 +157,7 @@ func (c *Config) Validate() error {
 }
 
 // DNSNames are the serving certificate's names: the Service's, then the extra ones.
-func (c *Config) DNSNames() []string {
+func (c *Options) DNSNames() []string {
 	svc, ns := c.ServiceName, c.ServiceNamespace
 	names := []string{svc + "." + ns + ".svc", svc + "." + ns + ".svc.cluster.local", svc + "." + ns, svc}
 	for _, n := range strings.Split(c.ExtraDNSNames, ",") {
@@ -166,7 +168,7 @@ func (c *Config) DNSNames() []string {
 	return names
 }
 
-func (c *Config) ips() ([]net.IP, error) {
+func (c *Options) ips() ([]net.IP, error) {
 	var out []net.IP
 	for _, s := range strings.Split(c.IPAddresses, ",") {
 		if s = strings.TrimSpace(s); s == "" {
@@ -188,9 +190,8 @@ type Webhook struct {
 	checker *certs.TLSChecker
 }
 
-// New builds the webhook server and, in self mode, the certificate rotator; Setup completes them once
-// the manager exists.
-func New(c *Config) (*Webhook, error) {
+// newWebhook builds the webhook server and, in self mode, the certificate rotator.
+func newWebhook(c *Options) (*Webhook, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -234,12 +235,28 @@ func New(c *Config) (*Webhook, error) {
 	return w, nil
 }
 
-// ManagerOption puts the webhook server into the manager's options (a bootstrap mutate function).
-func (w *Webhook) ManagerOption(mo *ctrl.Options) { mo.WebhookServer = w.Server }
+// Setup wires the webhook into mgr: it builds the webhook server (HTTP/1.1, TLS 1.2 or later) and,
+// in self mode, the certificate rotator, adds both to mgr, registers the admission handlers and the
+// readiness checks "webhook-tls" (and "webhook-ca-injection" in self mode), and warms the caches the
+// handlers read. It returns the wired webhook (its readiness checker and rotator). ctx is unused
+// today; it is there so that every component's Setup has the same shape.
+func Setup(_ context.Context, mgr ctrl.Manager, opts Options) (*Webhook, error) {
+	w, err := newWebhook(&opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.setup(mgr, &opts); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
 
-// Setup registers the rotator, the handlers and the readiness check "webhook-tls" on mgr, and warms
-// the caches the handlers read.
-func (w *Webhook) Setup(mgr ctrl.Manager, c *Config) error {
+func (w *Webhook) setup(mgr ctrl.Manager, c *Options) error {
+	// The server is a runnable of its own (the manager starts webhook servers before the caches and
+	// controllers), instead of the manager's default one.
+	if err := mgr.Add(w.Server); err != nil {
+		return err
+	}
 	if w.Rotator != nil {
 		// The rotator reads one Secret and two webhook configurations by name: an uncached client,
 		// so that no informer caches Secrets and RBAC can name the objects.
@@ -252,8 +269,7 @@ func (w *Webhook) Setup(mgr ctrl.Manager, c *Config) error {
 			return err
 		}
 	}
-	srv := mgr.GetWebhookServer()
-	admission.Register(srv, mgr.GetScheme(), admission.Options{
+	admission.Register(w.Server, mgr.GetScheme(), admission.Options{
 		Reader:     mgr.GetClient(),
 		LiveReader: mgr.GetAPIReader(),
 		Deployment: wsvalidation.DeploymentOptions{MaxReplicas: int32(c.MaxReplicas)},

@@ -89,7 +89,7 @@ func setup(ctx context.Context, mg *testenv.Management) (<-chan struct{}, error)
 		return done, err
 	}
 	wo := mg.Env.WebhookInstallOptions
-	cfg := server.NewConfig()
+	cfg := server.DefaultOptions()
 	cfg.Host = wo.LocalServingHost
 	cfg.Port = wo.LocalServingPort
 	cfg.ServiceNamespace = operatorNamespace
@@ -97,11 +97,7 @@ func setup(ctx context.Context, mg *testenv.Management) (<-chan struct{}, error)
 	cfg.CertCheckInterval = 500 * time.Millisecond
 	cfg.MaxReplicas = testMaxReplicas
 	cfg.CABundleFile = cfgCABundleFile
-	var err error
-	if wh, err = server.New(cfg); err != nil {
-		return done, err
-	}
-	opts := bootstrap.NewOptions("webhook")
+	opts := bootstrap.NewOptions(server.Component)
 	opts.RestConfig = mg.Config
 	opts.LeaderElect = false
 	opts.MetricsBindAddress = "0"
@@ -109,11 +105,12 @@ func setup(ctx context.Context, mg *testenv.Management) (<-chan struct{}, error)
 	if os.Getenv(testenv.EnvVerbose) == "" {
 		opts.LogWriter = io.Discard
 	}
-	mgr, err := bootstrap.NewManager(opts, mg.Scheme, wh.ManagerOption)
+	mgr, err := bootstrap.NewManager(opts, mg.Scheme)
 	if err != nil {
 		return done, err
 	}
-	if err := wh.Setup(mgr, cfg); err != nil {
+	// The component's own Setup, as main.go does, with a short certificate check interval.
+	if wh, err = server.Setup(ctx, mgr, cfg); err != nil {
 		return done, err
 	}
 	started = true

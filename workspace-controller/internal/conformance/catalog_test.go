@@ -110,7 +110,7 @@ func TestPublishedCatalogApplies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &workspaceclass.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("workspaceclass-controller")}
+	r := &workspaceclass.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("workspace-controller")}
 	if err := r.SetupWithManager(ctx, mgr, controller.Options{}); err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -32,7 +31,6 @@ import (
 	"github.com/exalsius/exalsius-operator/common/testing/testenv"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/routing"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/workspace"
-	"github.com/exalsius/exalsius-operator/workspace-controller/internal/workspaceclass"
 )
 
 // The suite runs three separate API servers: the management cluster, a child cluster (where the
@@ -203,7 +201,7 @@ type controllers struct {
 	done   chan error
 }
 
-// startControllers starts a manager like main.go does, with short test timings.
+// startControllers starts a manager wired by workspace.Setup, as main.go does, with short test timings.
 func startControllers() error {
 	ctlMu.Lock()
 	defer ctlMu.Unlock()
@@ -215,49 +213,17 @@ func startControllers() error {
 	if err != nil {
 		return err
 	}
-	cacheOpts := func(s bool) childcluster.Options {
-		o := childcluster.Options{Reader: mgr.GetAPIReader(), Debounce: 100 * time.Millisecond, SyncTimeout: 5 * time.Second,
-			HealthInterval: time.Second, BackoffBase: 200 * time.Millisecond, BackoffMax: time.Second}
-		if s {
-			o.Scheme = routing.Scheme()
-		}
-		return o
-	}
-	children, err := childcluster.New(cacheOpts(false))
-	if err != nil {
-		return err
-	}
-	regionals, err := childcluster.New(cacheOpts(true))
-	if err != nil {
-		return err
-	}
-	for _, r := range []*childcluster.Cache{children, regionals} {
-		if err := mgr.Add(r); err != nil {
-			return err
-		}
-	}
-	def, _ := routing.ParseRegionalRef(regionalNS + "/" + regionalCD)
-	routes := &routing.Gateway{
-		Regionals: routing.CacheRegionals{Cache: regionals},
-		Options:   routing.Options{GatewayNamespace: gwNamespace, GatewayName: gwName, DefaultRegional: def},
-	}
-	if err := mgr.Add(&routing.Sweeper{Clusters: mgr.GetClient(), Workspaces: mgr.GetAPIReader(), Regionals: routes.Regionals,
-		DefaultRegional: def, Interval: sweepEvery, Log: mgr.GetLogger()}); err != nil {
-		return err
-	}
-	events, _ := children.Subscribe()
+	// The component's own Setup, with short test timings.
+	opts := workspace.DefaultOptions()
+	opts.MaxConcurrentReconciles = 4
+	opts.UnreachableRetry = 500 * time.Millisecond
+	opts.RoutingRetry, opts.RoutingResync, opts.RouteSweepInterval = 300*time.Millisecond, time.Second, sweepEvery
+	opts.GatewayNamespace, opts.GatewayName = gwNamespace, gwName
+	opts.DefaultRegionalCluster = regionalNS + "/" + regionalCD
+	opts.ChildCluster = childcluster.Options{Debounce: 100 * time.Millisecond, SyncTimeout: 5 * time.Second,
+		HealthInterval: time.Second, BackoffBase: 200 * time.Millisecond, BackoffMax: time.Second}
 	ctx, cancel := context.WithCancel(context.Background())
-	opts := controller.Options{MaxConcurrentReconciles: 4}
-	if err := (&workspaceclass.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("workspaceclass-controller")}).
-		SetupWithManager(ctx, mgr, opts); err != nil {
-		cancel()
-		return err
-	}
-	if err := (&workspace.Reconciler{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Children: workspace.CacheChildren{Cache: children},
-		Recorder: mgr.GetEventRecorder("workspace-controller"), Routes: routes,
-		Options: workspace.Options{UnreachableRetry: 500 * time.Millisecond, RoutingRetry: 300 * time.Millisecond, RoutingResync: time.Second},
-	}).SetupWithManager(ctx, mgr, opts, events); err != nil {
+	if err := workspace.Setup(ctx, mgr, opts); err != nil {
 		cancel()
 		return err
 	}

@@ -25,28 +25,6 @@ import (
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/routing"
 )
 
-// Options tune the reconciler.
-type Options struct {
-	// RoutingRetry is how soon a workspace whose routes do not all serve yet is looked at again (the
-	// regional cluster's route status is polled, not watched). Default 15s.
-	RoutingRetry time.Duration
-	// RoutingResync is how often the routes of a workspace whose routes all serve are checked again.
-	// Default 5m.
-	RoutingResync time.Duration
-	// RolloutSettle is how long after a ServiceSet change a service state older than the change is
-	// still trusted as current (k0rdent collects states every 10 s and may skip a short Provisioning).
-	RolloutSettle time.Duration
-	// UnreachableRetry is the delay before retrying a child that could not be reached.
-	UnreachableRetry time.Duration
-	// UnreachableDeleteTimeout bounds how long, counted from the deletion request, a workspace's
-	// deletion waits for a child cluster that cannot be reached while its ClusterDeployment exists.
-	// Past it the deletion completes, and an Event names what was not cleaned up.
-	UnreachableDeleteTimeout time.Duration
-	// ChildRequestTimeout bounds each step's requests to a child cluster (the release namespace, its
-	// quota, the quota refusals).
-	ChildRequestTimeout time.Duration
-}
-
 // Reconciler reconciles WorkspaceDeployments.
 type Reconciler struct {
 	// Client reads through the manager's cache and writes to the API server.
@@ -59,7 +37,7 @@ type Reconciler struct {
 	Routes routing.Provider
 	// Recorder emits events.k8s.io/v1 events.
 	Recorder events.EventRecorder
-	// Options tune timings and URLs.
+	// Options are the component's settings; the reconciler reads its timings from them.
 	Options Options
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time

@@ -17,14 +17,14 @@ func (r *Reconciler) routingRetry() time.Duration {
 	if r.Options.RoutingRetry > 0 {
 		return r.Options.RoutingRetry
 	}
-	return 15 * time.Second
+	return DefaultRoutingRetry
 }
 
 func (r *Reconciler) routingResync() time.Duration {
 	if r.Options.RoutingResync > 0 {
 		return r.Options.RoutingResync
 	}
-	return 5 * time.Minute
+	return DefaultRoutingResync
 }
 
 // routingWorkspace is what the route provider needs to know about the workspace.

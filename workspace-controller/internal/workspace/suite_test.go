@@ -21,7 +21,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/yaml"
 
@@ -32,7 +31,6 @@ import (
 	"github.com/exalsius/exalsius-operator/common/gpu"
 	"github.com/exalsius/exalsius-operator/common/testing/childtest"
 	"github.com/exalsius/exalsius-operator/common/testing/testenv"
-	"github.com/exalsius/exalsius-operator/workspace-controller/internal/workspaceclass"
 )
 
 const (
@@ -74,7 +72,7 @@ type controllers struct {
 	done   chan error
 }
 
-// startControllers starts a manager like main.go does, with short test timings.
+// startControllers starts a manager wired by Setup, as main.go does, with short test timings.
 func startControllers() error {
 	ctlMu.Lock()
 	defer ctlMu.Unlock()
@@ -88,35 +86,19 @@ func startControllers() error {
 	if err != nil {
 		return err
 	}
-	children, err := childcluster.New(childcluster.Options{
-		Reader: mgr.GetAPIReader(), Debounce: 100 * time.Millisecond, SyncTimeout: 5 * time.Second,
-		HealthInterval: time.Second, BackoffBase: 200 * time.Millisecond, BackoffMax: 2 * time.Second,
-	})
-	if err != nil {
-		return err
-	}
-	if err := mgr.Add(children); err != nil {
-		return err
-	}
-	events, _ := children.Subscribe()
+	// The component's own Setup, with short test timings and no route provider (this package's
+	// tests have no regional cluster; internal/routing's suite runs with one).
+	opts := DefaultOptions()
+	opts.MaxConcurrentReconciles = 4
+	opts.UnreachableRetry = 500 * time.Millisecond
+	opts.UnreachableDeleteTimeout = testDeleteTimeout
+	opts.ChildRequestTimeout = 5 * time.Second
+	opts.PrerequisiteGracePeriod = testGracePeriod
+	opts.ChildCluster = childcluster.Options{Debounce: 100 * time.Millisecond, SyncTimeout: 5 * time.Second,
+		HealthInterval: time.Second, BackoffBase: 200 * time.Millisecond, BackoffMax: 2 * time.Second}
+	opts.DisableRouting = true
 	ctx, cancel := context.WithCancel(context.Background())
-	opts := controller.Options{MaxConcurrentReconciles: 4}
-	if err := (&workspaceclass.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("workspaceclass-controller")}).
-		SetupWithManager(ctx, mgr, opts); err != nil {
-		cancel()
-		return err
-	}
-	if err := (&Reconciler{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Children: CacheChildren{Cache: children},
-		Recorder: mgr.GetEventRecorder("workspace-controller"),
-		Options: Options{UnreachableRetry: 500 * time.Millisecond,
-			UnreachableDeleteTimeout: testDeleteTimeout, ChildRequestTimeout: 5 * time.Second},
-	}).SetupWithManager(ctx, mgr, opts, events); err != nil {
-		cancel()
-		return err
-	}
-	if err := (&PrerequisiteCollector{Client: mgr.GetClient(), GracePeriod: testGracePeriod}).
-		SetupWithManager(mgr, controller.Options{}); err != nil {
+	if err := Setup(ctx, mgr, opts); err != nil {
 		cancel()
 		return err
 	}

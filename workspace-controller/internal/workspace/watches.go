@@ -4,11 +4,9 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -38,20 +36,15 @@ const (
 	IndexValuesFrom = "workspace.valuesFrom"
 )
 
-// SetupWithManager registers the indexes, the metrics and the controller. childEvents carries the
-// ClusterDeployments whose child Nodes or Pods changed (nil: no child events).
-func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager, opts controller.Options, childEvents <-chan types.NamespacedName) error {
+// SetupWithManager registers the indexes, the metrics and the controller. childChanges is the
+// child-cluster cache's Source (childcluster.Cache.Source): the ClusterDeployments whose child Nodes
+// or Pods changed, or that became (un)reachable (nil: no child events).
+func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager, opts controller.Options, childChanges func(handler.EventHandler) source.Source) error {
 	if r.admissions == nil {
 		r.admissions = newAdmissions()
 	}
-	if r.Options.RolloutSettle <= 0 {
-		r.Options.RolloutSettle = 30 * time.Second
-	}
-	if r.Options.UnreachableRetry <= 0 {
-		r.Options.UnreachableRetry = 30 * time.Second
-	}
-	if r.Options.ChildRequestTimeout <= 0 {
-		r.Options.ChildRequestTimeout = 30 * time.Second
+	if err := r.Options.validateTimings(); err != nil {
+		return err
 	}
 	idx := mgr.GetFieldIndexer()
 	if err := idx.IndexField(ctx, &workspacesv1.WorkspaceDeployment{}, IndexCluster, func(o client.Object) []string {
@@ -114,37 +107,10 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager, 
 	if err != nil {
 		return err
 	}
-	if childEvents != nil {
-		ch := make(chan event.GenericEvent)
-		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-			return forwardChildEvents(ctx, childEvents, ch)
-		})); err != nil {
-			return err
-		}
-		b = b.WatchesRawSource(source.Channel(ch, handler.EnqueueRequestsFromMapFunc(r.forChildEvent)))
+	if childChanges != nil {
+		b = b.WatchesRawSource(childChanges(handler.EnqueueRequestsFromMapFunc(r.forChildEvent)))
 	}
 	return b.Complete(r)
-}
-
-// forwardChildEvents turns child-cluster change notifications into generic events naming the
-// ClusterDeployment.
-func forwardChildEvents(ctx context.Context, in <-chan types.NamespacedName, out chan<- event.GenericEvent) error {
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case key, ok := <-in:
-			if !ok {
-				return nil
-			}
-			o := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
-			select {
-			case out <- event.GenericEvent{Object: o}:
-			case <-ctx.Done():
-				return nil
-			}
-		}
-	}
 }
 
 func hasLabel(key string) predicate.Predicate {
