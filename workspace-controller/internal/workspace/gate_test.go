@@ -73,9 +73,17 @@ func TestOldestWaitingGoesFirst(t *testing.T) {
 
 	must(t, childtest.SetPodPhase(ctxT(t), child.Client, "busy", p1, corev1.PodSucceeded))
 	waitPhase(t, older, workspacesv1.PhaseDeploying, "")
-	ws := waitPhase(t, younger, workspacesv1.PhaseWaiting, workspacesv1.ReasonWaitingForGpuCapacity)
-	if err := contains(ws.Status.Feasibility.Message, "1 reserved"); err != nil {
-		t.Errorf("the younger workspace does not see the older one's reservation: %v", err)
+	// The younger is still Waiting from its decision before the GPU freed up; its next decision
+	// counts the older one's reservation and keeps it Waiting.
+	eventually(t, "the younger workspace waits behind the older one's reservation", func() error {
+		ws := getWS(t, younger)
+		if ws.Status.Phase != workspacesv1.PhaseWaiting || ws.Status.Feasibility == nil {
+			return fmt.Errorf("phase %s, feasibility %+v", ws.Status.Phase, ws.Status.Feasibility)
+		}
+		return contains(ws.Status.Feasibility.Message, "1 reserved")
+	})
+	if getWS(t, younger).Status.Phase != workspacesv1.PhaseWaiting {
+		t.Errorf("the younger workspace took the GPU the older one holds")
 	}
 }
 
