@@ -12,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
-	"github.com/exalsius/exalsius-operator/common/conditions"
 	"github.com/exalsius/exalsius-operator/common/text"
 )
 
@@ -184,7 +183,7 @@ func computeStatus(colony *infrav1.Colony, obs *observation) infrav1.ColonyStatu
 // or Deleting, Stalled True while Degraded, each with Ready's reason and message; both are removed
 // otherwise.
 func setKstatusConditions(st *infrav1.ColonyStatus) {
-	ready := conditions.Get(st.Conditions, infrav1.ColonyReadyCondition)
+	ready := meta.FindStatusCondition(st.Conditions, infrav1.ColonyReadyCondition)
 	reconciling, stalled := false, false
 	switch st.Phase {
 	case infrav1.ColonyPhaseProvisioning, infrav1.ColonyPhaseDeleting:
@@ -199,13 +198,13 @@ func setKstatusConditions(st *infrav1.ColonyStatus) {
 		if k.on && ready != nil {
 			setCondition(st, k.typ, metav1.ConditionTrue, ready.Reason, ready.Message)
 		} else {
-			conditions.Remove(&st.Conditions, k.typ)
+			meta.RemoveStatusCondition(&st.Conditions, k.typ)
 		}
 	}
 }
 
 func setCondition(st *infrav1.ColonyStatus, typ string, status metav1.ConditionStatus, reason, msg string) {
-	conditions.Set(&st.Conditions, metav1.Condition{
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
 		Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: st.ObservedGeneration,
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -17,7 +18,6 @@ import (
 
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
-	"github.com/exalsius/exalsius-operator/common/conditions"
 )
 
 func colonyWith(n int) *infrav1.Colony {
@@ -108,7 +108,7 @@ func TestComputeStatus(t *testing.T) {
 				infrav1.ColonyStalledCondition:     tc.phase == infrav1.ColonyPhaseDegraded,
 			}
 			for typ, on := range want {
-				k := conditions.Get(st.Conditions, typ)
+				k := meta.FindStatusCondition(st.Conditions, typ)
 				switch {
 				case !on && k != nil:
 					t.Errorf("%s present in phase %s: %+v", typ, st.Phase, *k)
@@ -128,13 +128,13 @@ func TestComputeStatusDropsKstatusConditions(t *testing.T) {
 	colony := colonyWith(1)
 	notReady := observation{entries: []*entryState{{clusterName: "c0", cdName: "col-c0", exists: true, phase: clusterProvisioning, message: "m"}}}
 	colony.Status = computeStatus(colony, &notReady)
-	if conditions.Get(colony.Status.Conditions, infrav1.ColonyReconcilingCondition) == nil {
+	if meta.FindStatusCondition(colony.Status.Conditions, infrav1.ColonyReconcilingCondition) == nil {
 		t.Fatal("a provisioning Colony has no Reconciling")
 	}
 	failed := observation{entries: []*entryState{{clusterName: "c0", cdName: "col-c0", exists: true, phase: clusterFailed, message: "m"}}}
 	colony.Status = computeStatus(colony, &failed)
-	if conditions.Get(colony.Status.Conditions, infrav1.ColonyReconcilingCondition) != nil ||
-		conditions.Get(colony.Status.Conditions, infrav1.ColonyStalledCondition) == nil {
+	if meta.FindStatusCondition(colony.Status.Conditions, infrav1.ColonyReconcilingCondition) != nil ||
+		meta.FindStatusCondition(colony.Status.Conditions, infrav1.ColonyStalledCondition) == nil {
 		t.Fatalf("a degraded Colony: %+v", colony.Status.Conditions)
 	}
 	healed := observation{

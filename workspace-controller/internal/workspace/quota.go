@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -17,7 +18,6 @@ import (
 
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
-	"github.com/exalsius/exalsius-operator/common/conditions"
 	"github.com/exalsius/exalsius-operator/common/gpu"
 )
 
@@ -178,7 +178,7 @@ func (r *Reconciler) quotaBlocks(ctx context.Context, s *scope, ad *workspacesv1
 		return false, err
 	}
 	if len(quotas) == 0 {
-		conditions.Remove(&s.ws.Status.Conditions, workspacesv1.WithinQuotaCondition)
+		meta.RemoveStatusCondition(&s.ws.Status.Conditions, workspacesv1.WithinQuotaCondition)
 		return false, nil
 	}
 	held, waiting, err := namespaceUse(ctx, r.Client, s.ws.Namespace, s.key(), r.admissionsFor().current)

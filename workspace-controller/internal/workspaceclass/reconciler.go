@@ -18,6 +18,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -195,7 +196,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		st.Valid, st.ValidationError = false, p.message
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, p.reason, p.message
 	}
-	conditions.Set(&st.Conditions, cond)
+	meta.SetStatusCondition(&st.Conditions, cond)
 
 	if equality.Semantic.DeepEqual(before, st) {
 		return reconcile.Result{}, nil
