@@ -175,26 +175,44 @@ func TestComputeStatusKeepsTransitionTimes(t *testing.T) {
 	}
 }
 
-func TestStatusApplyConfigurationSendsOnlyOwnedFields(t *testing.T) {
+func TestStatusObjectCarriesOnlyOwnedFields(t *testing.T) {
 	colony := colonyWith(1)
 	colony.Status.GPUInventory = map[string]infrav1.ClusterGPUInventory{"x": {Reachable: true}}
+	colony.ResourceVersion = "5"
 	st := computeStatus(colony, &observation{entries: []*entryState{{clusterName: "c0", cdName: "col-c0"}}})
-	u, err := statusApplyConfiguration(colony, st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	status := u.Object["status"].(map[string]any)
-	if _, ok := status["gpuInventory"]; ok {
+	st.GPUInventory = colony.Status.GPUInventory
+	obj := statusObject(colony, st)
+	if obj.Status.GPUInventory != nil {
 		t.Error("gpuInventory sent")
 	}
-	if status["readyClusters"] != int64(0) || status["totalClusters"] != int64(1) {
-		t.Errorf("zero counts must be explicit: %v", status)
+	if len(obj.Spec.ColonyClusters) != 0 || obj.ResourceVersion != "" || obj.Name != colony.Name || obj.Namespace != colony.Namespace {
+		t.Errorf("status object carries more than identity and status: %+v", obj.ObjectMeta)
 	}
-	if _, ok := u.Object["spec"]; ok {
-		t.Error("spec sent with the status")
+	if colony.Status.GPUInventory == nil {
+		t.Error("statusObject changed the Colony it was given")
 	}
-	if _, ok := u.Object["metadata"].(map[string]any)["resourceVersion"]; ok {
-		t.Error("resourceVersion sent")
+}
+
+// TestZeroCountsStored: a Colony with no ready cluster stores readyClusters: 0, not nothing.
+func TestZeroCountsStored(t *testing.T) {
+	ns := newNamespace(t)
+	createColony(t, ns, "col", entry(t, "a", nil))
+	r := newReconciler(mgmt.Client, mgmt.Client, nil)
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: "col"}}
+	for range 2 {
+		if _, err := r.Reconcile(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(infrav1.GroupVersion.WithKind("Colony"))
+	if err := mgmt.Client.Get(context.Background(), req.NamespacedName, u); err != nil {
+		t.Fatal(err)
+	}
+	ready, found, _ := unstructured.NestedInt64(u.Object, "status", "readyClusters")
+	total, _, _ := unstructured.NestedInt64(u.Object, "status", "totalClusters")
+	if !found || ready != 0 || total != 1 {
+		t.Errorf("readyClusters %d (stored %v), totalClusters %d", ready, found, total)
 	}
 }
 
