@@ -19,6 +19,7 @@ import (
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/gpu"
+	"github.com/exalsius/exalsius-operator/common/status"
 )
 
 // +kubebuilder:rbac:groups=workspaces.exalsius.ai,resources=workspacequotas,verbs=get;list;watch
@@ -233,9 +234,8 @@ func (q *QuotaReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 	if equality.Semantic.DeepEqual(quota.Status, st) {
 		return reconcile.Result{}, nil
 	}
-	base := quota.DeepCopy()
 	quota.Status = st
-	if err := q.Client.Status().Patch(ctx, quota, client.MergeFrom(base)); err != nil && !apierrors.IsNotFound(err) {
+	if err := status.Apply(ctx, q.Client, quota, Component); err != nil && !apierrors.IsNotFound(err) {
 		return reconcile.Result{}, fmt.Errorf("writing WorkspaceQuota status: %w", err)
 	}
 	return reconcile.Result{}, nil

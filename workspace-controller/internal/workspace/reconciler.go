@@ -22,6 +22,7 @@ import (
 
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/common/status"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/routing"
 )
 
@@ -212,9 +213,7 @@ func (r *Reconciler) patchStatus(ctx context.Context, before *workspacesv1.Works
 	if equality.Semantic.DeepEqual(s.before.Status, ws.Status) {
 		return nil // written already, with the admission
 	}
-	base := ws.DeepCopy()
-	base.Status = s.before.Status
-	if err := r.Client.Status().Patch(ctx, ws, client.MergeFrom(base)); err != nil {
+	if err := status.Apply(ctx, r.Client, ws, Component); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}

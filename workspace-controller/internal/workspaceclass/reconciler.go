@@ -34,6 +34,7 @@ import (
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/conditions"
+	"github.com/exalsius/exalsius-operator/common/status"
 )
 
 // Field indexes the reconciler registers.
@@ -47,6 +48,10 @@ const (
 
 // Finalizer keeps a WorkspaceClass that WorkspaceDeployments use from going away.
 const Finalizer = "workspaces.exalsius.ai/workspaceclass-protection"
+
+// FieldManager writes the classes' status: the component word, as workspace.Component (which imports
+// this package) spells it.
+const FieldManager = "workspace-controller"
 
 // ReasonDeletionBlocked is the reason of the event on a deleting class still in use.
 const ReasonDeletionBlocked = "DeletionBlocked"
@@ -210,9 +215,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 	}
 	conditions.RecordTransitions(r.Recorder, class, before.Conditions, st.Conditions)
-	patchBase := class.DeepCopy()
-	patchBase.Status = *before
-	if err := r.Client.Status().Patch(ctx, class, client.MergeFrom(patchBase)); err != nil {
+	if err := status.Apply(ctx, r.Client, class, FieldManager); err != nil {
 		if apierrors.IsNotFound(err) {
 			return reconcile.Result{}, nil
 		}
@@ -234,9 +237,8 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, class *workspacesv1.Wo
 	}
 	if len(users) > 0 {
 		if class.Status.InUseBy != int32(len(users)) {
-			base := class.DeepCopy()
 			class.Status.InUseBy = int32(len(users))
-			if err := r.Client.Status().Patch(ctx, class, client.MergeFrom(base)); err != nil {
+			if err := status.Apply(ctx, r.Client, class, FieldManager); err != nil {
 				return reconcile.Result{}, client.IgnoreNotFound(err)
 			}
 		}
