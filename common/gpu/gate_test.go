@@ -265,6 +265,39 @@ func TestPodOverheadCounted(t *testing.T) {
 	}
 }
 
+// TestOneContainerPathMatchesLibrary: the direct read for pods of one container (what the child
+// cache rebuilds) gives what the library computes for the same pod.
+func TestOneContainerPathMatchesLibrary(t *testing.T) {
+	rl := func(kv ...string) corev1.ResourceList {
+		out := corev1.ResourceList{}
+		for i := 0; i < len(kv); i += 2 {
+			out[corev1.ResourceName(kv[i])] = resource.MustParse(kv[i+1])
+		}
+		return out
+	}
+	cases := []corev1.ResourceRequirements{
+		{},
+		{Requests: rl("cpu", "250m", "memory", "1Gi", "nvidia.com/gpu", "2")},
+		{Limits: rl("cpu", "1", "nvidia.com/gpu", "1")},
+		{Requests: rl("cpu", "100m"), Limits: rl("cpu", "2", "memory", "3Gi")},
+		{Requests: rl("cpu", "-1", "nvidia.com/gpu", "-2")},
+	}
+	for i, r := range cases {
+		p := pod("p", "n")
+		p.Spec.Containers = []corev1.Container{{Name: "c", Resources: r}}
+		lib := podRequests(&p)
+		for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, ResourceNVIDIA, ResourceAMD} {
+			want := int64(0)
+			if q, ok := lib[name]; ok {
+				want = nonNegative(q.MilliValue())
+			}
+			if got := PodRequestMilli(&p, name); got != want {
+				t.Errorf("case %d, %s: %d, the library says %d", i, name, got, want)
+			}
+		}
+	}
+}
+
 // TestPodRequestNeverNegativeNorWraps: invalid negative quantities count as 0 per container, and a
 // sum beyond int64 stops at its largest value.
 func TestPodRequestNeverNegativeNorWraps(t *testing.T) {

@@ -131,7 +131,7 @@ func IsTerminal(p *corev1.Pod) bool {
 // quantity counts as 0, as the API server defaults and validates them, so hand-built pods count as
 // their stored form would. The result is never negative and stops at the largest int64.
 func PodRequest(p *corev1.Pod, name corev1.ResourceName) int64 {
-	q, ok := podRequests(p)[name]
+	q, ok := podRequest(p, name)
 	if !ok {
 		return 0
 	}
@@ -143,7 +143,7 @@ func PodRequest(p *corev1.Pod, name corev1.ResourceName) int64 {
 
 // PodRequestMilli is PodRequest in thousandths, for cpu and memory-like resources.
 func PodRequestMilli(p *corev1.Pod, name corev1.ResourceName) int64 {
-	q, ok := podRequests(p)[name]
+	q, ok := podRequest(p, name)
 	if !ok {
 		return 0
 	}
@@ -157,6 +157,24 @@ var (
 	maxUnits = *resource.NewQuantity(math.MaxInt64, resource.DecimalSI)
 	maxMilli = *resource.NewMilliQuantity(math.MaxInt64, resource.DecimalSI)
 )
+
+// podRequest returns the pod's request of one resource. A pod of one container and nothing else
+// (no init containers, overhead or pod-level resources), which is every pod the child-cluster cache
+// rebuilds from its effective requests, requests what that container requests: that is read
+// directly, because the library's computation allocates several resource lists per call and made
+// the gate over 10000 pods twenty times slower. Every other pod goes through the library.
+func podRequest(p *corev1.Pod, name corev1.ResourceName) (resource.Quantity, bool) {
+	if len(p.Spec.Containers) == 1 && len(p.Spec.InitContainers) == 0 && p.Spec.Overhead == nil && p.Spec.Resources == nil {
+		r := &p.Spec.Containers[0].Resources
+		if q, ok := r.Requests[name]; ok {
+			return q, true
+		}
+		q, ok := r.Limits[name]
+		return q, ok
+	}
+	q, ok := podRequests(p)[name]
+	return q, ok
+}
 
 // podRequests is the library's computation on the pod as the API server would store it.
 func podRequests(p *corev1.Pod) corev1.ResourceList {
