@@ -20,7 +20,6 @@ import (
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/gpu"
-	"github.com/exalsius/exalsius-operator/common/status"
 )
 
 // admissions serialises the gate's decisions per cluster and remembers the admissions this process
@@ -291,7 +290,7 @@ func newAdmission(cluster string, res *workspacesv1.ResolvedResources, d gpu.Dec
 // before anything is installed, and remembers it until the cache shows it.
 func (r *Reconciler) recordAdmission(ctx context.Context, s *scope) error {
 	s.apply()
-	if err := status.Apply(ctx, r.Client, s.ws, Component); err != nil {
+	if err := r.writeStatus(ctx, s.ws, &s.before.Status); err != nil {
 		return fmt.Errorf("recording the admission: %w", err)
 	}
 	r.writes.wrote(s.key(), s.ws.ResourceVersion)
