@@ -44,7 +44,9 @@ func IfUnchanged() Option {
 // before and no longer sends is removed (server-side apply's rule), unless another manager owns it
 // too; fields other managers own are never touched. Callers compare first and apply only a status
 // that changed: an unchanged status is never written. On success obj holds the object the API server
-// returned (its new resourceVersion included).
+// returned (its new resourceVersion included). Because a field another manager also owns survives,
+// a status that other writers may have filled and that must be cleared whoever wrote it is better
+// written as a merge patch of the change (the workspace-controller's WorkspaceDeployment status).
 func Apply(ctx context.Context, c client.Client, obj client.Object, fieldManager string, opts ...Option) error {
 	var o options
 	for _, opt := range opts {
