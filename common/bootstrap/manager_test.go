@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -341,7 +342,7 @@ func TestTransitionEventsReachTheEventsAPI(t *testing.T) {
 	startManager(t, mgr)
 
 	var conds []metav1.Condition
-	conditions.Set(&conds, metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: "Waiting", Message: "waiting for the cluster"})
+	meta.SetStatusCondition(&conds, metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: "Waiting", Message: "waiting for the cluster"})
 	conditions.RecordTransitions(mgr.GetEventRecorder(o.Component), cm, nil, conds)
 
 	var list eventsv1.EventList

@@ -55,7 +55,10 @@ type pod struct {
 	NodeName          string
 	Phase             corev1.PodPhase
 	// Requests are the pod's effective requests as the scheduler counts them (gpu.PodRequestMilli:
-	// pod-level resources, app containers, sidecars and init containers), in thousandths.
+	// pod-level resources, app containers, sidecars, init containers and the pod's overhead), in
+	// thousandths. They are computed from the whole Pod when it arrives, so the fields the computation
+	// reads (containers, init containers and their restart policy, spec.resources, spec.overhead) need
+	// not be kept.
 	Requests corev1.ResourceList
 }
 
@@ -80,8 +83,8 @@ func trimPod(obj any) (any, error) {
 	return out, nil
 }
 
-// effectiveRequests returns, for every resource a pod's containers or pod-level resources name, its
-// effective request in thousandths (nil when none).
+// effectiveRequests returns, for every resource a pod's containers, pod-level resources or overhead
+// name, its effective request in thousandths (nil when none).
 func effectiveRequests(p *corev1.Pod) corev1.ResourceList {
 	names := map[corev1.ResourceName]struct{}{}
 	add := func(l corev1.ResourceList) {
@@ -98,6 +101,7 @@ func effectiveRequests(p *corev1.Pod) corev1.ResourceList {
 	if p.Spec.Resources != nil {
 		add(p.Spec.Resources.Requests)
 	}
+	add(p.Spec.Overhead)
 	if len(names) == 0 {
 		return nil
 	}

@@ -51,7 +51,7 @@ func TestTrimNodeKeepsWhatGPUMathNeeds(t *testing.T) {
 // TestTrimPodKeepsOnlyWhatTheArithmeticNeeds: the cache keeps a small pod (name, namespace, node,
 // phase, effective requests), and the Pod rebuilt from it gives common/gpu the same request of every
 // resource as the original, for app containers, sidecars, init containers, limits-only extended
-// resources and pod-level resources.
+// resources, pod-level resources and pod overhead.
 func TestTrimPodKeepsOnlyWhatTheArithmeticNeeds(t *testing.T) {
 	always := corev1.ContainerRestartPolicyAlways
 	rl := func(kv ...string) corev1.ResourceList {
@@ -87,6 +87,14 @@ func TestTrimPodKeepsOnlyWhatTheArithmeticNeeds(t *testing.T) {
 			Status: corev1.PodStatus{Phase: corev1.PodPending},
 		},
 		{ObjectMeta: metav1.ObjectMeta{Name: "empty", Namespace: "ns"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c"}}}},
+		{
+			// The RuntimeClass's overhead counts, also for a resource only the overhead names.
+			ObjectMeta: metav1.ObjectMeta{Name: "overhead", Namespace: "ns"},
+			Spec: corev1.PodSpec{
+				Overhead:   rl("cpu", "250m", "memory", "64Mi"),
+				Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: rl("cpu", "1", "nvidia.com/gpu", "1")}}},
+			},
+		},
 	}
 	for _, in := range pods {
 		out, err := trimPod(in)

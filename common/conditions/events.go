@@ -1,9 +1,16 @@
+// Package conditions turns condition changes into Events. Conditions themselves are set, found and
+// removed with apimachinery's helpers (k8s.io/apimachinery/pkg/api/meta: SetStatusCondition,
+// FindStatusCondition, RemoveStatusCondition, IsStatusConditionTrue), which keep one entry per type
+// and move lastTransitionTime only when the status changes; this package adds what they do not
+// offer: the transitions between two snapshots (take one with slices.Clone before a reconcile) and
+// one events.k8s.io/v1 Event per transition.
 package conditions
 
 import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
@@ -27,7 +34,7 @@ type Transition struct {
 func Transitions(before, after []metav1.Condition) []Transition {
 	var out []Transition
 	for _, c := range after {
-		prev := Get(before, c.Type)
+		prev := meta.FindStatusCondition(before, c.Type)
 		if prev != nil && prev.Status == c.Status && prev.Reason == c.Reason {
 			continue
 		}

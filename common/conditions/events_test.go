@@ -2,11 +2,13 @@ package conditions
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
@@ -28,31 +30,31 @@ func TestRecordTransitionsOnlyOnStatusOrReasonChange(t *testing.T) {
 	rec := &captureRecorder{}
 
 	var conds []metav1.Condition
-	before := Clone(conds)
-	Set(&conds, metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: "Provisioning", Message: "waiting for 2 clusters"})
+	before := slices.Clone(conds)
+	meta.SetStatusCondition(&conds, metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: "Provisioning", Message: "waiting for 2 clusters"})
 	RecordTransitions(rec, obj, before, conds)
 	if len(rec.events) != 1 || rec.events[0] != (recordedEvent{corev1.EventTypeWarning, "Provisioning", "Ready", "waiting for 2 clusters", nil}) {
 		t.Fatalf("new False condition: %+v", rec.events)
 	}
 
 	// Message-only change: no event.
-	before = Clone(conds)
-	Set(&conds, metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: "Provisioning", Message: "waiting for 1 cluster"})
+	before = slices.Clone(conds)
+	meta.SetStatusCondition(&conds, metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: "Provisioning", Message: "waiting for 1 cluster"})
 	if ts := RecordTransitions(rec, obj, before, conds); len(ts) != 0 || len(rec.events) != 1 {
 		t.Fatalf("message-only change emitted an event: %+v", rec.events)
 	}
 
 	// Reason change with the same status: an event.
-	before = Clone(conds)
-	Set(&conds, metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: "ClusterFailed", Message: "cluster a failed"})
+	before = slices.Clone(conds)
+	meta.SetStatusCondition(&conds, metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: "ClusterFailed", Message: "cluster a failed"})
 	RecordTransitions(rec, obj, before, conds)
 	if len(rec.events) != 2 || rec.events[1].reason != "ClusterFailed" || rec.events[1].eventType != corev1.EventTypeWarning {
 		t.Fatalf("reason change: %+v", rec.events)
 	}
 
 	// Status change to True: a Normal event, with the related object.
-	before = Clone(conds)
-	Set(&conds, metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Ready", Message: "all clusters ready"})
+	before = slices.Clone(conds)
+	meta.SetStatusCondition(&conds, metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Ready", Message: "all clusters ready"})
 	related := &corev1.Secret{}
 	ts := RecordTransitions(rec, obj, before, conds, WithRelated(related))
 	if len(rec.events) != 3 || rec.events[2].eventType != corev1.EventTypeNormal || rec.events[2].related != related {
@@ -63,8 +65,8 @@ func TestRecordTransitionsOnlyOnStatusOrReasonChange(t *testing.T) {
 	}
 
 	// Nothing changed: no event.
-	before = Clone(conds)
-	Set(&conds, metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Ready", Message: "all clusters ready"})
+	before = slices.Clone(conds)
+	meta.SetStatusCondition(&conds, metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Ready", Message: "all clusters ready"})
 	RecordTransitions(rec, obj, before, conds)
 	if len(rec.events) != 3 {
 		t.Fatalf("steady state emitted events: %+v", rec.events)

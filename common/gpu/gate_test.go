@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -225,6 +226,91 @@ func TestPodLevelResources(t *testing.T) {
 	p.Spec.Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3")}}
 	if got := PodRequestMilli(&p, corev1.ResourceCPU); got != 3000 {
 		t.Fatalf("pod-level request wins: got %d", got)
+	}
+}
+
+// TestPodOverheadCounted: a pod's overhead (spec.overhead, set from its RuntimeClass) is part of its
+// request, with container-level and with pod-level resources, as the scheduler counts it; a resource
+// only the overhead names counts too.
+func TestPodOverheadCounted(t *testing.T) {
+	overhead := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m"), corev1.ResourceMemory: resource.MustParse("64Mi")}
+	p := pod("p", "a", container(corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), ResourceNVIDIA: resource.MustParse("2")}))
+	p.Spec.Overhead = overhead
+	if got := PodRequestMilli(&p, corev1.ResourceCPU); got != 1250 {
+		t.Errorf("cpu with overhead: got %dm, want 1250m", got)
+	}
+	if got := PodRequestMilli(&p, corev1.ResourceMemory); got != 64*1024*1024*1000 {
+		t.Errorf("memory only the overhead names: got %d milli, want 64Mi", got)
+	}
+	if got := PodRequest(&p, ResourceNVIDIA); got != 2 {
+		t.Errorf("GPUs: got %d, want 2 (overhead has none)", got)
+	}
+	p.Spec.Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3")}}
+	if got := PodRequestMilli(&p, corev1.ResourceCPU); got != 3250 {
+		t.Errorf("pod-level cpu with overhead: got %dm, want 3250m", got)
+	}
+	// The fit of a node counts the overhead: 2 CPUs allocatable, a pod of 1 CPU + 250m overhead
+	// leaves 750m, too little for a replica of 1 CPU.
+	n := node("a")
+	n.Status.Allocatable[corev1.ResourceCPU] = resource.MustParse("2")
+	q := pod("q", "a", container(corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}))
+	q.Spec.Overhead = overhead
+	per := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}
+	if f := FitResources(nil, per, 1, []corev1.Node{n}, []corev1.Pod{q}); f.Fits(1) {
+		t.Errorf("the overhead was not counted: %+v", f)
+	}
+	q.Spec.Overhead = nil
+	if f := FitResources(nil, per, 1, []corev1.Node{n}, []corev1.Pod{q}); !f.Fits(1) {
+		t.Errorf("without overhead one CPU is free: %+v", f)
+	}
+}
+
+// TestOneContainerPathMatchesLibrary: the direct read for pods of one container (what the child
+// cache rebuilds) gives what the library computes for the same pod.
+func TestOneContainerPathMatchesLibrary(t *testing.T) {
+	rl := func(kv ...string) corev1.ResourceList {
+		out := corev1.ResourceList{}
+		for i := 0; i < len(kv); i += 2 {
+			out[corev1.ResourceName(kv[i])] = resource.MustParse(kv[i+1])
+		}
+		return out
+	}
+	cases := []corev1.ResourceRequirements{
+		{},
+		{Requests: rl("cpu", "250m", "memory", "1Gi", "nvidia.com/gpu", "2")},
+		{Limits: rl("cpu", "1", "nvidia.com/gpu", "1")},
+		{Requests: rl("cpu", "100m"), Limits: rl("cpu", "2", "memory", "3Gi")},
+		{Requests: rl("cpu", "-1", "nvidia.com/gpu", "-2")},
+	}
+	for i, r := range cases {
+		p := pod("p", "n")
+		p.Spec.Containers = []corev1.Container{{Name: "c", Resources: r}}
+		lib := podRequests(&p)
+		for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, ResourceNVIDIA, ResourceAMD} {
+			want := int64(0)
+			if q, ok := lib[name]; ok {
+				want = nonNegative(q.MilliValue())
+			}
+			if got := PodRequestMilli(&p, name); got != want {
+				t.Errorf("case %d, %s: %d, the library says %d", i, name, got, want)
+			}
+		}
+	}
+}
+
+// TestPodRequestNeverNegativeNorWraps: invalid negative quantities count as 0 per container, and a
+// sum beyond int64 stops at its largest value.
+func TestPodRequestNeverNegativeNorWraps(t *testing.T) {
+	p := pod("p", "a", container(gpuReq(ResourceNVIDIA, -5)), container(gpuReq(ResourceNVIDIA, 2)))
+	if got := PodRequest(&p, ResourceNVIDIA); got != 2 {
+		t.Errorf("negative request: got %d, want 2", got)
+	}
+	big := pod("b", "a", container(gpuReq(ResourceNVIDIA, math.MaxInt64)), container(gpuReq(ResourceNVIDIA, math.MaxInt64)))
+	if got := PodRequest(&big, ResourceNVIDIA); got != math.MaxInt64 {
+		t.Errorf("huge request: got %d", got)
+	}
+	if got := PodRequestMilli(&big, ResourceNVIDIA); got != math.MaxInt64 {
+		t.Errorf("huge request in milli: got %d", got)
 	}
 }
 

@@ -3,13 +3,13 @@ package colony
 import (
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
-	"github.com/exalsius/exalsius-operator/common/conditions"
 )
 
 // TestKstatusHealth: what Flux and other kstatus readers (sigs.k8s.io/cli-utils' status.Compute) see
@@ -92,7 +92,7 @@ func TestKstatusHealth(t *testing.T) {
 			// kstatus falls back on Ready only when neither Reconciling nor Stalled is True; the
 			// generic rules must reach the same answer without Ready.
 			unready := colony.Status.DeepCopy()
-			conditions.Remove(&unready.Conditions, infrav1.ColonyReadyCondition)
+			meta.RemoveStatusCondition(&unready.Conditions, infrav1.ColonyReadyCondition)
 			st, err := runtime.DefaultUnstructuredConverter.ToUnstructured(unready)
 			if err != nil {
 				t.Fatal(err)

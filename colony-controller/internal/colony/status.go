@@ -7,12 +7,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
-	"github.com/exalsius/exalsius-operator/common/conditions"
+	"github.com/exalsius/exalsius-operator/common/status"
 	"github.com/exalsius/exalsius-operator/common/text"
 )
 
@@ -184,7 +181,7 @@ func computeStatus(colony *infrav1.Colony, obs *observation) infrav1.ColonyStatu
 // or Deleting, Stalled True while Degraded, each with Ready's reason and message; both are removed
 // otherwise.
 func setKstatusConditions(st *infrav1.ColonyStatus) {
-	ready := conditions.Get(st.Conditions, infrav1.ColonyReadyCondition)
+	ready := meta.FindStatusCondition(st.Conditions, infrav1.ColonyReadyCondition)
 	reconciling, stalled := false, false
 	switch st.Phase {
 	case infrav1.ColonyPhaseProvisioning, infrav1.ColonyPhaseDeleting:
@@ -199,13 +196,13 @@ func setKstatusConditions(st *infrav1.ColonyStatus) {
 		if k.on && ready != nil {
 			setCondition(st, k.typ, metav1.ConditionTrue, ready.Reason, ready.Message)
 		} else {
-			conditions.Remove(&st.Conditions, k.typ)
+			meta.RemoveStatusCondition(&st.Conditions, k.typ)
 		}
 	}
 }
 
 func setCondition(st *infrav1.ColonyStatus, typ string, status metav1.ConditionStatus, reason, msg string) {
-	conditions.Set(&st.Conditions, metav1.Condition{
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
 		Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: st.ObservedGeneration,
 	})
 }
@@ -238,55 +235,25 @@ func ownedStatusEqual(a, b infrav1.ColonyStatus) bool {
 
 // patchStatus writes the owned status fields with server-side apply on the status subresource,
 // with the colony-controller field manager, and only when they changed. gpuInventory, which the
-// inventory-collector owns, is never sent and so never touched. It records events for condition
-// transitions.
+// inventory-collector owns, is never sent and so never touched; the counts are sent even when zero. It
+// records events for condition transitions.
 func (r *Reconciler) patchStatus(ctx context.Context, colony *infrav1.Colony, desired infrav1.ColonyStatus) error {
 	if ownedStatusEqual(colony.Status, desired) {
 		return nil
 	}
-	u, err := statusApplyConfiguration(colony, desired)
-	if err != nil {
-		return err
-	}
-	if err := r.Client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
-		client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+	if err := status.Apply(ctx, r.Client, statusObject(colony, desired), FieldManager, ownedZeros); err != nil {
 		return fmt.Errorf("applying Colony status: %w", err)
 	}
 	r.recordTransitions(colony, desired)
 	return nil
 }
 
-// statusApplyConfiguration renders the owned status fields; counts and phase are always sent so that
-// zero is explicit.
-func statusApplyConfiguration(colony *infrav1.Colony, st infrav1.ColonyStatus) (*unstructured.Unstructured, error) {
-	status := map[string]any{
-		"phase":              string(st.Phase),
-		"observedGeneration": st.ObservedGeneration,
-		"totalClusters":      int64(st.TotalClusters),
-		"readyClusters":      int64(st.ReadyClusters),
-	}
-	if st.KubeconfigSecretName != "" {
-		status["kubeconfigSecretName"] = st.KubeconfigSecretName
-	}
-	refs := make([]any, 0, len(st.ClusterDeploymentRefs))
-	for _, ref := range st.ClusterDeploymentRefs {
-		refs = append(refs, map[string]any{"name": ref.Name, "namespace": ref.Namespace})
-	}
-	if len(refs) > 0 {
-		status["clusterDeploymentRefs"] = refs
-	}
-	conds := make([]any, 0, len(st.Conditions))
-	for i := range st.Conditions {
-		c, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&st.Conditions[i])
-		if err != nil {
-			return nil, fmt.Errorf("rendering condition %s: %w", st.Conditions[i].Type, err)
-		}
-		conds = append(conds, c)
-	}
-	status["conditions"] = conds
-	u := &unstructured.Unstructured{Object: map[string]any{"status": status}}
-	u.SetGroupVersionKind(infrav1.GroupVersion.WithKind("Colony"))
-	u.SetNamespace(colony.Namespace)
-	u.SetName(colony.Name)
-	return u, nil
+// ownedZeros: the counts are always sent, so that zero is explicit (kubectl's Ready and Total columns
+// show 0, not nothing).
+var ownedZeros = status.Explicit("totalClusters", "readyClusters")
+
+// statusObject is the Colony to apply: its identity and the owned status fields, without gpuInventory.
+func statusObject(colony *infrav1.Colony, st infrav1.ColonyStatus) *infrav1.Colony {
+	st.GPUInventory = nil
+	return &infrav1.Colony{ObjectMeta: metav1.ObjectMeta{Name: colony.Name, Namespace: colony.Namespace}, Status: st}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -17,7 +18,6 @@ import (
 
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
-	"github.com/exalsius/exalsius-operator/common/conditions"
 )
 
 func colonyWith(n int) *infrav1.Colony {
@@ -108,7 +108,7 @@ func TestComputeStatus(t *testing.T) {
 				infrav1.ColonyStalledCondition:     tc.phase == infrav1.ColonyPhaseDegraded,
 			}
 			for typ, on := range want {
-				k := conditions.Get(st.Conditions, typ)
+				k := meta.FindStatusCondition(st.Conditions, typ)
 				switch {
 				case !on && k != nil:
 					t.Errorf("%s present in phase %s: %+v", typ, st.Phase, *k)
@@ -128,13 +128,13 @@ func TestComputeStatusDropsKstatusConditions(t *testing.T) {
 	colony := colonyWith(1)
 	notReady := observation{entries: []*entryState{{clusterName: "c0", cdName: "col-c0", exists: true, phase: clusterProvisioning, message: "m"}}}
 	colony.Status = computeStatus(colony, &notReady)
-	if conditions.Get(colony.Status.Conditions, infrav1.ColonyReconcilingCondition) == nil {
+	if meta.FindStatusCondition(colony.Status.Conditions, infrav1.ColonyReconcilingCondition) == nil {
 		t.Fatal("a provisioning Colony has no Reconciling")
 	}
 	failed := observation{entries: []*entryState{{clusterName: "c0", cdName: "col-c0", exists: true, phase: clusterFailed, message: "m"}}}
 	colony.Status = computeStatus(colony, &failed)
-	if conditions.Get(colony.Status.Conditions, infrav1.ColonyReconcilingCondition) != nil ||
-		conditions.Get(colony.Status.Conditions, infrav1.ColonyStalledCondition) == nil {
+	if meta.FindStatusCondition(colony.Status.Conditions, infrav1.ColonyReconcilingCondition) != nil ||
+		meta.FindStatusCondition(colony.Status.Conditions, infrav1.ColonyStalledCondition) == nil {
 		t.Fatalf("a degraded Colony: %+v", colony.Status.Conditions)
 	}
 	healed := observation{
@@ -175,26 +175,44 @@ func TestComputeStatusKeepsTransitionTimes(t *testing.T) {
 	}
 }
 
-func TestStatusApplyConfigurationSendsOnlyOwnedFields(t *testing.T) {
+func TestStatusObjectCarriesOnlyOwnedFields(t *testing.T) {
 	colony := colonyWith(1)
 	colony.Status.GPUInventory = map[string]infrav1.ClusterGPUInventory{"x": {Reachable: true}}
+	colony.ResourceVersion = "5"
 	st := computeStatus(colony, &observation{entries: []*entryState{{clusterName: "c0", cdName: "col-c0"}}})
-	u, err := statusApplyConfiguration(colony, st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	status := u.Object["status"].(map[string]any)
-	if _, ok := status["gpuInventory"]; ok {
+	st.GPUInventory = colony.Status.GPUInventory
+	obj := statusObject(colony, st)
+	if obj.Status.GPUInventory != nil {
 		t.Error("gpuInventory sent")
 	}
-	if status["readyClusters"] != int64(0) || status["totalClusters"] != int64(1) {
-		t.Errorf("zero counts must be explicit: %v", status)
+	if len(obj.Spec.ColonyClusters) != 0 || obj.ResourceVersion != "" || obj.Name != colony.Name || obj.Namespace != colony.Namespace {
+		t.Errorf("status object carries more than identity and status: %+v", obj.ObjectMeta)
 	}
-	if _, ok := u.Object["spec"]; ok {
-		t.Error("spec sent with the status")
+	if colony.Status.GPUInventory == nil {
+		t.Error("statusObject changed the Colony it was given")
 	}
-	if _, ok := u.Object["metadata"].(map[string]any)["resourceVersion"]; ok {
-		t.Error("resourceVersion sent")
+}
+
+// TestZeroCountsStored: a Colony with no ready cluster stores readyClusters: 0, not nothing.
+func TestZeroCountsStored(t *testing.T) {
+	ns := newNamespace(t)
+	createColony(t, ns, "col", entry(t, "a", nil))
+	r := newReconciler(mgmt.Client, mgmt.Client, nil)
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: "col"}}
+	for range 2 {
+		if _, err := r.Reconcile(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(infrav1.GroupVersion.WithKind("Colony"))
+	if err := mgmt.Client.Get(context.Background(), req.NamespacedName, u); err != nil {
+		t.Fatal(err)
+	}
+	ready, found, _ := unstructured.NestedInt64(u.Object, "status", "readyClusters")
+	total, _, _ := unstructured.NestedInt64(u.Object, "status", "totalClusters")
+	if !found || ready != 0 || total != 1 {
+		t.Errorf("readyClusters %d (stored %v), totalClusters %d", ready, found, total)
 	}
 }
 

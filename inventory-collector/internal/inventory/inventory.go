@@ -8,8 +8,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -17,6 +15,7 @@ import (
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
 	"github.com/exalsius/exalsius-operator/common/childcluster"
 	"github.com/exalsius/exalsius-operator/common/gpu"
+	"github.com/exalsius/exalsius-operator/common/status"
 	"github.com/exalsius/exalsius-operator/common/text"
 )
 
@@ -169,27 +168,12 @@ func mustJSON(v any) []byte {
 // applyInventory writes status.gpuInventory by server-side apply under FieldManager, conditioned on
 // the Colony's resourceVersion: the whole map is owned by one field manager, so another shard's entry
 // read a moment ago must not overwrite a newer one. A conflict is retried by the caller with a fresh
-// read. No other status field is sent, so the colony-controller's fields are never touched.
+// read. No other status field is sent (every other field of ColonyStatus is omitempty and left
+// zero), so the colony-controller's fields are never touched.
 func (r *Reconciler) applyInventory(ctx context.Context, colony *infrav1.Colony, inv map[string]infrav1.ClusterGPUInventory) error {
-	status := map[string]any{}
-	if len(inv) > 0 {
-		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&struct {
-			GPUInventory map[string]infrav1.ClusterGPUInventory `json:"gpuInventory"`
-		}{inv})
-		if err != nil {
-			return fmt.Errorf("converting the inventory: %w", err)
-		}
-		status = m
+	obj := &infrav1.Colony{
+		ObjectMeta: metav1.ObjectMeta{Name: colony.Name, Namespace: colony.Namespace, ResourceVersion: colony.ResourceVersion},
+		Status:     infrav1.ColonyStatus{GPUInventory: inv},
 	}
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": infrav1.GroupVersion.String(),
-		"kind":       "Colony",
-		"metadata": map[string]any{
-			"name":            colony.Name,
-			"namespace":       colony.Namespace,
-			"resourceVersion": colony.ResourceVersion,
-		},
-		"status": status,
-	}}
-	return r.Client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldManager), client.ForceOwnership)
+	return status.Apply(ctx, r.Client, obj, FieldManager, status.IfUnchanged())
 }

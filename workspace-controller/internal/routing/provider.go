@@ -12,6 +12,7 @@ import (
 
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/component"
 )
 
 // Provider attaches and removes the routes of workspaces. Implementations keep no state of their own
@@ -82,7 +83,7 @@ const (
 	// ManagedByLabel is app.kubernetes.io/managed-by.
 	ManagedByLabel = "app.kubernetes.io/managed-by"
 	// ManagedByValue is the component that manages the routes.
-	ManagedByValue = "workspace-controller"
+	ManagedByValue = component.Name
 	// EndpointLabel names the class endpoint a route or Service serves.
 	EndpointLabel = "workspaces.exalsius.ai/endpoint"
 	// RouteNamespaceLabel marks a namespace the provider made on a regional cluster for a

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -15,7 +16,6 @@ import (
 
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
-	"github.com/exalsius/exalsius-operator/common/conditions"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/routing"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/workspace"
 )
@@ -50,7 +50,7 @@ func TestRoutesServeAndDeletionOrder(t *testing.T) {
 	if len(svc.Spec.Selector) != 0 || len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 8888 {
 		t.Errorf("mirror Service web: %+v", svc.Spec)
 	}
-	if c := conditions.Get(ws.Status.Conditions, workspacesv1.ReadyCondition); c == nil || c.Status != metav1.ConditionTrue {
+	if c := meta.FindStatusCondition(ws.Status.Conditions, workspacesv1.ReadyCondition); c == nil || c.Status != metav1.ConditionTrue {
 		t.Errorf("Ready %+v", c)
 	}
 
@@ -98,7 +98,7 @@ func TestHostnameLabelOver63(t *testing.T) {
 	key := runningWorkspace(t, ns, wsName, class, cd)
 	ws := waitWS(t, key, "one ready, one too long", func(ws *workspacesv1.WorkspaceDeployment) error {
 		web, dash := access(ws, "web"), access(ws, "dashboard")
-		c := conditions.Get(ws.Status.Conditions, workspacesv1.RoutesReadyCondition)
+		c := meta.FindStatusCondition(ws.Status.Conditions, workspacesv1.RoutesReadyCondition)
 		if !web.Ready || dash.Ready || !strings.Contains(dash.Message, "63") || c == nil || c.Status != metav1.ConditionFalse {
 			return fmt.Errorf("web %+v, dashboard %+v, RoutesReady %+v", web, dash, c)
 		}
@@ -158,7 +158,7 @@ func TestPortPool(t *testing.T) {
 	ws1 := waitWS(t, w1, "two ports", routesReady(map[string]string{"ssh": "ssh://" + domain + ":2201", "db": "tcp://" + domain + ":2202"}))
 	w2 := runningWorkspace(t, ns, name("p"), class, cd)
 	ws2 := waitWS(t, w2, "one port, one exhausted", func(ws *workspacesv1.WorkspaceDeployment) error {
-		c := conditions.Get(ws.Status.Conditions, workspacesv1.RoutesReadyCondition)
+		c := meta.FindStatusCondition(ws.Status.Conditions, workspacesv1.RoutesReadyCondition)
 		if sshPort(ws, "ssh") != "2203" || access(ws, "db").Ready || !strings.Contains(access(ws, "db").Message, "no free port") ||
 			c == nil || c.Status != metav1.ConditionFalse {
 			return fmt.Errorf("access %+v, RoutesReady %+v", ws.Status.Access, c)
@@ -212,7 +212,7 @@ func TestPortPool(t *testing.T) {
 
 func infraNotReady(contains string) func(*workspacesv1.WorkspaceDeployment) error {
 	return func(ws *workspacesv1.WorkspaceDeployment) error {
-		c := conditions.Get(ws.Status.Conditions, workspacesv1.RoutesReadyCondition)
+		c := meta.FindStatusCondition(ws.Status.Conditions, workspacesv1.RoutesReadyCondition)
 		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != workspacesv1.ReasonRoutingInfraNotReady || !strings.Contains(c.Message, contains) {
 			return fmt.Errorf("RoutesReady %+v", c)
 		}
@@ -258,7 +258,7 @@ func TestInfraMissingThenRestored(t *testing.T) {
 	noPool.Spec.Listeners = noPool.Spec.Listeners[:1]
 	must(t, rc.Create(ctxT(t), noPool))
 	waitWS(t, key, "no TCP listener", func(ws *workspacesv1.WorkspaceDeployment) error {
-		c := conditions.Get(ws.Status.Conditions, workspacesv1.RoutesReadyCondition)
+		c := meta.FindStatusCondition(ws.Status.Conditions, workspacesv1.RoutesReadyCondition)
 		if c == nil || c.Reason != workspacesv1.ReasonRoutingInfraNotReady || !strings.Contains(c.Message, "no TCP listeners") ||
 			!access(ws, "web").Ready || access(ws, "ssh").Ready || ws.Status.Phase != workspacesv1.PhaseRunning {
 			return fmt.Errorf("RoutesReady %+v, access %+v, phase %s", c, ws.Status.Access, ws.Status.Phase)
@@ -492,7 +492,7 @@ func TestRouteNamespaceNeverAReleaseNamespace(t *testing.T) {
 	waitWS(t, a, "A routed", routesReady(map[string]string{"web": "https://" + wsName + "." + domain}))
 	b := runningWorkspace(t, nsB, wsName, class, cdB)
 	wsB := waitWS(t, b, "B's release namespace ready", func(ws *workspacesv1.WorkspaceDeployment) error {
-		c := conditions.Get(ws.Status.Conditions, workspacesv1.ReleaseNamespaceReadyCondition)
+		c := meta.FindStatusCondition(ws.Status.Conditions, workspacesv1.ReleaseNamespaceReadyCondition)
 		if c == nil || c.Status != metav1.ConditionTrue {
 			return fmt.Errorf("ReleaseNamespaceReady %+v", c)
 		}

@@ -27,7 +27,6 @@ import (
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/childcluster"
-	"github.com/exalsius/exalsius-operator/common/conditions"
 	"github.com/exalsius/exalsius-operator/common/testing/testenv"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/routing"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/workspace"
@@ -390,7 +389,7 @@ func waitWS(t *testing.T, key types.NamespacedName, what string, check func(*wor
 // for entries that must be ready.
 func routesReady(want map[string]string) func(*workspacesv1.WorkspaceDeployment) error {
 	return func(ws *workspacesv1.WorkspaceDeployment) error {
-		c := conditions.Get(ws.Status.Conditions, workspacesv1.RoutesReadyCondition)
+		c := meta.FindStatusCondition(ws.Status.Conditions, workspacesv1.RoutesReadyCondition)
 		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != workspacesv1.ReasonRoutesReady {
 			return fmt.Errorf("RoutesReady %+v; access %+v", c, ws.Status.Access)
 		}

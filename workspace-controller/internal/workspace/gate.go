@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -18,7 +19,6 @@ import (
 
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
-	"github.com/exalsius/exalsius-operator/common/conditions"
 	"github.com/exalsius/exalsius-operator/common/gpu"
 )
 
@@ -197,7 +197,7 @@ func (r *Reconciler) gate(ctx context.Context, s *scope) (stepResult, error) {
 		// this pass ends (a later step's verdict replaces this one).
 		s.obs.verdict = verdict{kind: verdictDeploying, reason: d.Reason, message: "admitted by the GPU gate: " + d.Message}
 	}
-	if cpuOnly && !conditions.IsTrue(s.ws.Status.Conditions, workspacesv1.WithinQuotaCondition) {
+	if cpuOnly && !meta.IsStatusConditionTrue(s.ws.Status.Conditions, workspacesv1.WithinQuotaCondition) {
 		return next, nil
 	}
 	if err := r.recordAdmission(ctx, s); err != nil {
@@ -242,7 +242,7 @@ func (r *Reconciler) decide(ctx context.Context, s *scope, nodes []corev1.Node, 
 // again, so an upgrade never takes a running workspace back to Waiting.
 func (r *Reconciler) adoptEarlierAdmission(ctx context.Context, s *scope) (bool, error) {
 	if s.ws.Status.Admission != nil || s.prev.ResolvedResources == nil || s.prev.Phase == workspacesv1.PhaseFailed ||
-		!conditions.IsTrue(s.prev.Conditions, workspacesv1.FeasibleCondition) ||
+		!meta.IsStatusConditionTrue(s.prev.Conditions, workspacesv1.FeasibleCondition) ||
 		!equality.Semantic.DeepEqual(s.prev.ResolvedResources, s.resources) {
 		return false, nil
 	}
@@ -290,9 +290,7 @@ func newAdmission(cluster string, res *workspacesv1.ResolvedResources, d gpu.Dec
 // before anything is installed, and remembers it until the cache shows it.
 func (r *Reconciler) recordAdmission(ctx context.Context, s *scope) error {
 	s.apply()
-	base := s.ws.DeepCopy()
-	base.Status = s.before.Status
-	if err := r.Client.Status().Patch(ctx, s.ws, client.MergeFrom(base)); err != nil {
+	if err := r.writeStatus(ctx, s.ws, &s.before.Status); err != nil {
 		return fmt.Errorf("recording the admission: %w", err)
 	}
 	r.writes.wrote(s.key(), s.ws.ResourceVersion)

@@ -7,13 +7,13 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
-	"github.com/exalsius/exalsius-operator/common/conditions"
 )
 
 // TestKstatusHealth: what Flux and other kstatus readers (sigs.k8s.io/cli-utils' status.Compute) see
@@ -81,11 +81,11 @@ func TestKstatusHealth(t *testing.T) {
 				t.Fatalf("phase %s, want %s", ws.Status.Phase, c.phase)
 			}
 			for _, typ := range []string{workspacesv1.ReadyCondition, workspacesv1.ReconcilingCondition, workspacesv1.StalledCondition} {
-				if k := conditions.Get(ws.Status.Conditions, typ); k != nil && k.ObservedGeneration != ws.Generation {
+				if k := meta.FindStatusCondition(ws.Status.Conditions, typ); k != nil && k.ObservedGeneration != ws.Generation {
 					t.Errorf("%s has observedGeneration %d, want %d", typ, k.ObservedGeneration, ws.Generation)
 				}
 			}
-			if conditions.Get(ws.Status.Conditions, workspacesv1.ReadyCondition) == nil {
+			if meta.FindStatusCondition(ws.Status.Conditions, workspacesv1.ReadyCondition) == nil {
 				t.Error("no Ready condition")
 			}
 			if c.lag {
@@ -117,7 +117,7 @@ func TestKstatusHealth(t *testing.T) {
 			// without Ready.
 			u := &unstructured.Unstructured{Object: raw}
 			unready := ws.Status.DeepCopy()
-			conditions.Remove(&unready.Conditions, workspacesv1.ReadyCondition)
+			meta.RemoveStatusCondition(&unready.Conditions, workspacesv1.ReadyCondition)
 			st, err := runtime.DefaultUnstructuredConverter.ToUnstructured(unready)
 			if err != nil {
 				t.Fatal(err)
@@ -153,14 +153,14 @@ func TestKstatusOnAFailedWorkspace(t *testing.T) {
 	key := createWorkspace(t, ns, className, cd.Name)
 	ws := waitPhase(t, key, workspacesv1.PhaseFailed, workspacesv1.ReasonClassInvalid)
 
-	stalled := conditions.Get(ws.Status.Conditions, workspacesv1.StalledCondition)
-	ready := conditions.Get(ws.Status.Conditions, workspacesv1.ReadyCondition)
+	stalled := meta.FindStatusCondition(ws.Status.Conditions, workspacesv1.StalledCondition)
+	ready := meta.FindStatusCondition(ws.Status.Conditions, workspacesv1.ReadyCondition)
 	if stalled == nil || stalled.Status != metav1.ConditionTrue || stalled.Reason != workspacesv1.ReasonClassInvalid ||
 		stalled.ObservedGeneration != ws.Generation || ready == nil || ready.ObservedGeneration != ws.Generation ||
 		ws.Status.ObservedGeneration != ws.Generation {
 		t.Fatalf("generation %d, status %+v", ws.Generation, ws.Status)
 	}
-	if conditions.Get(ws.Status.Conditions, workspacesv1.ReconcilingCondition) != nil {
+	if meta.FindStatusCondition(ws.Status.Conditions, workspacesv1.ReconcilingCondition) != nil {
 		t.Errorf("a failed workspace has Reconciling: %+v", ws.Status.Conditions)
 	}
 	raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ws)

@@ -10,10 +10,11 @@ import (
 
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/bootstrap"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/component"
 )
 
 // Component is the component word: logger name, metrics prefix, leader-election lease.
-const Component = "workspace-controller"
+const Component = component.Name
 
 var (
 	gateDecisions = prometheus.NewCounterVec(prometheus.CounterOpts{

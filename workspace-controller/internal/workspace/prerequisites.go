@@ -6,12 +6,12 @@ import (
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
-	"github.com/exalsius/exalsius-operator/common/conditions"
 	"github.com/exalsius/exalsius-operator/common/names"
 )
 
@@ -74,7 +74,7 @@ func (r *Reconciler) prerequisites(ctx context.Context, s *scope) (stepResult, e
 func (r *Reconciler) waitForPrerequisites(s *scope, pending []string) stepResult {
 	timeout := s.class.Spec.PrerequisiteDeployTimeoutOrDefault()
 	started := s.now
-	if c := conditions.Get(s.ws.Status.Conditions, workspacesv1.PrerequisitesMetCondition); c != nil &&
+	if c := meta.FindStatusCondition(s.ws.Status.Conditions, workspacesv1.PrerequisitesMetCondition); c != nil &&
 		c.Status == metav1.ConditionFalse && c.Reason == workspacesv1.ReasonPrerequisitesDeploying {
 		started = c.LastTransitionTime.Time
 	}

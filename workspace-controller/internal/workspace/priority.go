@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
-	"github.com/exalsius/exalsius-operator/common/conditions"
 )
 
 // priorityCaps are the highest priorities the namespaces' WorkspaceQuotas allow (spec.maxPriority,
@@ -74,7 +74,7 @@ func waitingForQuota(ws *workspacesv1.WorkspaceDeployment) bool {
 	if ws.Status.Phase != workspacesv1.PhaseWaiting {
 		return false
 	}
-	c := conditions.Get(ws.Status.Conditions, workspacesv1.ReadyCondition)
+	c := meta.FindStatusCondition(ws.Status.Conditions, workspacesv1.ReadyCondition)
 	return c != nil && c.Reason == workspacesv1.ReasonQuotaExceeded
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -17,7 +18,6 @@ import (
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/bootstrap"
-	"github.com/exalsius/exalsius-operator/common/conditions"
 )
 
 // use makes the collector read the manager's cache.
@@ -198,7 +198,7 @@ func clusterLabel(w *workspacesv1.WorkspaceDeployment) string {
 func waitingSince(st *workspacesv1.WorkspaceDeploymentStatus) (time.Time, bool) {
 	var since time.Time
 	for _, t := range []string{workspacesv1.FeasibleCondition, workspacesv1.WithinQuotaCondition, workspacesv1.PlacedCondition} {
-		c := conditions.Get(st.Conditions, t)
+		c := meta.FindStatusCondition(st.Conditions, t)
 		if c != nil && c.Status == "False" && c.LastTransitionTime.After(since) {
 			since = c.LastTransitionTime.Time
 		}

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -17,8 +18,8 @@ import (
 
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
-	"github.com/exalsius/exalsius-operator/common/conditions"
 	"github.com/exalsius/exalsius-operator/common/gpu"
+	"github.com/exalsius/exalsius-operator/common/status"
 )
 
 // +kubebuilder:rbac:groups=workspaces.exalsius.ai,resources=workspacequotas,verbs=get;list;watch
@@ -178,7 +179,7 @@ func (r *Reconciler) quotaBlocks(ctx context.Context, s *scope, ad *workspacesv1
 		return false, err
 	}
 	if len(quotas) == 0 {
-		conditions.Remove(&s.ws.Status.Conditions, workspacesv1.WithinQuotaCondition)
+		meta.RemoveStatusCondition(&s.ws.Status.Conditions, workspacesv1.WithinQuotaCondition)
 		return false, nil
 	}
 	held, waiting, err := namespaceUse(ctx, r.Client, s.ws.Namespace, s.key(), r.admissionsFor().current)
@@ -233,9 +234,8 @@ func (q *QuotaReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 	if equality.Semantic.DeepEqual(quota.Status, st) {
 		return reconcile.Result{}, nil
 	}
-	base := quota.DeepCopy()
 	quota.Status = st
-	if err := q.Client.Status().Patch(ctx, quota, client.MergeFrom(base)); err != nil && !apierrors.IsNotFound(err) {
+	if err := status.Apply(ctx, q.Client, quota, Component); err != nil && !apierrors.IsNotFound(err) {
 		return reconcile.Result{}, fmt.Errorf("writing WorkspaceQuota status: %w", err)
 	}
 	return reconcile.Result{}, nil

@@ -6,12 +6,12 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
-	"github.com/exalsius/exalsius-operator/common/conditions"
 	"github.com/exalsius/exalsius-operator/common/gpu"
 	"github.com/exalsius/exalsius-operator/common/testing/childtest"
 )
@@ -32,7 +32,7 @@ func quotaCounts(t *testing.T, ns string) (admitted, overQuota []workspacesv1.Wo
 	var list workspacesv1.WorkspaceDeploymentList
 	must(t, k8s.List(ctxT(t), &list, client.InNamespace(ns)))
 	for _, w := range list.Items {
-		ready := conditions.Get(w.Status.Conditions, workspacesv1.ReadyCondition)
+		ready := meta.FindStatusCondition(w.Status.Conditions, workspacesv1.ReadyCondition)
 		switch {
 		case w.Status.Admission != nil && w.Status.Phase == workspacesv1.PhaseDeploying:
 			admitted = append(admitted, w)
@@ -77,7 +77,7 @@ func TestQuotaBurstNoOvershoot(t *testing.T) {
 	}
 	admitted := settled(3, n-3)
 	_, over := quotaCounts(t, ns)
-	msg := conditions.Get(over[0].Status.Conditions, workspacesv1.ReadyCondition).Message
+	msg := meta.FindStatusCondition(over[0].Status.Conditions, workspacesv1.ReadyCondition).Message
 	if err := contains(msg, "WorkspaceQuota "+q.Name+": 3 of 3 NVIDIA GPUs are used"); err != nil {
 		t.Error(err)
 	}

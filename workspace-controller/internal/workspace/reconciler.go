@@ -190,9 +190,7 @@ func (r *Reconciler) patchStatus(ctx context.Context, before *workspacesv1.Works
 	if equality.Semantic.DeepEqual(s.before.Status, ws.Status) {
 		return nil // written already, with the admission
 	}
-	base := ws.DeepCopy()
-	base.Status = s.before.Status
-	if err := r.Client.Status().Patch(ctx, ws, client.MergeFrom(base)); err != nil {
+	if err := r.writeStatus(ctx, ws, &s.before.Status); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -200,6 +198,19 @@ func (r *Reconciler) patchStatus(ctx context.Context, before *workspacesv1.Works
 	}
 	r.writes.wrote(s.key(), ws.ResourceVersion)
 	return nil
+}
+
+// writeStatus writes ws.Status as a merge patch from written, the status as last written, with the
+// component's field manager. It is the one status writer that does not use common/status.Apply, on
+// purpose: a WorkspaceDeployment may carry status written by the upstream operator it replaces
+// (docs/MIGRATION.md), owned by that operator's field manager. Server-side apply removes only fields
+// its own manager owns, so a field this controller clears (a failure context, a feasibility, a
+// message) would stay as the upstream operator left it; a merge patch from the diff clears it
+// whoever wrote it. Only the workspace-controller writes this status, so the diff is complete.
+func (r *Reconciler) writeStatus(ctx context.Context, ws *workspacesv1.WorkspaceDeployment, written *workspacesv1.WorkspaceDeploymentStatus) error {
+	base := ws.DeepCopy()
+	base.Status = *written
+	return r.Client.Status().Patch(ctx, ws, client.MergeFrom(base), client.FieldOwner(Component))
 }
 
 // stepResult says whether the pass stops at a step and when to come back.

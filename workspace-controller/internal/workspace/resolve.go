@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -14,7 +15,6 @@ import (
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/childcluster"
-	"github.com/exalsius/exalsius-operator/common/conditions"
 	"github.com/exalsius/exalsius-operator/common/gpu"
 	"github.com/exalsius/exalsius-operator/common/tenancy"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/workspaceclass"
@@ -48,7 +48,7 @@ func (r *Reconciler) resolveClass(ctx context.Context, s *scope) (stepResult, er
 		return stop, fmt.Errorf("reading WorkspaceClass %s: %w", s.ws.Spec.WorkspaceClassRef, err)
 	}
 	s.class = class
-	ready := conditions.Get(class.Status.Conditions, workspacesv1.ClassReadyCondition)
+	ready := meta.FindStatusCondition(class.Status.Conditions, workspacesv1.ClassReadyCondition)
 	if s.installed() && (ready == nil || class.Status.ObservedGeneration != class.Generation || !class.Status.Valid) {
 		// The release is installed and untouched: a class that is invalid now (often only briefly, while
 		// its ServiceTemplate is re-validated) is a condition, not a phase change.

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -165,7 +166,7 @@ func sameStates(a, b []metav1.Condition) bool {
 		return false
 	}
 	for i := range a {
-		c := conditions.Get(b, a[i].Type)
+		c := meta.FindStatusCondition(b, a[i].Type)
 		if c == nil || c.Status != a[i].Status || c.Reason != a[i].Reason {
 			return false
 		}

@@ -9,11 +9,11 @@ import (
 
 	eventsv1 "k8s.io/api/events/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
-	"github.com/exalsius/exalsius-operator/common/conditions"
 )
 
 // maxRecentEvents bounds failureContext.recentEvents.
@@ -21,7 +21,7 @@ const maxRecentEvents = 10
 
 // setCondition writes one condition of the workspace for the current generation.
 func (s *scope) setCondition(condType string, status metav1.ConditionStatus, reason, message string) {
-	conditions.Set(&s.ws.Status.Conditions, metav1.Condition{
+	meta.SetStatusCondition(&s.ws.Status.Conditions, metav1.Condition{
 		Type: condType, Status: status, Reason: reason, Message: message, ObservedGeneration: s.ws.Generation,
 	})
 }
@@ -71,7 +71,7 @@ func (s *scope) apply() {
 		c   *metav1.Condition
 	}{{workspacesv1.ReconcilingCondition, d.reconciling}, {workspacesv1.StalledCondition, d.stalled}} {
 		if k.c == nil {
-			conditions.Remove(&s.ws.Status.Conditions, k.typ)
+			meta.RemoveStatusCondition(&s.ws.Status.Conditions, k.typ)
 		} else {
 			s.setCondition(k.c.Type, k.c.Status, k.c.Reason, k.c.Message)
 		}

@@ -6,13 +6,13 @@ import (
 	"time"
 
 	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
-	"github.com/exalsius/exalsius-operator/common/conditions"
 	"github.com/exalsius/exalsius-operator/common/gpu"
 )
 
@@ -111,7 +111,7 @@ func TestStopFreesGPUsAndStartGatesAgain(t *testing.T) {
 		t.Errorf("Ready %+v of a stopped workspace, want True (the spec's desired state is reached)", c)
 	}
 	for _, typ := range []string{workspacesv1.ReconcilingCondition, workspacesv1.StalledCondition} {
-		if c := conditions.Get(ws.Status.Conditions, typ); c != nil {
+		if c := meta.FindStatusCondition(ws.Status.Conditions, typ); c != nil {
 			t.Errorf("a stopped workspace has %s: %+v", typ, c)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -27,7 +28,6 @@ import (
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/childcluster"
-	"github.com/exalsius/exalsius-operator/common/conditions"
 	"github.com/exalsius/exalsius-operator/common/gpu"
 	"github.com/exalsius/exalsius-operator/common/testing/childtest"
 	"github.com/exalsius/exalsius-operator/common/testing/testenv"
@@ -309,7 +309,7 @@ func waitPhase(t *testing.T, key types.NamespacedName, phase workspacesv1.Worksp
 		if err := k8s.Get(ctxT(t), key, ws); err != nil {
 			return err
 		}
-		ready := conditions.Get(ws.Status.Conditions, workspacesv1.ReadyCondition)
+		ready := meta.FindStatusCondition(ws.Status.Conditions, workspacesv1.ReadyCondition)
 		if ws.Status.Phase != phase || (reason != "" && (ready == nil || ready.Reason != reason)) {
 			r := ""
 			if ready != nil {
@@ -365,7 +365,7 @@ func serviceSetValues(t *testing.T, ss *k0rdentv1beta1.ServiceSet) map[string]an
 }
 
 func condition(ws *workspacesv1.WorkspaceDeployment, condType string) metav1.Condition {
-	if c := conditions.Get(ws.Status.Conditions, condType); c != nil {
+	if c := meta.FindStatusCondition(ws.Status.Conditions, condType); c != nil {
 		return *c
 	}
 	return metav1.Condition{}

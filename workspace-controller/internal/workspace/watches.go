@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -21,7 +22,6 @@ import (
 
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
-	"github.com/exalsius/exalsius-operator/common/conditions"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/workspaceclass"
 )
 
@@ -242,7 +242,7 @@ func (r *Reconciler) forChildEvent(ctx context.Context, o client.Object) []recon
 		case workspacesv1.PhaseWaiting:
 			return true
 		case workspacesv1.PhaseFailed, workspacesv1.PhasePending:
-			c := conditions.Get(ws.Status.Conditions, workspacesv1.FeasibleCondition)
+			c := meta.FindStatusCondition(ws.Status.Conditions, workspacesv1.FeasibleCondition)
 			return c != nil && (c.Reason == workspacesv1.ReasonGpuOfferingUnavailable || c.Reason == workspacesv1.ReasonGpuRequestNeverFits ||
 				c.Reason == workspacesv1.ReasonClusterUnreachable)
 		}

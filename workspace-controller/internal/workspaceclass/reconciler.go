@@ -18,6 +18,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -33,7 +34,9 @@ import (
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/conditions"
+	"github.com/exalsius/exalsius-operator/common/status"
 	"github.com/exalsius/exalsius-operator/common/text"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/component"
 )
 
 // Field indexes the reconciler registers.
@@ -47,6 +50,9 @@ const (
 
 // Finalizer keeps a WorkspaceClass that WorkspaceDeployments use from going away.
 const Finalizer = "workspaces.exalsius.ai/workspaceclass-protection"
+
+// FieldManager writes the classes' status: the component word.
+const FieldManager = component.Name
 
 // ReasonDeletionBlocked is the reason of the event on a deleting class still in use.
 const ReasonDeletionBlocked = "DeletionBlocked"
@@ -196,7 +202,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		st.Valid, st.ValidationError = false, p.message
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, p.reason, p.message
 	}
-	conditions.Set(&st.Conditions, cond)
+	meta.SetStatusCondition(&st.Conditions, cond)
 
 	if equality.Semantic.DeepEqual(before, st) {
 		return reconcile.Result{}, nil
@@ -210,9 +216,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 	}
 	conditions.RecordTransitions(r.Recorder, class, before.Conditions, st.Conditions)
-	patchBase := class.DeepCopy()
-	patchBase.Status = *before
-	if err := r.Client.Status().Patch(ctx, class, client.MergeFrom(patchBase)); err != nil {
+	if err := status.Apply(ctx, r.Client, class, FieldManager); err != nil {
 		if apierrors.IsNotFound(err) {
 			return reconcile.Result{}, nil
 		}
@@ -234,9 +238,8 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, class *workspacesv1.Wo
 	}
 	if len(users) > 0 {
 		if class.Status.InUseBy != int32(len(users)) {
-			base := class.DeepCopy()
 			class.Status.InUseBy = int32(len(users))
-			if err := r.Client.Status().Patch(ctx, class, client.MergeFrom(base)); err != nil {
+			if err := status.Apply(ctx, r.Client, class, FieldManager); err != nil {
 				return reconcile.Result{}, client.IgnoreNotFound(err)
 			}
 		}

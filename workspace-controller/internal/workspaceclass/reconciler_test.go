@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -20,7 +21,6 @@ import (
 
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
-	"github.com/exalsius/exalsius-operator/common/conditions"
 	"github.com/exalsius/exalsius-operator/common/testing/testenv"
 )
 
@@ -105,7 +105,7 @@ func waitStatus(t *testing.T, class, reason string) *workspacesv1.WorkspaceClass
 		if err := k8s.Get(context.Background(), client.ObjectKey{Name: class}, got); err != nil {
 			return err
 		}
-		c := conditions.Get(got.Status.Conditions, workspacesv1.ClassReadyCondition)
+		c := meta.FindStatusCondition(got.Status.Conditions, workspacesv1.ClassReadyCondition)
 		if c == nil || c.Reason != reason || got.Status.ObservedGeneration != got.Generation {
 			return fmt.Errorf("status %+v", got.Status)
 		}
@@ -192,7 +192,7 @@ func TestInvalidClasses(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.reason, func(t *testing.T) {
 			got := waitStatus(t, createClass(t, tc.spec), tc.reason)
-			if c := conditions.Get(got.Status.Conditions, workspacesv1.ClassReadyCondition); c.Status != metav1.ConditionFalse {
+			if c := meta.FindStatusCondition(got.Status.Conditions, workspacesv1.ClassReadyCondition); c.Status != metav1.ConditionFalse {
 				t.Errorf("Ready %+v", c)
 			}
 			if got.Status.ValidationError == "" || !strings.Contains(got.Status.ValidationError, tc.msg) {
