@@ -77,7 +77,7 @@ func TestGPUExamples(t *testing.T) {
 		Assess("gpu-amd: two MI300X on the AMD Colony's cluster", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			apply(ctx, t, "gpu-amd")
 			amdChild = waitChild(ctx, t, ns, "amd-mi300")
-			waitRunning(ctx, t, ns, "notebook-mi300x")
+			waitRunningOnNewCluster(ctx, t, ns, "notebook-mi300x")
 			checkPods(ctx, t, amdChild, "notebook-mi300x", 1, "amd.com/gpu", 2, map[string]string{w.GPUModelLabel: "MI300X"}, "mi300x")
 			return ctx
 		}).

@@ -114,6 +114,32 @@ func waitRunning(ctx context.Context, t *testing.T, ns, name string) *workspaces
 	return ws
 }
 
+// waitRunningOnNewCluster waits for Running for a workspace applied together with its cluster. It may
+// be gated after the cluster's nodes are Ready but before their device plugin advertised the GPUs: it
+// is then Failed (GpuOfferingUnavailable) until the GPUs appear and proceeds by itself, as the gate
+// promises (docs/RECONCILIATION.md). Any other failure, or one that does not heal, fails the test.
+func waitRunningOnNewCluster(ctx context.Context, t *testing.T, ns, name string) *workspacesv1.WorkspaceDeployment {
+	t.Helper()
+	for range 3 {
+		ws := waitPhase(ctx, t, ns, name, workspaceTimeout, workspacesv1.PhaseRunning, workspacesv1.PhaseFailed)
+		if ws.Status.Phase == workspacesv1.PhaseRunning {
+			return ws
+		}
+		if fc := ws.Status.FailureContext; fc == nil || fc.Reason != workspacesv1.ReasonGpuOfferingUnavailable {
+			t.Fatalf("workspace %s Failed: %s; failureContext %+v", name, ws.Status.Message, ws.Status.FailureContext)
+		}
+		eventually(ctx, t, "workspace "+ns+"/"+name+" out of Failed once the GPUs are advertised", workspaceTimeout, func(ctx context.Context) (bool, string) {
+			var got workspacesv1.WorkspaceDeployment
+			if err := mgmt().Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &got); err != nil {
+				return false, err.Error()
+			}
+			return got.Status.Phase != workspacesv1.PhaseFailed, string(got.Status.Phase) + ": " + got.Status.Message
+		})
+	}
+	t.Fatalf("workspace %s kept going back to Failed", name)
+	return nil
+}
+
 // assertPod checks the one running pod of a workspace: GPU request, node selector and node pool.
 func assertPod(ctx context.Context, t *testing.T, child *childCluster, wsName string, gpuResource corev1.ResourceName, gpus int64, selector map[string]string, pool string) {
 	t.Helper()
