@@ -167,8 +167,16 @@ func (s *scope) serviceSetNameForDelete() string {
 // the ClusterDeployment first), so the operator removes it: there is no release left to uninstall.
 func (r *Reconciler) deleteServiceSet(ctx context.Context, s *scope, cdGone bool) (bool, error) {
 	name := s.serviceSetNameForDelete()
+	key := types.NamespacedName{Namespace: s.cdKey.Namespace, Name: name}
 	ss := &k0rdentv1beta1.ServiceSet{}
-	err := r.Client.Get(ctx, types.NamespacedName{Namespace: s.cdKey.Namespace, Name: name}, ss)
+	err := r.Client.Get(ctx, key, ss)
+	if apierrors.IsNotFound(err) && r.APIReader != nil {
+		// The cache may not show a ServiceSet this process made a moment ago (a workspace deleted
+		// right after its install, or while the watches re-list after an API server restart): only
+		// the API server can say it is gone, or the finalizer would go and leave the ServiceSet and
+		// its release behind.
+		err = r.APIReader.Get(ctx, key, ss)
+	}
 	if apierrors.IsNotFound(err) {
 		return true, nil
 	}
