@@ -25,19 +25,22 @@ import (
 // admissions serialises the gate's decisions per cluster and remembers the admissions this process
 // wrote that the manager's cache may not show yet. Decisions on one cluster are serialised by a
 // per-cluster lock; decisions on different clusters run in parallel. What holds GPUs is read from the
-// workspaces' status.admission (written before a ServiceSet is made) and the ServiceSets that exist,
-// so the reservations survive a restart; the memory only covers the short time until the cache has
-// caught up with this process's own writes.
+// workspaces' status.admission and the ServiceSets that exist, which carry the admission they were
+// made for (AnnotationAdmission), so the reservations survive a restart. The memory covers the time
+// until the pass writes the status with a new admission, and then until the cache has caught up
+// with this process's own writes.
 type admissions struct {
 	mu      sync.Mutex
 	locks   map[string]*sync.Mutex
 	written map[string]writtenAdmission
 }
 
-// writtenAdmission is an admission this process wrote, with the resourceVersion of the write.
+// writtenAdmission is an admission this process wrote, with the resourceVersion of the write; or,
+// when pending, an admission the gate made that the pass has not written to the status yet.
 type writtenAdmission struct {
 	admission       *workspacesv1.Admission
 	resourceVersion string
+	pending         bool
 }
 
 func newAdmissions() *admissions {
@@ -64,14 +67,39 @@ func (a *admissions) wrote(key string, ad *workspacesv1.Admission, resourceVersi
 	a.written[key] = writtenAdmission{admission: ad.DeepCopy(), resourceVersion: resourceVersion}
 }
 
+// pend remembers an admission the gate made whose status write is still to come, later in the
+// same pass: until then this process counts it from memory, and a restart counts it from the
+// ServiceSet that carries it (AnnotationAdmission).
+func (a *admissions) pend(key string, ad *workspacesv1.Admission) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.written[key] = writtenAdmission{admission: ad.DeepCopy(), pending: true}
+}
+
+// settle turns a pending admission into a written one once the pass wrote the workspace's status
+// (ad is the admission in that status, resourceVersion the write's); nil drops it.
+func (a *admissions) settle(key string, ad *workspacesv1.Admission, resourceVersion string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	w, ok := a.written[key]
+	if !ok || !w.pending {
+		return
+	}
+	if ad == nil {
+		delete(a.written, key)
+		return
+	}
+	a.written[key] = writtenAdmission{admission: ad.DeepCopy(), resourceVersion: resourceVersion}
+}
+
 func (a *admissions) forget(key string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	delete(a.written, key)
 }
 
-// current returns a workspace's admission: the one this process wrote last while the cached object
-// is older than that write, else the cached object's own.
+// current returns a workspace's admission: a pending one, or the one this process wrote last while
+// the cached object is older than that write, else the cached object's own.
 func (a *admissions) current(o *workspacesv1.WorkspaceDeployment) *workspacesv1.Admission {
 	key := o.Namespace + "/" + o.Name
 	a.mu.Lock()
@@ -80,7 +108,7 @@ func (a *admissions) current(o *workspacesv1.WorkspaceDeployment) *workspacesv1.
 	if !ok {
 		return o.Status.Admission
 	}
-	if olderVersion(o.ResourceVersion, w.resourceVersion) {
+	if w.pending || olderVersion(o.ResourceVersion, w.resourceVersion) {
 		return w.admission
 	}
 	delete(a.written, key)
@@ -126,12 +154,21 @@ func holdsGPUs(o *workspacesv1.WorkspaceDeployment, ad *workspacesv1.Admission, 
 }
 
 // gate checks the GPU request live against the child (docs/RECONCILIATION.md, step 3). A workspace whose admission
-// covers its current resources is not checked again: its own pods hold, or will hold, the GPUs. An
-// admission is written to the workspace's status before the gate's lock is released, so the next
-// decision on the cluster, in this process or after a restart, counts it.
+// covers its current resources is not checked again: its own pods hold, or will hold, the GPUs. Before
+// the gate's lock is released, an admission is either remembered for the pass's status write and
+// carried by the ServiceSet the pass makes (a first admission), or written to the status at once (under
+// a quota, or when a ServiceSet exists); so the next decision on the cluster, in this process or after
+// a restart, counts it.
 func (r *Reconciler) gate(ctx context.Context, s *scope) (stepResult, error) {
 	s.ws.Status.ResolvedResources = s.resources.DeepCopy()
 	cluster := s.cdKey.String()
+	if s.ws.Status.Admission == nil {
+		// A pass that made the ServiceSet ended before it wrote the status (a restart, a failed
+		// write): the ServiceSet carries the admission, which others count already; take it back.
+		if ad := annotatedAdmission(s.claimed); admissionCovers(ad, cluster, s.resources) {
+			s.ws.Status.Admission = ad
+		}
+	}
 	if admissionCovers(s.ws.Status.Admission, cluster, s.resources) {
 		return next, nil
 	}
@@ -197,7 +234,18 @@ func (r *Reconciler) gate(ctx context.Context, s *scope) (stepResult, error) {
 		// this pass ends (a later step's verdict replaces this one).
 		s.obs.verdict = verdict{kind: verdictDeploying, reason: d.Reason, message: "admitted by the GPU gate: " + d.Message}
 	}
-	if cpuOnly && !meta.IsStatusConditionTrue(s.ws.Status.Conditions, workspacesv1.WithinQuotaCondition) {
+	underQuota := meta.IsStatusConditionTrue(s.ws.Status.Conditions, workspacesv1.WithinQuotaCondition)
+	if cpuOnly && !underQuota {
+		return next, nil
+	}
+	if !underQuota && s.claimed == nil {
+		// A first GPU admission outside any quota is not written on its own: it travels on the
+		// ServiceSet this pass makes (AnnotationAdmission) and reaches the status with the pass's
+		// one status write. Until then this process counts it from memory; after a restart, the
+		// ServiceSet holds it, and before the ServiceSet exists nothing does, and nothing needs to.
+		// Under a quota the namespace's count reads statuses, so the admission is written at once;
+		// so it is when a ServiceSet exists, whose release may still run on the old admission.
+		r.admissionsFor().pend(s.key(), ad)
 		return next, nil
 	}
 	if err := r.recordAdmission(ctx, s); err != nil {
@@ -287,7 +335,7 @@ func newAdmission(cluster string, res *workspacesv1.ResolvedResources, d gpu.Dec
 }
 
 // recordAdmission writes the workspace's status with its admission now, inside the gate's lock and
-// before anything is installed, and remembers it until the cache shows it.
+// before anything is installed or changed, and remembers it until the cache shows it.
 func (r *Reconciler) recordAdmission(ctx context.Context, s *scope) error {
 	s.apply()
 	if err := r.writeStatus(ctx, s.ws, &s.before.Status); err != nil {
@@ -365,16 +413,20 @@ func (r *Reconciler) reservations(ctx context.Context, s *scope, pods []corev1.P
 			continue
 		}
 		ad := r.admissionsFor().current(o)
+		carried, hasSet := withSet[key]
+		if ad == nil {
+			ad = carried // made by a pass that ended before it wrote the status
+		}
 		if ad != nil && ad.Cluster != s.cdKey.String() {
 			ad = nil
 		}
 		switch {
-		case holdsGPUs(o, ad, withSet[key]):
+		case holdsGPUs(o, ad, hasSet):
 			admitted = append(admitted, admittedReservations(key, ad, pods, ReleaseNamespace(o.Name))...)
 			if !pinnedAdmission(ad) {
 				unpinned[key] = true
 			}
-		case ad == nil && withSet[key] && o.Status.ResolvedResources != nil && gpus(o.Status.ResolvedResources) > 0:
+		case ad == nil && hasSet && o.Status.ResolvedResources != nil && gpus(o.Status.ResolvedResources) > 0:
 			// A ServiceSet made before admissions were recorded: its resources hold the GPUs.
 			res := o.Status.ResolvedResources
 			replicas := res.Replicas - boundGPUPods(pods, ReleaseNamespace(o.Name), corev1.ResourceName(res.GPUResourceName), "")
@@ -479,20 +531,21 @@ func admittedReservations(key string, ad *workspacesv1.Admission, pods []corev1.
 }
 
 // workspacesWithServiceSets returns the workspaces (namespace/name) that have a ServiceSet on the
-// cluster, from the ServiceSets' labels, leaving out the ServiceSets of stopped workspaces.
-func (r *Reconciler) workspacesWithServiceSets(ctx context.Context, cd types.NamespacedName) (map[string]bool, error) {
+// cluster, from the ServiceSets' labels, leaving out the ServiceSets of stopped workspaces, each with
+// the admission its ServiceSet carries (nil for none).
+func (r *Reconciler) workspacesWithServiceSets(ctx context.Context, cd types.NamespacedName) (map[string]*workspacesv1.Admission, error) {
 	var list k0rdentv1beta1.ServiceSetList
 	if err := r.Client.List(ctx, &list, client.InNamespace(cd.Namespace),
 		client.MatchingLabels{workspacesv1.ClusterDeploymentLabel: cd.Name}, client.HasLabels{workspacesv1.WorkspaceLabel}); err != nil {
 		return nil, fmt.Errorf("listing ServiceSets of %s: %w", cd, err)
 	}
-	out := make(map[string]bool, len(list.Items))
+	out := make(map[string]*workspacesv1.Admission, len(list.Items))
 	for i := range list.Items {
 		l := list.Items[i].Labels
 		if l[LabelStopped] == "true" {
 			continue // scaled to zero: its release holds no GPU (stop.go)
 		}
-		out[l[workspacesv1.WorkspaceNamespaceLabel]+"/"+l[workspacesv1.WorkspaceLabel]] = true
+		out[l[workspacesv1.WorkspaceNamespaceLabel]+"/"+l[workspacesv1.WorkspaceLabel]] = annotatedAdmission(&list.Items[i])
 	}
 	return out, nil
 }

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -667,5 +668,96 @@ func TestSpreadWorkspaceWaitsForBinding(t *testing.T) {
 	ws = waitPhase(t, c, workspacesv1.PhaseWaiting, workspacesv1.ReasonWaitingForGpuCapacity)
 	if err := contains(ws.Status.Message, "spread over several nodes"); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestAdmissionCarriedByServiceSet: a pass that made a GPU workspace's ServiceSet and ended before its
+// status write (a crash) leaves the admission on the ServiceSet. Other workspaces count it from there,
+// and the workspace's next pass takes it back instead of gating again.
+func TestAdmissionCarriedByServiceSet(t *testing.T) {
+	ns := newNamespace(t)
+	model := name("l4")
+	node := gpuNode(t, child.Client, gpu.ResourceNVIDIA, 1, modelLabels(model))
+	class := createClass(t, classSpec(name("carry")), ns)
+	cd := createCluster(t, ns, child.Kubeconfig)
+	a := createWorkspace(t, ns, class, cd.Name, func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Resources = gpuResources(1, model) })
+	ws := waitPhase(t, a, workspacesv1.PhaseDeploying, "")
+	carried := annotatedAdmission(waitServiceSet(t, ws))
+	if carried == nil || carried.GPUs != 1 || len(carried.Nodes) != 1 || carried.Nodes[0].Name != node {
+		t.Fatalf("the ServiceSet carries admission %+v; want 1 GPU on %s", carried, node)
+	}
+	if !equality.Semantic.DeepEqual(carried, ws.Status.Admission) {
+		t.Fatalf("the ServiceSet carries %+v, the status %+v", carried, ws.Status.Admission)
+	}
+
+	// The state a crash between the ServiceSet and the first status write leaves: a ServiceSet and an
+	// empty status. The workspace is suspended so that its own pass cannot record the admission
+	// again before the other workspace's decision.
+	must(t, stopControllers())
+	ws = getWS(t, a)
+	ws.Spec.Suspend = true
+	must(t, k8s.Update(ctxT(t), ws))
+	ws = getWS(t, a)
+	ws.Status = workspacesv1.WorkspaceDeploymentStatus{}
+	must(t, k8s.Status().Update(ctxT(t), ws))
+	must(t, startControllers())
+
+	b := createWorkspace(t, ns, class, cd.Name, func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Resources = gpuResources(1, model) })
+	got := waitPhase(t, b, workspacesv1.PhaseWaiting, workspacesv1.ReasonWaitingForGpuCapacity)
+	if err := contains(got.Status.Feasibility.Message, "1 reserved"); err != nil {
+		t.Error(err)
+	}
+	must(t, k8s.Delete(ctxT(t), getWS(t, b)))
+
+	// The GPU now looks taken by a pod outside the workspace: gating again would say Waiting.
+	gpuPod(t, child.Client, "busy", node, gpu.ResourceNVIDIA, 1)
+	ws = getWS(t, a)
+	ws.Spec.Suspend = false
+	must(t, k8s.Update(ctxT(t), ws))
+	eventually(t, "admission taken back from the ServiceSet", func() error {
+		got := getWS(t, a)
+		if got.Status.Phase != workspacesv1.PhaseDeploying {
+			return fmt.Errorf("phase %s: %s", got.Status.Phase, got.Status.Message)
+		}
+		if !equality.Semantic.DeepEqual(got.Status.Admission, carried) {
+			return fmt.Errorf("admission %+v, want the carried %+v", got.Status.Admission, carried)
+		}
+		return nil
+	})
+}
+
+// TestGPUAdmissionWrittenOnce: a first GPU admission reaches the status in the same write as the
+// ServiceSet's name, not in a write of its own before it; the ServiceSet carries it meanwhile.
+func TestGPUAdmissionWrittenOnce(t *testing.T) {
+	ns := newNamespace(t)
+	model := name("a2")
+	gpuNode(t, child.Client, gpu.ResourceNVIDIA, 1, modelLabels(model))
+	class := createClass(t, classSpec(name("once")), ns)
+	cd := createCluster(t, ns, child.Kubeconfig)
+	wc, err := client.NewWithWatch(mgmt.Config, client.Options{Scheme: mgmt.Scheme})
+	must(t, err)
+	var list workspacesv1.WorkspaceDeploymentList
+	w, err := wc.Watch(ctxT(t), &list, client.InNamespace(ns))
+	must(t, err)
+	defer w.Stop()
+	key := createWorkspace(t, ns, class, cd.Name, func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Resources = gpuResources(1, model) })
+	deadline := time.After(waitTimeout)
+	for {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				t.Fatal("the watch ended")
+			}
+			o, isWS := ev.Object.(*workspacesv1.WorkspaceDeployment)
+			if !isWS || o.Name != key.Name || o.Status.Admission == nil {
+				continue
+			}
+			if o.Status.ServiceSetName == "" {
+				t.Fatalf("the admission was written before the ServiceSet, in a status of its own (phase %s)", o.Status.Phase)
+			}
+			return
+		case <-deadline:
+			t.Fatal("no admission written")
+		}
 	}
 }

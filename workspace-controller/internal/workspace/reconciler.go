@@ -184,19 +184,23 @@ func (r *Reconciler) patchStatus(ctx context.Context, before *workspacesv1.Works
 	}
 	observePhase(before, ws, r.now())
 	if equality.Semantic.DeepEqual(before.Status, ws.Status) {
+		r.admissionsFor().settle(s.key(), ws.Status.Admission, ws.ResourceVersion)
 		return nil
 	}
 	recordPassEvent(r.Recorder, ws, before.Status.Conditions, ws.Status.Conditions)
 	if equality.Semantic.DeepEqual(s.before.Status, ws.Status) {
+		r.admissionsFor().settle(s.key(), ws.Status.Admission, ws.ResourceVersion)
 		return nil // written already, with the admission
 	}
 	if err := r.writeStatus(ctx, ws, &s.before.Status); err != nil {
 		if apierrors.IsNotFound(err) {
+			r.admissionsFor().forget(s.key())
 			return nil
 		}
 		return fmt.Errorf("writing status: %w", err)
 	}
 	r.writes.wrote(s.key(), ws.ResourceVersion)
+	r.admissionsFor().settle(s.key(), ws.Status.Admission, ws.ResourceVersion)
 	return nil
 }
 
@@ -249,6 +253,8 @@ type scope struct {
 	// secretValues are the values that travel in the workspace's values Secret (values.go).
 	secretValues string
 	svcSet       *k0rdentv1beta1.ServiceSet
+	// claimed is the workspace's own ServiceSet as the claim before the gate found it (nil: none).
+	claimed *k0rdentv1beta1.ServiceSet
 	// releaseNS is the release namespace as the claim read it in this pass (nil: not found), when
 	// releaseNSRead; ensureReleaseNamespace reuses the read.
 	releaseNS     *corev1.Namespace

@@ -26,6 +26,10 @@ const (
 	// last rollout k0rdent reported Deployed. A later Provisioning or Pending of the same rollout is a
 	// re-sync, not a new deployment, and no deadline applies to it.
 	AnnotationRolloutDeployed = "workspaces.exalsius.ai/rollout-deployed"
+	// AnnotationAdmission carries, on a workspace's ServiceSet, the GPU admission the release was made
+	// for (JSON, as status.admission). The status records it in the same pass; the annotation keeps it
+	// counted when that pass ended between the ServiceSet and the status write.
+	AnnotationAdmission = "workspaces.exalsius.ai/admission"
 	// AnnotationPrerequisiteTemplate records the full ServiceTemplate name on a prerequisite
 	// ServiceSet (the label value is bounded to 63 characters).
 	AnnotationPrerequisiteTemplate = "workspaces.exalsius.ai/prerequisite-template"
@@ -97,7 +101,40 @@ func (r *Reconciler) claimServiceSet(ctx context.Context, s *scope) (stepResult,
 		s.failed(workspacesv1.HelmReleaseReadyCondition, workspacesv1.ReasonServiceSetConflict, serviceSetConflict(ss))
 		return stop, nil
 	}
+	s.claimed = ss
 	return next, nil
+}
+
+// setAdmissionAnnotation records the workspace's GPU admission on its ServiceSet, or removes a
+// recorded one when the workspace holds no GPUs or the ServiceSet is scaled to zero (a stopped
+// workspace's ServiceSet holds nothing; starting it again gates it anew).
+func setAdmissionAnnotation(ss *k0rdentv1beta1.ServiceSet, ad *workspacesv1.Admission) {
+	if ad == nil || ad.GPUs == 0 || ss.Labels[LabelStopped] == "true" {
+		delete(ss.Annotations, AnnotationAdmission)
+		return
+	}
+	raw, err := json.Marshal(ad)
+	if err != nil {
+		return // a struct of strings and numbers always marshals
+	}
+	if ss.Annotations == nil {
+		ss.Annotations = map[string]string{}
+	}
+	ss.Annotations[AnnotationAdmission] = string(raw)
+}
+
+// annotatedAdmission is the admission a ServiceSet carries (AnnotationAdmission), or nil when it
+// carries none, is scaled to zero, or carries one that does not parse (then the workspace's status is
+// what counts).
+func annotatedAdmission(ss *k0rdentv1beta1.ServiceSet) *workspacesv1.Admission {
+	if ss == nil || ss.Annotations[AnnotationAdmission] == "" || ss.Labels[LabelStopped] == "true" {
+		return nil
+	}
+	ad := &workspacesv1.Admission{}
+	if err := json.Unmarshal([]byte(ss.Annotations[AnnotationAdmission]), ad); err != nil || ad.GPUs <= 0 {
+		return nil
+	}
+	return ad
 }
 
 func serviceSetConflict(ss *k0rdentv1beta1.ServiceSet) string {
@@ -200,6 +237,7 @@ func (r *Reconciler) serviceSet(ctx context.Context, s *scope) (stepResult, erro
 			want.Annotations = map[string]string{}
 		}
 		want.Annotations[AnnotationRolloutStarted] = stamp
+		setAdmissionAnnotation(want, s.ws.Status.Admission)
 		if err := r.Client.Create(ctx, want); err != nil {
 			if apierrors.IsAlreadyExists(err) {
 				return stopAfter(time.Second), nil // created by a pass whose cache we have not seen yet
@@ -262,6 +300,7 @@ func (r *Reconciler) serviceSet(ctx context.Context, s *scope) (stepResult, erro
 		} else {
 			delete(got.Annotations, AnnotationValuesHash)
 		}
+		setAdmissionAnnotation(got, s.ws.Status.Admission)
 	}
 	if err := r.Client.Patch(ctx, got, client.MergeFrom(patchBase)); err != nil {
 		return stop, fmt.Errorf("updating ServiceSet %s/%s: %w", got.Namespace, got.Name, err)

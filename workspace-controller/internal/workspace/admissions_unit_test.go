@@ -1,0 +1,90 @@
+package workspace
+
+import (
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+)
+
+// A pending admission counts whatever the cached object says, until the pass's status write settles
+// it; from then on the cache is trusted once it has caught up with that write.
+func TestPendingAdmissionUntilSettled(t *testing.T) {
+	a := newAdmissions()
+	ws := &workspacesv1.WorkspaceDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "nb", ResourceVersion: "10"}}
+	ad := &workspacesv1.Admission{Cluster: "team/cd", GPUs: 1, GPUsPerReplica: 1, Replicas: 1}
+	a.pend("team/nb", ad)
+	ws.ResourceVersion = "99"
+	if got := a.current(ws); got == nil || got.GPUs != 1 {
+		t.Fatalf("pending admission not counted against a newer cached object: %+v", got)
+	}
+	if keys := a.keysOn("team/cd"); len(keys) != 1 || keys[0] != "team/nb" {
+		t.Fatalf("keysOn = %v", keys)
+	}
+	a.settle("team/nb", ad, "100")
+	if got := a.current(ws); got == nil {
+		t.Fatal("a settled admission is dropped while the cache is older than its write")
+	}
+	ws.ResourceVersion = "100"
+	ws.Status.Admission = nil // what the cache shows is trusted now
+	if got := a.current(ws); got != nil {
+		t.Fatalf("cache caught up, yet the memory still answers: %+v", got)
+	}
+
+	a.pend("team/nb", ad)
+	a.settle("team/nb", nil, "101")
+	if got := a.current(ws); got != nil {
+		t.Fatalf("a pending admission the pass dropped still counts: %+v", got)
+	}
+	// settle never touches an admission written at once (recordAdmission).
+	a.wrote("team/nb", ad, "200")
+	a.settle("team/nb", nil, "201")
+	if got := a.current(ws); got == nil {
+		t.Fatal("settle dropped an admission that was not pending")
+	}
+}
+
+func TestAdmissionAnnotationRoundTrip(t *testing.T) {
+	ss := &k0rdentv1beta1.ServiceSet{}
+	if annotatedAdmission(ss) != nil || annotatedAdmission(nil) != nil {
+		t.Fatal("an admission read from a ServiceSet without one")
+	}
+	now := metav1.Now().Rfc3339Copy()
+	ad := &workspacesv1.Admission{Cluster: "team/cd", GPUResourceName: "nvidia.com/gpu", GPUVendor: workspacesv1.GPUVendorNVIDIA,
+		GPUsPerReplica: 2, Replicas: 2, GPUs: 4, Selector: map[string]string{"a": "b"},
+		Nodes: []workspacesv1.AdmittedNode{{Name: "n1", Replicas: 2, Hostname: "h1"}}, AdmittedAt: &now}
+	setAdmissionAnnotation(ss, ad)
+	got := annotatedAdmission(ss)
+	if got == nil || got.GPUs != 4 || got.Nodes[0].Hostname != "h1" || !got.AdmittedAt.Equal(&now) {
+		t.Fatalf("round trip: %+v", got)
+	}
+	setAdmissionAnnotation(ss, &workspacesv1.Admission{Cluster: "team/cd", Replicas: 1})
+	if _, ok := ss.Annotations[AnnotationAdmission]; ok {
+		t.Fatal("a CPU-only admission is carried")
+	}
+	for _, bad := range []string{"{", `{"gpus":0}`, `{"gpus":-1}`, "null"} {
+		ss.Annotations = map[string]string{AnnotationAdmission: bad}
+		if annotatedAdmission(ss) != nil {
+			t.Errorf("%q read as an admission", bad)
+		}
+	}
+}
+
+// A ServiceSet scaled to zero holds nothing, so it carries no admission: starting its workspace again
+// gates it anew instead of taking the old admission back.
+func TestStoppedServiceSetCarriesNoAdmission(t *testing.T) {
+	ad := &workspacesv1.Admission{Cluster: "team/cd", GPUsPerReplica: 1, Replicas: 1, GPUs: 1}
+	ss := &k0rdentv1beta1.ServiceSet{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{LabelStopped: "true"}}}
+	setAdmissionAnnotation(ss, ad)
+	if _, ok := ss.Annotations[AnnotationAdmission]; ok {
+		t.Fatal("a stopped ServiceSet carries an admission")
+	}
+	ss.Labels = nil
+	setAdmissionAnnotation(ss, ad)
+	ss.Labels = map[string]string{LabelStopped: "true"}
+	if annotatedAdmission(ss) != nil {
+		t.Fatal("an admission read from a stopped ServiceSet")
+	}
+}
