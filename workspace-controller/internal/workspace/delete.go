@@ -210,7 +210,7 @@ func (r *Reconciler) deleteServiceSet(ctx context.Context, s *scope, cdGone bool
 // deletion that follows reconnects once if needed.
 func (r *Reconciler) forgetUnusedChild(ctx context.Context, s *scope) error {
 	var list workspacesv1.WorkspaceDeploymentList
-	if err := r.Client.List(ctx, &list, client.MatchingFields{IndexCluster: s.cdKey.String()}); err != nil {
+	if err := r.Client.List(ctx, &list, client.MatchingFields{IndexCluster: s.cdKey.String()}, client.UnsafeDisableDeepCopy); err != nil { // read-only
 		return fmt.Errorf("listing workspaces of %s: %w", s.cdKey, err)
 	}
 	for i := range list.Items {

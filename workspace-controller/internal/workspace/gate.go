@@ -535,7 +535,8 @@ func admittedReservations(key string, ad *workspacesv1.Admission, pods []corev1.
 // the admission its ServiceSet carries (nil for none).
 func (r *Reconciler) workspacesWithServiceSets(ctx context.Context, cd types.NamespacedName) (map[string]*workspacesv1.Admission, error) {
 	var list k0rdentv1beta1.ServiceSetList
-	if err := r.Client.List(ctx, &list, client.InNamespace(cd.Namespace),
+	// Read-only: the cached ServiceSets (with their values) are not copied on every GPU decision.
+	if err := r.Client.List(ctx, &list, client.InNamespace(cd.Namespace), client.UnsafeDisableDeepCopy,
 		client.MatchingLabels{workspacesv1.ClusterDeploymentLabel: cd.Name}, client.HasLabels{workspacesv1.WorkspaceLabel}); err != nil {
 		return nil, fmt.Errorf("listing ServiceSets of %s: %w", cd, err)
 	}

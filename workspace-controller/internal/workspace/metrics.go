@@ -102,7 +102,8 @@ func (c *phaseCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	var list workspacesv1.WorkspaceDeploymentList
-	if err := reader.List(ctx, &list); err != nil {
+	// Read-only: the cached objects are not copied (a scrape would copy every workspace).
+	if err := reader.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
 		return
 	}
 	counts := map[workspacesv1.WorkspacePhase]int{}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -141,10 +142,15 @@ func TestPlacementAcrossClusters(t *testing.T) {
 	if ws.Status.Placement != nil {
 		t.Errorf("a waiting workspace is placed: %+v", ws.Status.Placement)
 	}
-	// The load on busy goes: busy has 7 free, the waiter is placed there.
+	// The load on busy goes: busy has 7 free, the waiter is placed there, woken by the child's event
+	// (not by its own retry, a minute after it started waiting).
+	freed := time.Now()
 	must(t, childtest.SetPodPhase(ctxT(t), extra[1].Client, "load", load, corev1.PodSucceeded))
 	if p := waitPlaced(t, five); p.Cluster != busy.Name {
 		t.Errorf("5 NVIDIA GPUs placed on %s, want %s", p.Cluster, busy.Name)
+	}
+	if since := time.Since(freed); since > placementRetry/2 {
+		t.Errorf("placed %s after the GPUs were freed: the child's event did not wake the waiter, its %s retry did", since.Round(time.Second), placementRetry)
 	}
 	waitPhase(t, five, workspacesv1.PhaseDeploying, "")
 

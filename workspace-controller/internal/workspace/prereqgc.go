@@ -10,9 +10,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
@@ -37,7 +39,8 @@ func (c *PrerequisiteCollector) SetupWithManager(mgr manager.Manager, opts contr
 	return builder.ControllerManagedBy(mgr).
 		Named("prerequisite-collector").
 		For(&k0rdentv1beta1.ServiceSet{}, builder.WithPredicates(hasLabel(workspacesv1.PrerequisiteLabel))).
-		Watches(&workspacesv1.WorkspaceDeployment{}, handler.EnqueueRequestsFromMapFunc(c.forWorkspace)).
+		Watches(&workspacesv1.WorkspaceDeployment{}, handler.EnqueueRequestsFromMapFunc(c.forWorkspace),
+			builder.WithPredicates(changesPrerequisiteUse{})).
 		WithOptions(opts).
 		Complete(c)
 }
@@ -49,6 +52,24 @@ func (c *PrerequisiteCollector) now() time.Time {
 	return time.Now()
 }
 
+// changesPrerequisiteUse passes the workspace events that can change which prerequisites a cluster
+// needs: a workspace made or gone, its deletion started, its class or its cluster changed (a placement
+// sets the cluster). Status churn does not, and each event lists the cluster's ServiceSets.
+type changesPrerequisiteUse struct{ predicate.Funcs }
+
+func (changesPrerequisiteUse) Create(event.CreateEvent) bool   { return true }
+func (changesPrerequisiteUse) Delete(event.DeleteEvent) bool   { return true }
+func (changesPrerequisiteUse) Generic(event.GenericEvent) bool { return false }
+func (changesPrerequisiteUse) Update(e event.UpdateEvent) bool {
+	o, ok1 := e.ObjectOld.(*workspacesv1.WorkspaceDeployment)
+	n, ok2 := e.ObjectNew.(*workspacesv1.WorkspaceDeployment)
+	if !ok1 || !ok2 {
+		return true
+	}
+	return o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero() || o.Spec.WorkspaceClassRef != n.Spec.WorkspaceClassRef ||
+		ClusterKey(o) != ClusterKey(n)
+}
+
 // forWorkspace maps a workspace to the prerequisite ServiceSets of its cluster.
 func (c *PrerequisiteCollector) forWorkspace(ctx context.Context, o client.Object) []reconcile.Request {
 	ws, ok := o.(*workspacesv1.WorkspaceDeployment)
@@ -57,7 +78,7 @@ func (c *PrerequisiteCollector) forWorkspace(ctx context.Context, o client.Objec
 	}
 	cd := ClusterKey(ws)
 	var list k0rdentv1beta1.ServiceSetList
-	if err := c.Client.List(ctx, &list, client.InNamespace(cd.Namespace),
+	if err := c.Client.List(ctx, &list, client.InNamespace(cd.Namespace), client.UnsafeDisableDeepCopy, // read-only
 		client.MatchingLabels{workspacesv1.ClusterDeploymentLabel: cd.Name}, client.HasLabels{workspacesv1.PrerequisiteLabel}); err != nil {
 		log.FromContext(ctx).Error(err, "listing prerequisite ServiceSets")
 		return nil
@@ -136,7 +157,7 @@ func (c *PrerequisiteCollector) finishDeletion(ctx context.Context, ss *k0rdentv
 // inUse reports whether a workspace on the cluster that is not being deleted needs the template.
 func (c *PrerequisiteCollector) inUse(ctx context.Context, cd types.NamespacedName, template string) (bool, error) {
 	var list workspacesv1.WorkspaceDeploymentList
-	if err := c.Client.List(ctx, &list, client.MatchingFields{IndexCluster: cd.String()}); err != nil {
+	if err := c.Client.List(ctx, &list, client.MatchingFields{IndexCluster: cd.String()}, client.UnsafeDisableDeepCopy); err != nil { // read-only
 		return false, fmt.Errorf("listing workspaces of %s: %w", cd, err)
 	}
 	for i := range list.Items {

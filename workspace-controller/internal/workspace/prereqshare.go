@@ -147,7 +147,7 @@ func (r *Reconciler) reconcileSharedPrerequisite(ctx context.Context, s *scope, 
 // and names it.
 func (r *Reconciler) classUsedOn(ctx context.Context, s *scope, class string) (bool, string, error) {
 	var list workspacesv1.WorkspaceDeploymentList
-	if err := r.Client.List(ctx, &list, client.MatchingFields{IndexCluster: s.cdKey.String()}); err != nil {
+	if err := r.Client.List(ctx, &list, client.MatchingFields{IndexCluster: s.cdKey.String()}, client.UnsafeDisableDeepCopy); err != nil { // read-only
 		return false, "", fmt.Errorf("listing workspaces of %s: %w", s.cdKey, err)
 	}
 	for i := range list.Items {

@@ -19,7 +19,7 @@ type priorityCaps map[string]int32
 // priorityCaps reads the caps from the WorkspaceQuotas in the cache.
 func (r *Reconciler) priorityCaps(ctx context.Context) (priorityCaps, error) {
 	var list workspacesv1.WorkspaceQuotaList
-	if err := r.Client.List(ctx, &list); err != nil {
+	if err := r.Client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil { // read-only
 		return nil, fmt.Errorf("listing WorkspaceQuotas: %w", err)
 	}
 	return capsOf(list.Items), nil

@@ -11,7 +11,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -47,26 +46,18 @@ func unplaced(ws *workspacesv1.WorkspaceDeployment) bool {
 // namespaceWaiters lists the workspaces of a namespace that wait for placement or for the namespace's
 // quota, but skip: a cluster's GPUs freed, a workspace released its admission, a ClusterDeployment
 // changed.
+// They are found through an index (IndexNamespaceWaiter): every admission wakes this, and listing a
+// namespace of many workspaces each time made a burst of admissions quadratic.
 func (r *Reconciler) namespaceWaiters(ctx context.Context, namespace string, skip client.ObjectKey) []reconcile.Request {
-	var list workspacesv1.WorkspaceDeploymentList
-	if err := r.Client.List(ctx, &list, client.InNamespace(namespace)); err != nil {
-		log.FromContext(ctx).Error(err, "listing waiting workspaces for a watch event", "namespace", namespace)
-		return nil
-	}
-	var out []reconcile.Request
-	for i := range list.Items {
-		w := &list.Items[i]
-		if key := client.ObjectKeyFromObject(w); key != skip && (unplaced(w) || waitingForQuota(w)) {
-			out = append(out, reconcile.Request{NamespacedName: key})
-		}
-	}
-	return out
+	return r.workspaces(ctx, IndexNamespaceWaiter, namespace, func(w *workspacesv1.WorkspaceDeployment) bool {
+		return client.ObjectKeyFromObject(w) != skip
+	})
 }
 
 // forColony brings back the unplaced workspaces that name the Colony (its clusters changed).
 func (r *Reconciler) forColony(ctx context.Context, o client.Object) []reconcile.Request {
 	var list workspacesv1.WorkspaceDeploymentList
-	if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace())); err != nil {
+	if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.UnsafeDisableDeepCopy); err != nil { // read-only
 		return nil
 	}
 	var out []reconcile.Request
@@ -83,7 +74,7 @@ func (r *Reconciler) forColony(ctx context.Context, o client.Object) []reconcile
 // room, a changed maxPriority reorders the queues.
 func (r *Reconciler) forQuota(ctx context.Context, o client.Object) []reconcile.Request {
 	var list workspacesv1.WorkspaceDeploymentList
-	if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace())); err != nil {
+	if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.UnsafeDisableDeepCopy); err != nil { // read-only
 		return nil
 	}
 	var out []reconcile.Request
@@ -141,7 +132,8 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	var list workspacesv1.WorkspaceDeploymentList
-	if err := reader.List(ctx, &list); err == nil {
+	// Read-only: the cached objects are not copied (a scrape would copy every workspace).
+	if err := reader.List(ctx, &list, client.UnsafeDisableDeepCopy); err == nil {
 		type key struct{ cluster, namespace string }
 		counts, oldest := map[key]int{}, map[key]float64{}
 		now := c.now()
@@ -162,7 +154,7 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	var quotas workspacesv1.WorkspaceQuotaList
-	if err := reader.List(ctx, &quotas); err == nil {
+	if err := reader.List(ctx, &quotas, client.UnsafeDisableDeepCopy); err == nil {
 		for i := range quotas.Items {
 			q := &quotas.Items[i]
 			if w := q.Spec.Workspaces; w != nil {

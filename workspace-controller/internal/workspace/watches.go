@@ -29,6 +29,10 @@ import (
 const (
 	// IndexCluster indexes workspaces by "<namespace>/<name>" of their ClusterDeployment.
 	IndexCluster = "workspace.cluster"
+	// IndexNamespaceWaiter indexes, by their namespace, the workspaces that wait for placement or for
+	// their namespace's quota (namespaceWaiters), so that a watch event finds them without listing
+	// the namespace.
+	IndexNamespaceWaiter = "workspace.namespaceWaiter"
 	// IndexClusterNamespace indexes workspaces by their ClusterDeployment's namespace.
 	IndexClusterNamespace = "workspace.clusterNamespace"
 	// IndexValuesFrom indexes workspaces by "<Kind>/<namespace>/<name>" of their spec.valuesFrom
@@ -56,6 +60,14 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager, 
 		return []string{ClusterKey(o.(*workspacesv1.WorkspaceDeployment)).Namespace}
 	}); err != nil {
 		return fmt.Errorf("indexing workspaces by cluster namespace: %w", err)
+	}
+	if err := idx.IndexField(ctx, &workspacesv1.WorkspaceDeployment{}, IndexNamespaceWaiter, func(o client.Object) []string {
+		if ws := o.(*workspacesv1.WorkspaceDeployment); unplaced(ws) || waitingForQuota(ws) {
+			return []string{ws.Namespace}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("indexing the workspaces waiting in a namespace: %w", err)
 	}
 	if err := idx.IndexField(ctx, &workspacesv1.WorkspaceDeployment{}, IndexName, func(o client.Object) []string {
 		return []string{o.GetName()}
