@@ -55,8 +55,9 @@ type Registrar interface {
 type Options struct {
 	// Reader reads WorkspaceClasses and Namespaces; a cached client is fine.
 	Reader client.Reader
-	// LiveReader lists WorkspaceDeployments when a class is deleted; it should read the API server
-	// directly, so that a deployment created a moment ago still protects its class.
+	// LiveReader lists WorkspaceDeployments when a class is deleted, and reads a class the cache does
+	// not hold yet; it should read the API server directly, so that a deployment created a moment ago
+	// still protects its class and a class created a moment ago is checked against.
 	LiveReader client.Reader
 	// Deployment tunes the WorkspaceDeployment rules.
 	Deployment validation.DeploymentOptions
@@ -70,7 +71,7 @@ func Register(srv Registrar, scheme *runtime.Scheme, opts Options) {
 	srv.Register(ValidateWorkspaceClassPath, admission.WithValidator[*workspacesv1.WorkspaceClass](scheme,
 		&ClassValidator{Reader: opts.LiveReader}).WithRecoverPanic(true))
 	srv.Register(ValidateWorkspaceDeploymentPath, admission.WithValidator[*workspacesv1.WorkspaceDeployment](scheme,
-		&DeploymentValidator{Reader: opts.Reader, Options: opts.Deployment}).WithRecoverPanic(true))
+		&DeploymentValidator{Reader: opts.Reader, LiveReader: opts.LiveReader, Options: opts.Deployment}).WithRecoverPanic(true))
 	defaulter := preflight{kind: deploymentKind, check: validation.WorkspaceDeploymentPreflight, next: &DeploymentDefaulter{},
 		decodes: func(raw []byte) bool { return json.Unmarshal(raw, &workspacesv1.WorkspaceDeployment{}) == nil }}
 	srv.Register(DefaultWorkspaceDeploymentPath, (&admission.Webhook{Handler: defaulter}).WithRecoverPanic(true))

@@ -25,6 +25,10 @@ import (
 type DeploymentValidator struct {
 	// Reader reads WorkspaceClasses and Namespaces.
 	Reader client.Reader
+	// LiveReader reads the API server directly. A class that Reader (a cache) does not hold is read
+	// again through it before the deployment is let through unchecked: `kubectl apply -f` of a folder
+	// creates the class a moment before the deployment, sooner than the cache sees it. Nil skips that.
+	LiveReader client.Reader
 	// Options tune the rules.
 	Options validation.DeploymentOptions
 }
@@ -87,7 +91,7 @@ func (v *DeploymentValidator) check(ctx context.Context, wsd *workspacesv1.Works
 	var class *workspacesv1.WorkspaceClass
 	if wsd.Spec.WorkspaceClassRef != "" {
 		wc := &workspacesv1.WorkspaceClass{}
-		err := v.Reader.Get(ctx, client.ObjectKey{Name: wsd.Spec.WorkspaceClassRef}, wc)
+		err := v.get(ctx, client.ObjectKey{Name: wsd.Spec.WorkspaceClassRef}, wc)
 		switch {
 		case apierrors.IsNotFound(err):
 			warnings = append(warnings, ClassMissingWarning(wsd.Spec.WorkspaceClassRef))
@@ -99,6 +103,17 @@ func (v *DeploymentValidator) check(ctx context.Context, wsd *workspacesv1.Works
 	}
 	errs, w := validation.WorkspaceDeployment(wsd, class, v.Options)
 	return errs, append(warnings, w...), nil
+}
+
+// get reads obj from the cache, and from the API server when the cache does not hold it: an object
+// created a moment before (a class, a namespace, in the same `kubectl apply -f` of a folder) may not
+// have reached the cache yet, and must not turn into a warning or a refusal.
+func (v *DeploymentValidator) get(ctx context.Context, key client.ObjectKey, obj client.Object) error {
+	err := v.Reader.Get(ctx, key, obj)
+	if apierrors.IsNotFound(err) && v.LiveReader != nil {
+		err = v.LiveReader.Get(ctx, key, obj)
+	}
+	return err
 }
 
 // classDeleting refuses a new deployment of a class that is being deleted: the class would otherwise
@@ -128,8 +143,18 @@ func (v *DeploymentValidator) priority(ctx context.Context, wsd *workspacesv1.Wo
 	if wsd.Spec.Priority <= 0 {
 		return nil, nil
 	}
+	errs, err := v.priorityFrom(ctx, v.Reader, wsd)
+	if err != nil || len(errs) == 0 || v.LiveReader == nil {
+		return errs, err
+	}
+	// A refusal is confirmed against the API server: the quota that allows the priority may have been
+	// created a moment before, sooner than the cache saw it.
+	return v.priorityFrom(ctx, v.LiveReader, wsd)
+}
+
+func (v *DeploymentValidator) priorityFrom(ctx context.Context, r client.Reader, wsd *workspacesv1.WorkspaceDeployment) (field.ErrorList, error) {
 	var quotas workspacesv1.WorkspaceQuotaList
-	if err := v.Reader.List(ctx, &quotas, client.InNamespace(wsd.Namespace)); err != nil {
+	if err := r.List(ctx, &quotas, client.InNamespace(wsd.Namespace)); err != nil {
 		return nil, apierrors.NewInternalError(fmt.Errorf("listing WorkspaceQuotas of %s: %w", wsd.Namespace, err))
 	}
 	return validation.Priority(wsd, workspacesv1.MaxPriority(quotas.Items)), nil
@@ -142,7 +167,7 @@ func (v *DeploymentValidator) tenancy(ctx context.Context, wsd *workspacesv1.Wor
 		return nil, nil
 	}
 	ns := &corev1.Namespace{}
-	err := v.Reader.Get(ctx, client.ObjectKey{Name: target}, ns)
+	err := v.get(ctx, client.ObjectKey{Name: target}, ns)
 	switch {
 	case apierrors.IsNotFound(err):
 		ns = nil

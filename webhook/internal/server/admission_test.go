@@ -13,10 +13,12 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/webhook/internal/admission"
 )
 
 const corpusClass = "corpus-class-1-0-0"
@@ -270,3 +272,56 @@ func TestReadyAndCABundleFile(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// behindCache is a reader that has not seen anything yet, like the webhook's cache a moment after a
+// `kubectl apply -f` of a folder created a class.
+type behindCache struct{ client.Reader }
+
+func (behindCache) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+	return apierrors.NewNotFound(schema.GroupResource{Resource: "anything"}, key.Name)
+}
+
+func (behindCache) List(context.Context, client.ObjectList, ...client.ListOption) error { return nil }
+
+// TestObjectsCreatedAMomentAgoAreSeen: what the cache does not hold yet is read from the API server
+// before a deployment is let through unchecked or refused: a class (the quick start, applied as one
+// folder, drew "does not exist yet" for a class created a moment before), the namespace that allows
+// the deployment's cluster reference, and the quota that allows its priority.
+func TestObjectsCreatedAMomentAgoAreSeen(t *testing.T) {
+	fixtures(t)
+	ctx := context.Background()
+	must(t, mgmt.Client.Create(ctx, simpleClass("just-created-1-0-0")))
+	v := &admission.DeploymentValidator{Reader: behindCache{}, LiveReader: mgmt.Client}
+	w, err := v.ValidateCreate(ctx, deployment("corpus", "right-after", "just-created-1-0-0", nil))
+	must(t, err)
+	if len(w) > 0 {
+		t.Fatalf("want the class read from the API server, got warnings %v", w)
+	}
+	// A class that exists nowhere still only warns.
+	w, err = v.ValidateCreate(ctx, deployment("corpus", "too-early", "nowhere-1-0-0", nil))
+	must(t, err)
+	if !strings.Contains(strings.Join(w, "\n"), "WorkspaceClass nowhere-1-0-0 does not exist yet") {
+		t.Fatalf("want the missing-class warning, got %v", w)
+	}
+
+	must(t, mgmt.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "just-shared",
+		Annotations: map[string]string{workspacesv1.AllowWorkspacesFromAnnotation: "*"}}}))
+	must(t, mgmt.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "just-quoted"}}))
+	must(t, mgmt.Client.Create(ctx, &workspacesv1.WorkspaceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: "just-quoted", Name: "q"},
+		Spec: workspacesv1.WorkspaceQuotaSpec{MaxPriority: ptr(int32(5))}}))
+	d := deployment("just-quoted", "right-after", "just-created-1-0-0", nil)
+	d.Spec.ClusterDeploymentRef.Namespace = "just-shared"
+	d.Spec.Priority = 5
+	if _, err := v.ValidateCreate(ctx, d); err != nil {
+		t.Fatalf("want the namespace and the quota read from the API server, got %v", err)
+	}
+	// What exists nowhere is still refused.
+	d.Spec.Priority = 6
+	d.Spec.ClusterDeploymentRef.Namespace = "nowhere"
+	_, err = v.ValidateCreate(ctx, d)
+	for _, path := range []string{"spec.clusterDeploymentRef.namespace", "spec.priority"} {
+		if err == nil || !strings.Contains(err.Error(), path) {
+			t.Errorf("want %s refused, got %v", path, err)
+		}
+	}
+}
