@@ -110,7 +110,8 @@ func run(m *testing.M) int {
 		}
 		if t.Failed() {
 			fmt.Printf("\n######## feature %q failed: logs of the local world (%s) ########\n", f.Name(), world.RunDir)
-			world.DumpLogs(os.Stdout, 60)
+			world.DumpLogs(os.Stdout, 150)
+			world.World.DumpChildren(os.Stdout, 30)
 		}
 		return ctx, nil
 	})
