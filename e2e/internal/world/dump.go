@@ -8,13 +8,15 @@ import (
 	"strings"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // DumpChildren writes what a failed feature needs to know about each child cluster: every pod that
 // is not Ready (with its phase, node and the reasons of its conditions), every ResourceQuota of a
-// workspace namespace with its hard and used amounts, and the last Warning events. A child that does
+// workspace namespace with its hard and used amounts, the workspace ReplicaSets with fewer ready
+// pods than they ask for, and the last Warning events. A child that does
 // not answer is named and skipped.
 func (w *World) DumpChildren(out io.Writer, events int) {
 	for _, name := range w.Children() {
@@ -33,7 +35,7 @@ func (w *World) DumpChildren(out io.Writer, events int) {
 
 func dumpChild(ctx context.Context, out io.Writer, name string, c client.Client, events int) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n===== child %s: pods not Ready, workspace quotas, last %d Warning events =====\n", name, events)
+	fmt.Fprintf(&b, "\n===== child %s: pods not Ready, workspace quotas and ReplicaSets short of ready, last %d Warning events =====\n", name, events)
 	var pods corev1.PodList
 	if err := c.List(ctx, &pods); err != nil {
 		return err
@@ -60,7 +62,22 @@ func dumpChild(ctx context.Context, out io.Writer, name string, c client.Client,
 	}
 	for _, q := range quotas.Items {
 		if strings.HasPrefix(q.Namespace, "ws-") {
-			fmt.Fprintf(&b, "quota %s/%s hard=%v used=%v\n", q.Namespace, q.Name, q.Status.Hard, q.Status.Used)
+			fmt.Fprintf(&b, "quota %s/%s hard={%s} used={%s}\n", q.Namespace, q.Name, resources(q.Status.Hard), resources(q.Status.Used))
+		}
+	}
+	var sets appsv1.ReplicaSetList
+	if err := c.List(ctx, &sets); err != nil {
+		return err
+	}
+	for _, rs := range sets.Items {
+		if strings.HasPrefix(rs.Namespace, "ws-") && rs.Spec.Replicas != nil && *rs.Spec.Replicas != rs.Status.ReadyReplicas {
+			var conds []string
+			for _, cond := range rs.Status.Conditions {
+				conds = append(conds, fmt.Sprintf("%s=%s %s %s", cond.Type, cond.Status, cond.Reason, cond.Message))
+			}
+			fmt.Fprintf(&b, "replicaset %s/%s spec=%d replicas=%d ready=%d observedGeneration=%d/%d %s\n", rs.Namespace, rs.Name,
+				*rs.Spec.Replicas, rs.Status.Replicas, rs.Status.ReadyReplicas, rs.Status.ObservedGeneration, rs.Generation,
+				strings.Join(conds, "; "))
 		}
 	}
 	var evs corev1.EventList
@@ -92,4 +109,14 @@ func lastSeen(e corev1.Event) time.Time {
 		}
 	}
 	return time.Time{}
+}
+
+// resources prints a resource list as sorted name=quantity pairs.
+func resources(l corev1.ResourceList) string {
+	out := make([]string, 0, len(l))
+	for name, q := range l {
+		out = append(out, fmt.Sprintf("%s=%s", name, q.String()))
+	}
+	sort.Strings(out)
+	return strings.Join(out, " ")
 }

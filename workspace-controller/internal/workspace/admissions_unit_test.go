@@ -1,13 +1,17 @@
 package workspace
 
 import (
+	"reflect"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/common/gpu"
 )
 
 // A pending admission counts whatever the cached object says, until the pass's status write settles
@@ -113,5 +117,36 @@ func TestChangesPrerequisiteUse(t *testing.T) {
 	}
 	if !p.Create(event.CreateEvent{Object: base}) || !p.Delete(event.DeleteEvent{Object: base}) {
 		t.Error("a workspace made or gone must wake the collector")
+	}
+}
+
+// An admission's replicas already bound (in its own namespace, to a node, not terminal, asking for
+// the GPU resource) are not charged again; the rest are charged to the nodes they were counted on.
+func TestAdmittedReservationsLeaveBoundReplicasOut(t *testing.T) {
+	pod := func(ns, node string, phase corev1.PodPhase, gpus int64) corev1.Pod {
+		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ns + node + string(phase)},
+			Spec:   corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c"}}},
+			Status: corev1.PodStatus{Phase: phase}}
+		if gpus > 0 {
+			p.Spec.Containers[0].Resources.Requests = corev1.ResourceList{"nvidia.com/gpu": *resource.NewQuantity(gpus, resource.DecimalSI)}
+		}
+		return p
+	}
+	pods := []corev1.Pod{
+		pod("ws-a", "n1", corev1.PodRunning, 2),   // bound on n1: counts
+		pod("ws-a", "", corev1.PodPending, 2),     // not bound
+		pod("ws-a", "n2", corev1.PodSucceeded, 2), // terminal
+		pod("ws-a", "n2", corev1.PodRunning, 0),   // asks for no GPU
+		pod("ws-b", "n2", corev1.PodRunning, 2),   // another workspace's
+	}
+	ad := &workspacesv1.Admission{GPUResourceName: "nvidia.com/gpu", GPUVendor: "NVIDIA", GPUsPerReplica: 2, Replicas: 3,
+		Nodes: []workspacesv1.AdmittedNode{{Name: "n1", Replicas: 2}, {Name: "n2", Replicas: 1}}}
+	got := admittedReservations("team/a", ad, boundPodsByNamespace(pods)["ws-a"])
+	want := []gpu.Reservation{
+		{Key: "team/a", Vendor: "NVIDIA", Node: "n1", GPUsPerReplica: 2, Replicas: 1},
+		{Key: "team/a", Vendor: "NVIDIA", Node: "n2", GPUsPerReplica: 2, Replicas: 1},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("admittedReservations = %+v, want %+v", got, want)
 	}
 }

@@ -405,6 +405,7 @@ func (r *Reconciler) reservations(ctx context.Context, s *scope, pods []corev1.P
 	}
 	sort.Slice(list.Items, func(i, j int) bool { return caps.ahead(&list.Items[i], &list.Items[j]) })
 	mySel := gpu.Selector(gpuRequest("", s.resources))
+	bound := boundPodsByNamespace(pods)
 	var admitted, waiting []gpu.Reservation
 	for i := range list.Items {
 		o := &list.Items[i]
@@ -412,24 +413,21 @@ func (r *Reconciler) reservations(ctx context.Context, s *scope, pods []corev1.P
 		if key == s.key() {
 			continue
 		}
-		ad := r.admissionsFor().current(o)
-		carried, hasSet := withSet[key]
-		if ad == nil {
-			ad = carried // made by a pass that ended before it wrote the status
-		}
+		set, hasSet := withSet[key]
+		ad := admissionOf(r.admissionsFor().current(o), set)
 		if ad != nil && ad.Cluster != s.cdKey.String() {
 			ad = nil
 		}
 		switch {
 		case holdsGPUs(o, ad, hasSet):
-			admitted = append(admitted, admittedReservations(key, ad, pods, ReleaseNamespace(o.Name))...)
+			admitted = append(admitted, admittedReservations(key, ad, bound[ReleaseNamespace(o.Name)])...)
 			if !pinnedAdmission(ad) {
 				unpinned[key] = true
 			}
 		case ad == nil && hasSet && o.Status.ResolvedResources != nil && gpus(o.Status.ResolvedResources) > 0:
 			// A ServiceSet made before admissions were recorded: its resources hold the GPUs.
 			res := o.Status.ResolvedResources
-			replicas := res.Replicas - boundGPUPods(pods, ReleaseNamespace(o.Name), corev1.ResourceName(res.GPUResourceName), "")
+			replicas := res.Replicas - boundGPUPods(bound[ReleaseNamespace(o.Name)], corev1.ResourceName(res.GPUResourceName), "")
 			unpinned[key] = true
 			if replicas > 0 {
 				admitted = append(admitted, gpu.Reservation{Key: key, Vendor: res.PerReplica.GPUVendor,
@@ -502,19 +500,19 @@ func unpinnedOverlap(d gpu.Decision, nodes []corev1.Node, held heldGPUs) string 
 }
 
 // admittedReservations charges an admission's replicas that are not bound yet to the nodes they were
-// counted on.
-func admittedReservations(key string, ad *workspacesv1.Admission, pods []corev1.Pod, namespace string) []gpu.Reservation {
+// counted on; pods are the bound pods of the workspace's release namespace.
+func admittedReservations(key string, ad *workspacesv1.Admission, pods []*corev1.Pod) []gpu.Reservation {
 	if ad.GPUsPerReplica <= 0 {
 		return nil
 	}
 	res := corev1.ResourceName(ad.GPUResourceName)
-	unbound := ad.Replicas - boundGPUPods(pods, namespace, res, "")
+	unbound := ad.Replicas - boundGPUPods(pods, res, "")
 	var out []gpu.Reservation
 	for _, n := range ad.Nodes {
 		if unbound <= 0 {
 			break
 		}
-		left := min(max(n.Replicas-boundGPUPods(pods, namespace, res, n.Name), 0), unbound)
+		left := min(max(n.Replicas-boundGPUPods(pods, res, n.Name), 0), unbound)
 		if left == 0 {
 			continue
 		}
@@ -530,38 +528,51 @@ func admittedReservations(key string, ad *workspacesv1.Admission, pods []corev1.
 	return out
 }
 
-// workspacesWithServiceSets returns the workspaces (namespace/name) that have a ServiceSet on the
-// cluster, from the ServiceSets' labels, leaving out the ServiceSets of stopped workspaces, each with
-// the admission its ServiceSet carries (nil for none).
-func (r *Reconciler) workspacesWithServiceSets(ctx context.Context, cd types.NamespacedName) (map[string]*workspacesv1.Admission, error) {
+// workspacesWithServiceSets returns the ServiceSets on the cluster by workspace (namespace/name),
+// from their labels, leaving out those of stopped workspaces. The ServiceSets are the cache's own
+// objects: they are only read.
+func (r *Reconciler) workspacesWithServiceSets(ctx context.Context, cd types.NamespacedName) (map[string]*k0rdentv1beta1.ServiceSet, error) {
 	var list k0rdentv1beta1.ServiceSetList
 	// Read-only: the cached ServiceSets (with their values) are not copied on every GPU decision.
 	if err := r.Client.List(ctx, &list, client.InNamespace(cd.Namespace), client.UnsafeDisableDeepCopy,
 		client.MatchingLabels{workspacesv1.ClusterDeploymentLabel: cd.Name}, client.HasLabels{workspacesv1.WorkspaceLabel}); err != nil {
 		return nil, fmt.Errorf("listing ServiceSets of %s: %w", cd, err)
 	}
-	out := make(map[string]*workspacesv1.Admission, len(list.Items))
+	out := make(map[string]*k0rdentv1beta1.ServiceSet, len(list.Items))
 	for i := range list.Items {
 		l := list.Items[i].Labels
 		if l[LabelStopped] == "true" {
 			continue // scaled to zero: its release holds no GPU (stop.go)
 		}
-		out[l[workspacesv1.WorkspaceNamespaceLabel]+"/"+l[workspacesv1.WorkspaceLabel]] = annotatedAdmission(&list.Items[i])
+		out[l[workspacesv1.WorkspaceNamespaceLabel]+"/"+l[workspacesv1.WorkspaceLabel]] = &list.Items[i]
 	}
 	return out, nil
 }
 
-// boundGPUPods counts the non-terminal pods of a namespace that are bound to a node and request the
-// GPU resource, on one node when node is set: the replicas whose GPUs the nodes already show as taken.
-func boundGPUPods(pods []corev1.Pod, namespace string, res corev1.ResourceName, node string) int32 {
+// boundPodsByNamespace indexes the pods that are bound to a node and not terminal by namespace, once
+// per decision: counting each workspace's bound replicas over every pod of the cluster made a
+// decision O(workspaces x pods).
+func boundPodsByNamespace(pods []corev1.Pod) map[string][]*corev1.Pod {
+	out := map[string][]*corev1.Pod{}
+	for i := range pods {
+		p := &pods[i]
+		if p.Spec.NodeName != "" && !gpu.IsTerminal(p) {
+			out[p.Namespace] = append(out[p.Namespace], p)
+		}
+	}
+	return out
+}
+
+// boundGPUPods counts the pods (bound and not terminal, of one namespace: boundPodsByNamespace) that
+// request the GPU resource, on one node when node is set: the replicas whose GPUs the nodes already
+// show as taken.
+func boundGPUPods(pods []*corev1.Pod, res corev1.ResourceName, node string) int32 {
 	if res == "" {
 		return 0
 	}
 	var n int32
-	for i := range pods {
-		p := &pods[i]
-		if p.Namespace == namespace && p.Spec.NodeName != "" && (node == "" || p.Spec.NodeName == node) &&
-			!gpu.IsTerminal(p) && gpu.PodRequest(p, res) > 0 {
+	for _, p := range pods {
+		if (node == "" || p.Spec.NodeName == node) && gpu.PodRequest(p, res) > 0 {
 			n++
 		}
 	}

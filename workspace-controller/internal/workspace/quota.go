@@ -136,9 +136,9 @@ func namespaceUse(ctx context.Context, c client.Reader, namespace, self string,
 	if err := c.List(ctx, &sets, client.MatchingLabels{workspacesv1.WorkspaceNamespaceLabel: namespace}); err != nil {
 		return nil, nil, fmt.Errorf("listing ServiceSets of the workspaces of %s: %w", namespace, err)
 	}
-	withSet := make(map[string]*workspacesv1.Admission, len(sets.Items))
+	withSet := make(map[string]*k0rdentv1beta1.ServiceSet, len(sets.Items))
 	for i := range sets.Items {
-		withSet[sets.Items[i].Labels[workspacesv1.WorkspaceLabel]] = annotatedAdmission(&sets.Items[i])
+		withSet[sets.Items[i].Labels[workspacesv1.WorkspaceLabel]] = &sets.Items[i]
 	}
 	var held []quotaCharge
 	var waiting []workspacesv1.WorkspaceDeployment
@@ -148,11 +148,8 @@ func namespaceUse(ctx context.Context, c client.Reader, namespace, self string,
 		if key == self {
 			continue
 		}
-		ad := current(o)
-		carried, hasSet := withSet[o.Name]
-		if ad == nil {
-			ad = carried // made by a pass that ended before it wrote the status
-		}
+		set, hasSet := withSet[o.Name]
+		ad := admissionOf(current(o), set)
 		if holdsGPUs(o, ad, hasSet) {
 			held = append(held, chargeOf(key, ad))
 			continue

@@ -123,6 +123,16 @@ func setAdmissionAnnotation(ss *k0rdentv1beta1.ServiceSet, ad *workspacesv1.Admi
 	ss.Annotations[AnnotationAdmission] = string(raw)
 }
 
+// admissionOf is a workspace's admission: current (its status, or what this process wrote), or, when
+// there is none, the admission its ServiceSet carries, made by a pass that ended before it wrote the
+// status. ss may be nil. The annotation is only parsed when the status has none.
+func admissionOf(current *workspacesv1.Admission, ss *k0rdentv1beta1.ServiceSet) *workspacesv1.Admission {
+	if current != nil {
+		return current
+	}
+	return annotatedAdmission(ss)
+}
+
 // annotatedAdmission is the admission a ServiceSet carries (AnnotationAdmission), or nil when it
 // carries none, is scaled to zero, or carries one that does not parse (then the workspace's status is
 // what counts).
