@@ -28,7 +28,7 @@ func TestPendingAdmissionUntilSettled(t *testing.T) {
 	if keys := a.keysOn("team/cd"); len(keys) != 1 || keys[0] != "team/nb" {
 		t.Fatalf("keysOn = %v", keys)
 	}
-	a.settle("team/nb", ad, "100")
+	a.settle("team/nb", ad, "100", workspacesv1.PhaseDeploying)
 	if got := a.current(ws); got == nil {
 		t.Fatal("a settled admission is dropped while the cache is older than its write")
 	}
@@ -39,13 +39,13 @@ func TestPendingAdmissionUntilSettled(t *testing.T) {
 	}
 
 	a.pend("team/nb", ad)
-	a.settle("team/nb", nil, "101")
+	a.settle("team/nb", nil, "101", workspacesv1.PhaseWaiting)
 	if got := a.current(ws); got != nil {
 		t.Fatalf("a pending admission the pass dropped still counts: %+v", got)
 	}
 	// settle never touches an admission written at once (recordAdmission).
-	a.wrote("team/nb", ad, "200")
-	a.settle("team/nb", nil, "201")
+	a.wrote("team/nb", ad, "200", workspacesv1.PhaseDeploying)
+	a.settle("team/nb", nil, "201", workspacesv1.PhaseWaiting)
 	if got := a.current(ws); got == nil {
 		t.Fatal("settle dropped an admission that was not pending")
 	}

@@ -35,11 +35,15 @@ type admissions struct {
 	written map[string]writtenAdmission
 }
 
-// writtenAdmission is an admission this process wrote, with the resourceVersion of the write; or,
-// when pending, an admission the gate made that the pass has not written to the status yet.
+// writtenAdmission is an admission this process wrote, with the resourceVersion and the phase of the
+// write; or, when pending, an admission the gate made that the pass has not written to the status
+// yet. The phase matters as much as the admission: a cached object older than the write may still
+// show the phase before it (Failed, for a workspace that failed before the GPUs appeared), and a
+// Failed workspace's admission holds no GPUs.
 type writtenAdmission struct {
 	admission       *workspacesv1.Admission
 	resourceVersion string
+	phase           workspacesv1.WorkspacePhase
 	pending         bool
 }
 
@@ -60,11 +64,12 @@ func (a *admissions) lock(cluster string) func() {
 	return l.Unlock
 }
 
-// wrote remembers an admission written to the API server at a resourceVersion.
-func (a *admissions) wrote(key string, ad *workspacesv1.Admission, resourceVersion string) {
+// wrote remembers an admission written to the API server at a resourceVersion, in a status of that
+// phase.
+func (a *admissions) wrote(key string, ad *workspacesv1.Admission, resourceVersion string, phase workspacesv1.WorkspacePhase) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.written[key] = writtenAdmission{admission: ad.DeepCopy(), resourceVersion: resourceVersion}
+	a.written[key] = writtenAdmission{admission: ad.DeepCopy(), resourceVersion: resourceVersion, phase: phase}
 }
 
 // pend remembers an admission the gate made whose status write is still to come, later in the
@@ -77,8 +82,8 @@ func (a *admissions) pend(key string, ad *workspacesv1.Admission) {
 }
 
 // settle turns a pending admission into a written one once the pass wrote the workspace's status
-// (ad is the admission in that status, resourceVersion the write's); nil drops it.
-func (a *admissions) settle(key string, ad *workspacesv1.Admission, resourceVersion string) {
+// (ad is the admission in that status, resourceVersion and phase the write's); nil drops it.
+func (a *admissions) settle(key string, ad *workspacesv1.Admission, resourceVersion string, phase workspacesv1.WorkspacePhase) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	w, ok := a.written[key]
@@ -89,7 +94,7 @@ func (a *admissions) settle(key string, ad *workspacesv1.Admission, resourceVers
 		delete(a.written, key)
 		return
 	}
-	a.written[key] = writtenAdmission{admission: ad.DeepCopy(), resourceVersion: resourceVersion}
+	a.written[key] = writtenAdmission{admission: ad.DeepCopy(), resourceVersion: resourceVersion, phase: phase}
 }
 
 func (a *admissions) forget(key string) {
@@ -98,21 +103,31 @@ func (a *admissions) forget(key string) {
 	delete(a.written, key)
 }
 
-// current returns a workspace's admission: a pending one, or the one this process wrote last while
-// the cached object is older than that write, else the cached object's own.
+// current returns a workspace's admission (see state).
 func (a *admissions) current(o *workspacesv1.WorkspaceDeployment) *workspacesv1.Admission {
+	ad, _ := a.state(o)
+	return ad
+}
+
+// state returns a workspace's admission and phase: a pending admission (the pass admitted the
+// workspace: Deploying, whatever the cached object still says), or the admission and phase this
+// process wrote last while the cached object is older than that write, else the cached object's own.
+func (a *admissions) state(o *workspacesv1.WorkspaceDeployment) (*workspacesv1.Admission, workspacesv1.WorkspacePhase) {
 	key := o.Namespace + "/" + o.Name
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	w, ok := a.written[key]
 	if !ok {
-		return o.Status.Admission
+		return o.Status.Admission, o.Status.Phase
 	}
-	if w.pending || olderVersion(o.ResourceVersion, w.resourceVersion) {
-		return w.admission
+	if w.pending {
+		return w.admission, workspacesv1.PhaseDeploying
+	}
+	if olderVersion(o.ResourceVersion, w.resourceVersion) {
+		return w.admission, w.phase
 	}
 	delete(a.written, key)
-	return o.Status.Admission
+	return o.Status.Admission, o.Status.Phase
 }
 
 // olderVersion reports whether resourceVersion a is older than b. Resource versions are opaque, but
@@ -144,13 +159,14 @@ func nonEmpty(m map[string]string) map[string]string {
 	return m
 }
 
-// holdsGPUs reports whether a workspace's admission still holds GPUs: it is admitted and not Failed,
-// or its ServiceSet exists (the release may hold them, even while the workspace is deleted).
-func holdsGPUs(o *workspacesv1.WorkspaceDeployment, ad *workspacesv1.Admission, hasServiceSet bool) bool {
+// holdsGPUs reports whether a workspace's admission still holds GPUs: it is admitted and not Failed
+// (phase is the one that goes with the admission, from admissions.state: the cached object's may be
+// older), or its ServiceSet exists (the release may hold them, even while the workspace is deleted).
+func holdsGPUs(o *workspacesv1.WorkspaceDeployment, ad *workspacesv1.Admission, phase workspacesv1.WorkspacePhase, hasServiceSet bool) bool {
 	if ad == nil {
 		return false
 	}
-	return hasServiceSet || (o.DeletionTimestamp.IsZero() && o.Status.Phase != workspacesv1.PhaseFailed)
+	return hasServiceSet || (o.DeletionTimestamp.IsZero() && phase != workspacesv1.PhaseFailed)
 }
 
 // gate checks the GPU request live against the child (docs/RECONCILIATION.md, step 3). A workspace whose admission
@@ -343,7 +359,7 @@ func (r *Reconciler) recordAdmission(ctx context.Context, s *scope) error {
 	}
 	r.writes.wrote(s.key(), s.ws.ResourceVersion)
 	s.before.Status = *s.ws.Status.DeepCopy()
-	r.admissionsFor().wrote(s.key(), s.ws.Status.Admission, s.ws.ResourceVersion)
+	r.admissionsFor().wrote(s.key(), s.ws.Status.Admission, s.ws.ResourceVersion, s.ws.Status.Phase)
 	return nil
 }
 
@@ -414,12 +430,13 @@ func (r *Reconciler) reservations(ctx context.Context, s *scope, pods []corev1.P
 			continue
 		}
 		set, hasSet := withSet[key]
-		ad := admissionOf(r.admissionsFor().current(o), set)
+		current, phase := r.admissionsFor().state(o)
+		ad := admissionOf(current, set)
 		if ad != nil && ad.Cluster != s.cdKey.String() {
 			ad = nil
 		}
 		switch {
-		case holdsGPUs(o, ad, hasSet):
+		case holdsGPUs(o, ad, phase, hasSet):
 			admitted = append(admitted, admittedReservations(key, ad, bound[ReleaseNamespace(o.Name)])...)
 			if !pinnedAdmission(ad) {
 				unpinned[key] = true

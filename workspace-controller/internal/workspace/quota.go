@@ -124,10 +124,10 @@ func admittedModel(d gpu.Decision, nodes []corev1.Node) string {
 }
 
 // namespaceUse lists what the other workspaces of a namespace hold (admissions that still hold
-// GPUs, see holdsGPUs) and the workspaces waiting for the namespace's quota. current returns a
-// workspace's admission.
+// GPUs, see holdsGPUs) and the workspaces waiting for the namespace's quota. state returns a
+// workspace's admission and the phase that goes with it.
 func namespaceUse(ctx context.Context, c client.Reader, namespace, self string,
-	current func(*workspacesv1.WorkspaceDeployment) *workspacesv1.Admission) ([]quotaCharge, []workspacesv1.WorkspaceDeployment, error) {
+	state func(*workspacesv1.WorkspaceDeployment) (*workspacesv1.Admission, workspacesv1.WorkspacePhase)) ([]quotaCharge, []workspacesv1.WorkspaceDeployment, error) {
 	var list workspacesv1.WorkspaceDeploymentList
 	if err := c.List(ctx, &list, client.InNamespace(namespace)); err != nil {
 		return nil, nil, fmt.Errorf("listing workspaces of %s: %w", namespace, err)
@@ -149,8 +149,9 @@ func namespaceUse(ctx context.Context, c client.Reader, namespace, self string,
 			continue
 		}
 		set, hasSet := withSet[o.Name]
-		ad := admissionOf(current(o), set)
-		if holdsGPUs(o, ad, hasSet) {
+		current, phase := state(o)
+		ad := admissionOf(current, set)
+		if holdsGPUs(o, ad, phase, hasSet) {
 			held = append(held, chargeOf(key, ad))
 			continue
 		}
@@ -184,7 +185,7 @@ func (r *Reconciler) quotaBlocks(ctx context.Context, s *scope, ad *workspacesv1
 		meta.RemoveStatusCondition(&s.ws.Status.Conditions, workspacesv1.WithinQuotaCondition)
 		return false, nil
 	}
-	held, waiting, err := namespaceUse(ctx, r.Client, s.ws.Namespace, s.key(), r.admissionsFor().current)
+	held, waiting, err := namespaceUse(ctx, r.Client, s.ws.Namespace, s.key(), r.admissionsFor().state)
 	if err != nil {
 		return false, err
 	}
@@ -223,7 +224,9 @@ func (q *QuotaReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	held, waiting, err := namespaceUse(ctx, q.Client, quota.Namespace, "",
-		func(o *workspacesv1.WorkspaceDeployment) *workspacesv1.Admission { return o.Status.Admission })
+		func(o *workspacesv1.WorkspaceDeployment) (*workspacesv1.Admission, workspacesv1.WorkspacePhase) {
+			return o.Status.Admission, o.Status.Phase
+		})
 	if err != nil {
 		return reconcile.Result{}, err
 	}

@@ -184,12 +184,12 @@ func (r *Reconciler) patchStatus(ctx context.Context, before *workspacesv1.Works
 	}
 	observePhase(before, ws, r.now())
 	if equality.Semantic.DeepEqual(before.Status, ws.Status) {
-		r.admissionsFor().settle(s.key(), ws.Status.Admission, ws.ResourceVersion)
+		r.admissionsFor().settle(s.key(), ws.Status.Admission, ws.ResourceVersion, ws.Status.Phase)
 		return nil
 	}
 	recordPassEvent(r.Recorder, ws, before.Status.Conditions, ws.Status.Conditions)
 	if equality.Semantic.DeepEqual(s.before.Status, ws.Status) {
-		r.admissionsFor().settle(s.key(), ws.Status.Admission, ws.ResourceVersion)
+		r.admissionsFor().settle(s.key(), ws.Status.Admission, ws.ResourceVersion, ws.Status.Phase)
 		return nil // written already, with the admission
 	}
 	if err := r.writeStatus(ctx, ws, &s.before.Status); err != nil {
@@ -200,7 +200,7 @@ func (r *Reconciler) patchStatus(ctx context.Context, before *workspacesv1.Works
 		return fmt.Errorf("writing status: %w", err)
 	}
 	r.writes.wrote(s.key(), ws.ResourceVersion)
-	r.admissionsFor().settle(s.key(), ws.Status.Admission, ws.ResourceVersion)
+	r.admissionsFor().settle(s.key(), ws.Status.Admission, ws.ResourceVersion, ws.Status.Phase)
 	return nil
 }
 

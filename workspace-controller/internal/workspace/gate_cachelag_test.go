@@ -1,0 +1,77 @@
+package workspace
+
+import (
+	"context"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+)
+
+// TestPendingAdmissionOfAFailedWorkspaceHoldsGPUs: a workspace that failed before its cluster's GPUs
+// appeared (GpuOfferingUnavailable) heals when they do. While that pass is admitting it, the cache
+// still shows it Failed, and a Failed workspace's admission holds no GPUs; so another workspace gated
+// in that moment took the same GPUs (seen in the e2e suite: the quick start's notebook and a 2 x 4 GPU
+// notebook pinned to one 8-GPU node, its second replica Pending for good). The reservations must
+// count the pending admission with the phase of the pass that made it.
+//
+// The suite's controllers are stopped for the test, so that nothing rewrites the Failed status the
+// cache must show; the gate's reservations run on a real cache of the real API server.
+func TestPendingAdmissionOfAFailedWorkspaceHoldsGPUs(t *testing.T) {
+	must(t, stopControllers())
+	t.Cleanup(func() { must(t, startControllers()) })
+	ctx, cancel := context.WithCancel(ctxT(t))
+	defer cancel()
+	ns := newNamespace(t)
+	cd := types.NamespacedName{Namespace: ns, Name: "gpu"}
+	one := int32(1)
+	res := &workspacesv1.ResolvedResources{Replicas: 1, GPUResourceName: "nvidia.com/gpu",
+		PerReplica: workspacesv1.PerReplicaResources{GPUVendor: workspacesv1.GPUVendorNVIDIA, GPUCount: &one}}
+
+	healing := &workspacesv1.WorkspaceDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "healing"},
+		Spec: workspacesv1.WorkspaceDeploymentSpec{WorkspaceClassRef: "c-1-0-0",
+			ClusterDeploymentRef: workspacesv1.ClusterDeploymentRef{Namespace: ns, Name: cd.Name}}}
+	must(t, k8s.Create(ctx, healing))
+	healing.Status.Phase = workspacesv1.PhaseFailed
+	healing.Status.ResolvedResources = res.DeepCopy()
+	must(t, k8s.Status().Update(ctx, healing))
+
+	c, err := cache.New(mgmt.Config, cache.Options{Scheme: mgmt.Scheme})
+	must(t, err)
+	must(t, c.IndexField(ctx, &workspacesv1.WorkspaceDeployment{}, IndexCluster, func(o client.Object) []string {
+		return []string{ClusterKey(o.(*workspacesv1.WorkspaceDeployment)).String()}
+	}))
+	go func() { _ = c.Start(ctx) }()
+	if !c.WaitForCacheSync(ctx) {
+		t.Fatal("the cache did not start")
+	}
+	cached, err := client.New(mgmt.Config, client.Options{Scheme: mgmt.Scheme, Cache: &client.CacheOptions{Reader: c}})
+	must(t, err)
+	eventually(t, "the cache shows the workspace Failed", func() error {
+		var got workspacesv1.WorkspaceDeployment
+		if err := cached.Get(ctx, client.ObjectKeyFromObject(healing), &got); err != nil {
+			return err
+		}
+		return contains(string(got.Status.Phase), string(workspacesv1.PhaseFailed))
+	})
+
+	r := &Reconciler{Client: cached}
+	// The healing workspace's pass has admitted it onto node n1 and is making its ServiceSet.
+	r.admissionsFor().pend(ns+"/healing", &workspacesv1.Admission{Cluster: cd.String(), Replicas: 1,
+		GPUResourceName: "nvidia.com/gpu", GPUVendor: workspacesv1.GPUVendorNVIDIA, GPUsPerReplica: 1, GPUs: 1,
+		Nodes: []workspacesv1.AdmittedNode{{Name: "n1", Replicas: 1}}})
+
+	other := &workspacesv1.WorkspaceDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "other"}}
+	held, err := r.reservations(ctx, &scope{ws: other, cdKey: cd, resources: res}, nil)
+	must(t, err)
+	for _, h := range held.admitted {
+		if h.Key == ns+"/healing" && h.Node == "n1" && h.Replicas == 1 && h.GPUsPerReplica == 1 {
+			return
+		}
+	}
+	t.Fatalf("the pending admission of the workspace the cache still shows Failed is not counted: %+v", held.admitted)
+}
