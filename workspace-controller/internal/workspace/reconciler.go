@@ -79,8 +79,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 		if apierrors.IsNotFound(err) {
 			r.admissionsFor().forget(req.NamespacedName.String())
 			r.writes.forget(req.NamespacedName.String())
+			return reconcile.Result{}, r.collectOrphans(ctx, req.NamespacedName)
 		}
-		return reconcile.Result{}, client.IgnoreNotFound(err)
+		return reconcile.Result{}, err
 	}
 	if r.writes.stale(req.NamespacedName.String(), ws.ResourceVersion) {
 		// The cache has not caught up with this process's last write: a pass now would decide from
@@ -195,7 +196,7 @@ func (r *Reconciler) patchStatus(ctx context.Context, before *workspacesv1.Works
 	if err := r.writeStatus(ctx, ws, &s.before.Status); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.admissionsFor().forget(s.key())
-			return nil
+			return r.removeVanished(ctx, s)
 		}
 		return fmt.Errorf("writing status: %w", err)
 	}

@@ -3,6 +3,7 @@ package workspace
 import (
 	"maps"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -174,12 +175,21 @@ func sameStates(a, b []metav1.Condition) bool {
 	return true
 }
 
-// notOwnServiceSetCreate drops the create events of workspaces' own ServiceSets: the pass that made
-// one goes on with it, and a workspace is reconciled at start anyway. Their updates (KCM's service
-// states) and deletions still wake the workspace, and prerequisite ServiceSets pass unchanged.
+// notOwnServiceSetCreate drops the create events of workspaces' own ServiceSets that were made a
+// moment ago: the pass that made one goes on with it. Their updates (KCM's service states) and
+// deletions still wake the workspace, and prerequisite ServiceSets pass unchanged. A workspace's
+// ServiceSet older than freshServiceSet is one the cache lists at start (or lists again): it passes,
+// so that the ServiceSet of a workspace that no longer exists is collected (orphans.go); for a
+// workspace that exists, it is the reconcile the start brings anyway.
 type notOwnServiceSetCreate struct{ predicate.Funcs }
 
+// freshServiceSet is how long after its creation a workspace's ServiceSet counts as made by a pass.
+const freshServiceSet = time.Minute
+
 func (notOwnServiceSetCreate) Create(e event.CreateEvent) bool {
-	_, own := e.Object.GetLabels()[workspacesv1.WorkspaceLabel]
-	return !own
+	if _, own := e.Object.GetLabels()[workspacesv1.WorkspaceLabel]; !own {
+		return true
+	}
+	created := e.Object.GetCreationTimestamp().Time
+	return !created.IsZero() && time.Since(created) > freshServiceSet
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -159,6 +160,12 @@ func TestWatchPredicates(t *testing.T) {
 		{"cluster labels", true, clusterChanged{}.Update(event.UpdateEvent{ObjectOld: cd, ObjectNew: labelled})},
 		{"own ServiceSet created", false, notOwnServiceSetCreate{}.Create(event.CreateEvent{Object: &k0rdentv1beta1.ServiceSet{
 			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{workspacesv1.WorkspaceLabel: "ws"}}}})},
+		{"own ServiceSet listed at start", true, notOwnServiceSetCreate{}.Create(event.CreateEvent{Object: &k0rdentv1beta1.ServiceSet{
+			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{workspacesv1.WorkspaceLabel: "ws"},
+				CreationTimestamp: metav1.NewTime(time.Now().Add(-2 * freshServiceSet))}}})},
+		{"own ServiceSet made a moment ago", false, notOwnServiceSetCreate{}.Create(event.CreateEvent{Object: &k0rdentv1beta1.ServiceSet{
+			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{workspacesv1.WorkspaceLabel: "ws"},
+				CreationTimestamp: metav1.NewTime(time.Now())}}})},
 		{"prerequisite ServiceSet created", true, notOwnServiceSetCreate{}.Create(event.CreateEvent{Object: &k0rdentv1beta1.ServiceSet{
 			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{workspacesv1.PrerequisiteLabel: "p"}}}})},
 	} {
