@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -55,8 +56,9 @@ type Reconciler struct {
 	// APIEndpointConfigMap turns on the API-endpoint ConfigMap kube-system/cp-api-endpoint on each
 	// ready child whose control plane k0smotron hosts (see apiendpoint.go).
 	APIEndpointConfigMap bool
-	// RetryRefused is how long an entry whose ClusterDeployment the API server refused waits before
-	// it is sent again when nothing the Colony watches changed (Options.RetryRefused, default 2m).
+	// RetryRefused is the longest an entry whose ClusterDeployment the API server refused waits before
+	// it is sent again; the retries start at refusedFirstRetry and double up to it (Options.RetryRefused,
+	// default 2m).
 	RetryRefused time.Duration
 
 	// SystemNamespace is k0rdent's system namespace, where a Region's kubeconfig Secret lives
@@ -66,6 +68,7 @@ type Reconciler struct {
 	applied     *appliedCache
 	kubeconfigs *kubeconfigMemo
 	endpoints   endpointMemo
+	refusals    refusalBackoff
 }
 
 // NewReconciler returns a Reconciler wired to the manager's client, API reader and event recorder.
@@ -144,7 +147,9 @@ func (r *Reconciler) referencingColonies(ref func(*k0rdentv1beta1.ClusterDeploym
 			for _, e := range c.Spec.ColonyClusters {
 				var spec k0rdentv1beta1.ClusterDeploymentSpec
 				if json.Unmarshal(e.ClusterDeploymentSpec.Raw, &spec) == nil && ref(&spec) == obj.GetName() {
-					out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(c)})
+					key := client.ObjectKeyFromObject(c)
+					r.refusals.reset(key) // the change may be what makes the refusal go: retry soon
+					out = append(out, reconcile.Request{NamespacedName: key})
 					break
 				}
 			}
@@ -281,14 +286,20 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, colony *infrav1.Colony
 		obs.kubeconfig.secretName = colony.Status.KubeconfigSecretName
 	}
 	res := ctrl.Result{RequeueAfter: r.reconcileAPIEndpoints(ctx, colony, ready)}
+	refused := false
 	for _, st := range obs.entries {
-		if st.refused {
-			// The ClusterTemplate and Credential watches retry a refusal at once when they change;
-			// this catches causes nothing here watches (KCM's Management object, a webhook policy).
-			if res.RequeueAfter == 0 || r.RetryRefused < res.RequeueAfter {
-				res.RequeueAfter = r.RetryRefused
-			}
+		refused = refused || st.refused
+	}
+	if refused {
+		// The ClusterTemplate and Credential watches retry a refusal at once when they change. The
+		// refusing admission (KCM's webhook, a policy) reads them from its own cache, which may not
+		// show the change yet: the retries start short and grow to RetryRefused, which also catches
+		// causes nothing here watches (KCM's Management object, a webhook policy).
+		if d := r.refusals.next(client.ObjectKeyFromObject(colony), r.RetryRefused); res.RequeueAfter == 0 || d < res.RequeueAfter {
+			res.RequeueAfter = d
 		}
+	} else {
+		r.refusals.reset(client.ObjectKeyFromObject(colony))
 	}
 	for _, st := range obs.entries {
 		if st.recheck && (res.RequeueAfter == 0 || recheckIndirect < res.RequeueAfter) {
@@ -378,8 +389,51 @@ func (r *Reconciler) recordTransitions(colony *infrav1.Colony, desired infrav1.C
 
 // forget drops what the reconciler remembers about a Colony that is gone.
 func (r *Reconciler) forget(key types.NamespacedName) {
+	r.refusals.reset(key)
 	if r.kubeconfigs != nil {
 		r.kubeconfigs.forget(key)
 	}
 	tracker.forget(key)
+}
+
+// refusedFirstRetry is the first retry of a refused entry after its template or credential changed (or
+// after the first refusal); each further refusal doubles it, up to RetryRefused.
+const refusedFirstRetry = 2 * time.Second
+
+// refusalBackoff counts, per Colony, the refusals since its entries were last accepted or their
+// template or credential last changed.
+type refusalBackoff struct {
+	mu sync.Mutex
+	n  map[types.NamespacedName]int
+}
+
+// next returns how long to wait before the next retry of a refused Colony, and counts the refusal.
+func (b *refusalBackoff) next(key types.NamespacedName, ceiling time.Duration) time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.n == nil {
+		b.n = map[types.NamespacedName]int{}
+	}
+	n := b.n[key]
+	b.n[key] = n + 1
+	return refusalDelay(n, ceiling)
+}
+
+// reset starts the retries of a Colony short again.
+func (b *refusalBackoff) reset(key types.NamespacedName) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.n, key)
+}
+
+// refusalDelay is refusedFirstRetry doubled n times, at most ceiling.
+func refusalDelay(n int, ceiling time.Duration) time.Duration {
+	d := refusedFirstRetry
+	for range n {
+		if d >= ceiling {
+			break
+		}
+		d *= 2
+	}
+	return min(d, ceiling)
 }

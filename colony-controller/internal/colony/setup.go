@@ -30,8 +30,8 @@ type Options struct {
 
 	// The options below are not flags.
 
-	// RetryRefused is how long an entry whose ClusterDeployment the API server refused waits before
-	// it is sent again when nothing the Colony watches changed. Default 2m.
+	// RetryRefused is the longest an entry whose ClusterDeployment the API server refused waits before
+	// it is sent again (the retries start at 2s and double up to it). Default 2m.
 	RetryRefused time.Duration
 }
 
