@@ -1,7 +1,8 @@
 // Package childcluster keeps one live connection per child cluster, reached through the kubeconfig
 // Secret k0rdent (Cluster API) writes next to each ClusterDeployment: `<cd>-kubeconfig`, key `value`.
 //
-// A connection is built on the first Get: the Secret is read, a rest.Config is built with clientcmd,
+// A connection is built on the first Get: the Secret is read, a rest.Config is built through the
+// kubeconfig sanitizer (common/kubeconfig: only inline credentials and https servers are accepted),
 // and watches (a Reflector each, watcher.go) on the child's Nodes and Pods keep only what resource
 // arithmetic needs. Later Gets return the same connection. ClusterDeployments whose kubeconfigs have
 // the same content (the same API server and identity) share one connection. It is rebuilt when the Secret's data
@@ -38,6 +39,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/exalsius/exalsius-operator/common/kubeconfig"
 	"github.com/exalsius/exalsius-operator/common/scheme"
 )
 
@@ -81,6 +83,10 @@ type Options struct {
 	// SystemNamespace is k0rdent's system namespace, where a Region's kubeconfig Secret lives
 	// (default DefaultSystemNamespace, "kcm-system").
 	SystemNamespace string
+	// Kubeconfig is what a kubeconfig Secret may ask for beyond inline credentials (default: nothing;
+	// exec, auth plugins, file paths, impersonation, proxies, plain HTTP and, unless allowed here,
+	// insecure TLS are refused with ReasonKubeconfigInvalid).
+	Kubeconfig kubeconfig.Policy
 	// OnConnect, when set, is called after each connect attempt with its duration and error.
 	OnConnect func(cd types.NamespacedName, took time.Duration, err error)
 }

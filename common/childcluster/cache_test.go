@@ -408,10 +408,11 @@ func TestNewNeedsReader(t *testing.T) {
 	}
 }
 
-// kubeconfigFor returns a kubeconfig for server with a dummy token.
+// kubeconfigFor returns a kubeconfig for server with a dummy token, trusting the management API
+// server's CA (any valid CA: the servers it is used for never finish a TLS handshake).
 func kubeconfigFor(server string) clientcmdapi.Config {
 	return clientcmdapi.Config{
-		Clusters:       map[string]*clientcmdapi.Cluster{"c": {Server: server, InsecureSkipTLSVerify: true}},
+		Clusters:       map[string]*clientcmdapi.Cluster{"c": {Server: server, CertificateAuthorityData: mgmt.Config.CAData}},
 		AuthInfos:      map[string]*clientcmdapi.AuthInfo{"u": {Token: "dummy"}},
 		Contexts:       map[string]*clientcmdapi.Context{"x": {Cluster: "c", AuthInfo: "u"}},
 		CurrentContext: "x",

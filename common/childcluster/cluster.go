@@ -22,10 +22,11 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/connrotation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	"github.com/exalsius/exalsius-operator/common/kubeconfig"
 )
 
 // podFieldSelector keeps finished pods out of the cache: they hold no resources. A pod that finishes
@@ -117,23 +118,11 @@ type connectConfig struct {
 	onChange func()
 }
 
-// restConfigFrom parses a kubeconfig. Its errors never quote the kubeconfig.
-func restConfigFrom(data []byte) (*rest.Config, error) {
-	cc, err := clientcmd.NewClientConfigFromBytes(data)
-	if err != nil {
-		return nil, errors.New("the kubeconfig cannot be parsed")
-	}
-	cfg, err := cc.ClientConfig()
-	if err != nil {
-		if clientcmd.IsEmptyConfig(err) {
-			return nil, errors.New("the kubeconfig is empty")
-		}
-		if clientcmd.IsConfigurationInvalid(err) {
-			return nil, errors.New("the kubeconfig is invalid: it needs a current context with a cluster server and credentials")
-		}
-		return nil, errors.New("the kubeconfig cannot be used")
-	}
-	return cfg, nil
+// restConfigFrom turns a kubeconfig read from a Secret into a client configuration through the
+// sanitizer (common/kubeconfig): exec, auth plugins, file paths, impersonation, proxies and plain
+// HTTP are refused, naming the field. Its errors never quote the kubeconfig.
+func restConfigFrom(data []byte, policy kubeconfig.Policy) (*rest.Config, error) {
+	return kubeconfig.RESTConfig(data, policy)
 }
 
 // must adapts a transform that cannot fail to the watcher's trim.
@@ -146,7 +135,7 @@ func must(trim func(any) (any, error)) func(any) any {
 
 // newCluster builds the clients and watchers for a kubeconfig but starts nothing.
 func newCluster(key types.NamespacedName, data []byte, cc connectConfig) (*Cluster, error) {
-	cfg, err := restConfigFrom(data)
+	cfg, err := restConfigFrom(data, cc.opts.Kubeconfig)
 	if err != nil {
 		return nil, &UnreachableError{Cluster: key, Reason: ReasonKubeconfigInvalid, Err: err}
 	}

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	"github.com/exalsius/exalsius-operator/common/kubeconfig"
 	"github.com/exalsius/exalsius-operator/common/scheme"
 )
 
@@ -59,6 +60,8 @@ type Locator struct {
 	// UserAgent and Timeout of the client to the regional cluster.
 	UserAgent string
 	Timeout   time.Duration
+	// Kubeconfig is what the Region's kubeconfig may ask for beyond inline credentials.
+	Kubeconfig kubeconfig.Policy
 
 	// reads, when set, counts reads of Secret data.
 	reads *atomic.Int64
@@ -81,7 +84,7 @@ func (l *Locator) countRead(ref *types.NamespacedName) {
 func (c *Cache) readIndirect(ctx context.Context, key types.NamespacedName) (data []byte, found bool, err error) {
 	var read []types.NamespacedName
 	l := Locator{Reader: c.opts.Reader, Scheme: c.opts.Scheme, SystemNamespace: c.opts.SystemNamespace,
-		UserAgent: c.opts.UserAgent, Timeout: c.opts.ProbeTimeout, reads: &c.secretReads, read: &read}
+		UserAgent: c.opts.UserAgent, Timeout: c.opts.ProbeTimeout, Kubeconfig: c.opts.Kubeconfig, reads: &c.secretReads, read: &read}
 	data, found, err = l.Locate(ctx, key)
 	if found {
 		c.setSources(key, read)
@@ -219,7 +222,7 @@ func (l *Locator) readRegional(ctx context.Context, key types.NamespacedName) ([
 	if err != nil {
 		return nil, true, err
 	}
-	cfg, err := restConfigFrom(regional)
+	cfg, err := restConfigFrom(regional, l.Kubeconfig)
 	if err != nil {
 		return nil, true, &UnreachableError{Cluster: key, Reason: ReasonKubeconfigInvalid,
 			Err: fmt.Errorf("the kubeconfig of Region %s: %w", cred.Spec.Region, err)}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/exalsius/exalsius-operator/common/gpu"
+	"github.com/exalsius/exalsius-operator/common/kubeconfig"
 )
 
 func TestTrimNodeKeepsWhatGPUMathNeeds(t *testing.T) {
@@ -249,7 +250,7 @@ func TestRestConfigErrorsNeverQuoteTheKubeconfig(t *testing.T) {
 		"apiVersion: v1\nkind: Config\nusers:\n- name: u\n  user:\n    " + secretish + "\n",
 		"",
 	} {
-		_, err := restConfigFrom([]byte(data))
+		_, err := restConfigFrom([]byte(data), kubeconfig.Policy{})
 		if err == nil {
 			t.Fatalf("want an error for %q", data)
 		}

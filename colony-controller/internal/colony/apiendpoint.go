@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -18,6 +17,7 @@ import (
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	"github.com/exalsius/exalsius-operator/common/bootstrap"
+	"github.com/exalsius/exalsius-operator/common/kubeconfig"
 )
 
 // The API-endpoint ConfigMap. A cluster whose control plane k0smotron hosts on the management
@@ -139,9 +139,12 @@ func (r *Reconciler) reconcileAPIEndpoint(ctx context.Context, colony *infrav1.C
 	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: colony.Namespace, Name: secretName}, secret); err != nil {
 		return fmt.Errorf("reading Secret %s: %w", secretName, err)
 	}
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(secret.Data[k0rdentv1beta1.KubeconfigSecretKey])
+	// The Secret is writable by whoever may write Secrets in the Colony's namespace: the sanitizer
+	// refuses what would run, read or send anything of the operator's (its errors name the field,
+	// never the content).
+	cfg, err := kubeconfig.RESTConfig(secret.Data[k0rdentv1beta1.KubeconfigSecretKey], r.Kubeconfig)
 	if err != nil {
-		return fmt.Errorf("the kubeconfig in Secret %s cannot be used", secretName) // never quote it
+		return fmt.Errorf("the kubeconfig in Secret %s cannot be used: %w", secretName, err)
 	}
 	cfg.Timeout = 15 * time.Second
 	cfg.UserAgent = bootstrap.UserAgent(Component)

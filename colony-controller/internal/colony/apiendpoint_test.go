@@ -3,15 +3,22 @@ package colony
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	"github.com/exalsius/exalsius-operator/common/testing/testenv"
+	"github.com/exalsius/exalsius-operator/common/testing/tlsrecorder"
 )
 
 func TestAPIEndpoint(t *testing.T) {
@@ -111,5 +118,57 @@ func TestAPIEndpointConfigMap(t *testing.T) {
 	err = other.Client.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "cp-api-endpoint"}, &corev1.ConfigMap{})
 	if err == nil {
 		t.Fatal("the ConfigMap was written with the flag off")
+	}
+}
+
+// TestAPIEndpointRefusesATenantsKubeconfig: a tenant who may write Secrets in the Colony's namespace
+// rewrites `<cd>-kubeconfig` to send the component's own ServiceAccount token (a file on its host)
+// to a server the tenant runs. The API-endpoint write refuses the kubeconfig, naming the field, and
+// the tenant's server sees no connection.
+func TestAPIEndpointRefusesATenantsKubeconfig(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	tenant, err := mgmt.Tenant(ctx, ns, "tenant-a", []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create", "get", "update"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := tlsrecorder.New(t)
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte("operator-serviceaccount-token"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["c"] = &clientcmdapi.Cluster{Server: rec.URL(), CertificateAuthorityData: rec.CAPEM()}
+	kc.AuthInfos["u"] = &clientcmdapi.AuthInfo{TokenFile: tokenFile}
+	kc.Contexts["x"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "u"}
+	kc.CurrentContext = "x"
+	data, err := clientcmd.Write(*kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: k0rdentv1beta1.KubeconfigSecretName("col-a")},
+		Data: map[string][]byte{k0rdentv1beta1.KubeconfigSecretKey: data}}
+	if err := tenant.Create(ctx, secret); err != nil {
+		t.Fatalf("the tenant writes the kubeconfig Secret: %v", err)
+	}
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "kmc-col-a",
+			Labels: map[string]string{"app": "k0smotron", "component": "cluster", "cluster": "col-a"}},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "api", Port: 30443}}},
+	}
+	if err := mgmt.Client.Create(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	r := newReconciler(mgmt.Client, mgmt.Client, nil)
+	colony := &infrav1.Colony{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "col"}}
+	e := &entryState{clusterName: "a", cdName: "col-a", secret: &metav1.PartialObjectMetadata{ObjectMeta: secret.ObjectMeta}}
+	err = r.reconcileAPIEndpoint(ctx, colony, e)
+	if err == nil || !strings.Contains(err.Error(), "user.tokenFile") || strings.Contains(err.Error(), tokenFile) {
+		t.Fatalf("want the kubeconfig refused naming user.tokenFile (never its value), got %v", err)
+	}
+	if conns, creds := rec.Seen(); conns != 0 {
+		t.Fatalf("the tenant's server was reached: %d connections, credentials %q", conns, creds)
 	}
 }

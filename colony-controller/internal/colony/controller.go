@@ -31,6 +31,7 @@ import (
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	"github.com/exalsius/exalsius-operator/common/conditions"
+	"github.com/exalsius/exalsius-operator/common/kubeconfig"
 )
 
 const (
@@ -64,6 +65,8 @@ type Reconciler struct {
 	// SystemNamespace is k0rdent's system namespace, where a Region's kubeconfig Secret lives
 	// (default kcm-system).
 	SystemNamespace string
+	// Kubeconfig is what a kubeconfig Secret may ask for beyond inline credentials (Options.Kubeconfig).
+	Kubeconfig kubeconfig.Policy
 
 	applied     *appliedCache
 	kubeconfigs *kubeconfigMemo

@@ -75,7 +75,7 @@ const locatorTimeout = 15 * time.Second
 // workspace-controller and the inventory-collector (common/childcluster).
 func (r *Reconciler) locator() *childcluster.Locator {
 	return &childcluster.Locator{Reader: r.APIReader, SystemNamespace: r.SystemNamespace,
-		UserAgent: bootstrap.UserAgent(Component), Timeout: locatorTimeout}
+		UserAgent: bootstrap.UserAgent(Component), Timeout: locatorTimeout, Kubeconfig: r.Kubeconfig}
 }
 
 // locateMessage says why an adopted or regional cluster's kubeconfig was not found (it names

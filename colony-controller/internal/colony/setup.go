@@ -9,6 +9,8 @@ import (
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+
+	"github.com/exalsius/exalsius-operator/common/kubeconfig"
 )
 
 // Defaults of the colony-controller's options (DefaultOptions).
@@ -27,6 +29,10 @@ type Options struct {
 	// APIEndpointConfigMap writes kube-system/cp-api-endpoint on each ready child whose control plane
 	// k0smotron hosts (--api-endpoint-configmap, default false).
 	APIEndpointConfigMap bool
+	// Kubeconfig is what a kubeconfig Secret may ask for beyond inline credentials
+	// (--insecure-kubeconfig-tls, default off): the API-endpoint ConfigMap's client and the lookup
+	// of regional clusters use it.
+	Kubeconfig kubeconfig.Policy
 
 	// The options below are not flags.
 
@@ -45,6 +51,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.MaxConcurrentReconciles, "max-concurrent-reconciles", o.MaxConcurrentReconciles, "Colonies reconciled in parallel.")
 	fs.BoolVar(&o.APIEndpointConfigMap, "api-endpoint-configmap", o.APIEndpointConfigMap,
 		"Write kube-system/cp-api-endpoint ({host, port} of the k0smotron control plane Service) on each ready child, for Cilium without kube-proxy.")
+	o.Kubeconfig.BindFlags(fs)
 }
 
 // Validate reports every invalid option, naming its flag.
@@ -69,6 +76,7 @@ func Setup(_ context.Context, mgr ctrl.Manager, opts Options) error {
 	r := NewReconciler(mgr)
 	r.APIEndpointConfigMap = opts.APIEndpointConfigMap
 	r.RetryRefused = opts.RetryRefused
+	r.Kubeconfig = opts.Kubeconfig
 	if err := r.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}); err != nil {
 		return fmt.Errorf("setting up the Colony controller: %w", err)
 	}

@@ -55,7 +55,7 @@ func blackHole(t testing.TB) string {
 func kubeconfigOf(t testing.TB, server string, auth *clientcmdapi.AuthInfo) []byte {
 	t.Helper()
 	b, err := clientcmd.Write(clientcmdapi.Config{
-		Clusters:       map[string]*clientcmdapi.Cluster{"c": {Server: server, InsecureSkipTLSVerify: true}},
+		Clusters:       map[string]*clientcmdapi.Cluster{"c": {Server: server, CertificateAuthorityData: mgmt.Config.CAData}},
 		AuthInfos:      map[string]*clientcmdapi.AuthInfo{"u": auth},
 		Contexts:       map[string]*clientcmdapi.Context{"x": {Cluster: "c", AuthInfo: "u"}},
 		CurrentContext: "x",

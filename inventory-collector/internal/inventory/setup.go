@@ -90,6 +90,7 @@ func DefaultOptions() Options {
 
 // BindFlags binds the options to flags on fs. The current values are the flags' defaults.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
+	o.ChildCluster.Kubeconfig.BindFlags(fs)
 	fs.IntVar(&o.ShardIndex, "shard-index", o.ShardIndex,
 		"This replica's shard in [0, --shard-count). Negative takes the ordinal of the pod name (POD_NAME or the host name), as in a StatefulSet.")
 	fs.IntVar(&o.ShardCount, "shard-count", o.ShardCount, "Number of shards the child clusters are split into; 1 watches every cluster.")

@@ -116,6 +116,7 @@ func DefaultOptions() Options {
 
 // BindFlags binds the options to flags on fs. The current values are the flags' defaults.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
+	o.ChildCluster.Kubeconfig.BindFlags(fs)
 	fs.IntVar(&o.MaxConcurrentReconciles, "max-concurrent-reconciles", o.MaxConcurrentReconciles,
 		"WorkspaceDeployments reconciled in parallel (GPU gate decisions on one cluster are serialised; CPU-only admissions are not).")
 	fs.Float64Var(&o.ChildAPIQPS, "child-api-qps", o.ChildAPIQPS,
