@@ -9,7 +9,7 @@ import (
 // TestOptionsFlags: the flags keep the names and defaults the chart and the docs use, and the
 // defaults are valid; an invalid option is reported with its flag or field name.
 func TestOptionsFlags(t *testing.T) {
-	want := map[string]string{"max-concurrent-reconciles": "2", "api-endpoint-configmap": "false"}
+	want := map[string]string{"max-concurrent-reconciles": "2", "api-endpoint-configmap": "false", "insecure-kubeconfig-tls": "false"}
 	opts := DefaultOptions()
 	fs := flag.NewFlagSet(Component, flag.ContinueOnError)
 	opts.BindFlags(fs)

@@ -13,6 +13,7 @@ func TestOptionsFlags(t *testing.T) {
 		"shard-index": "-1", "shard-count": "1", "max-concurrent-reconciles": "4", "max-concurrent-connects": "8",
 		"child-sync-timeout": "30s", "child-health-interval": "15s", "debounce": "2s",
 		"child-api-qps": "20", "child-api-burst": "40", "contact-refresh": "10m0s",
+		"insecure-kubeconfig-tls": "false",
 	}
 	opts := DefaultOptions()
 	fs := flag.NewFlagSet(Component, flag.ContinueOnError)

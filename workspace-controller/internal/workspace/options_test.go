@@ -22,6 +22,7 @@ func TestOptionsFlags(t *testing.T) {
 		"routing-resync":             "5m0s",
 		"route-sweep-interval":       "10m0s",
 		"child-idle-timeout":         "0s",
+		"insecure-kubeconfig-tls":    "false",
 	}
 	opts := DefaultOptions()
 	fs := flag.NewFlagSet("workspace-controller", flag.ContinueOnError)
