@@ -20,12 +20,18 @@ import (
 // through it, never as system:masters, so that the API server's own authorization shows what a
 // tenant can reach. The namespace is created when missing.
 func (m *Management) Tenant(ctx context.Context, namespace, user string, rules []rbacv1.PolicyRule) (client.Client, error) {
-	if err := ensureNamespace(ctx, m.Client, namespace); err != nil {
+	return Tenant(ctx, m.Client, m.Config, namespace, user, rules)
+}
+
+// Tenant is Management.Tenant for any API server: admin and cfg reach it as an administrator (cfg's
+// identity must be allowed to impersonate).
+func Tenant(ctx context.Context, admin client.Client, cfg *rest.Config, namespace, user string, rules []rbacv1.PolicyRule) (client.Client, error) {
+	if err := ensureNamespace(ctx, admin, namespace); err != nil {
 		return nil, err
 	}
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: user}, Rules: rules}
-	if err := m.Client.Create(ctx, role); apierrors.IsAlreadyExists(err) {
-		err = m.Client.Update(ctx, role)
+	if err := admin.Create(ctx, role); apierrors.IsAlreadyExists(err) {
+		err = admin.Update(ctx, role)
 		if err != nil {
 			return nil, fmt.Errorf("updating Role %s/%s: %w", namespace, user, err)
 		}
@@ -37,20 +43,20 @@ func (m *Management) Tenant(ctx context.Context, namespace, user string, rules [
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: user},
 		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
 	}
-	if err := m.Client.Create(ctx, binding); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := admin.Create(ctx, binding); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("creating RoleBinding %s/%s: %w", namespace, user, err)
 	}
-	if err := m.waitAuthorized(ctx, namespace, user, rules); err != nil {
+	if err := waitAuthorized(ctx, admin, namespace, user, rules); err != nil {
 		return nil, err
 	}
-	cfg := rest.CopyConfig(m.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:authenticated"}}
-	return client.New(cfg, client.Options{Scheme: m.Scheme})
+	tc := rest.CopyConfig(cfg)
+	tc.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:authenticated"}}
+	return client.New(tc, client.Options{Scheme: admin.Scheme()})
 }
 
 // waitAuthorized waits until the API server's authorizer, which reads RBAC from its own cache,
 // allows user the first verb of the first rule in namespace.
-func (m *Management) waitAuthorized(ctx context.Context, namespace, user string, rules []rbacv1.PolicyRule) error {
+func waitAuthorized(ctx context.Context, admin client.Client, namespace, user string, rules []rbacv1.PolicyRule) error {
 	if len(rules) == 0 || len(rules[0].Verbs) == 0 || len(rules[0].Resources) == 0 {
 		return nil
 	}
@@ -62,7 +68,7 @@ func (m *Management) waitAuthorized(ctx context.Context, namespace, user string,
 	return wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, tenantAuthorizedWait, true, func(ctx context.Context) (bool, error) {
 		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 			User: user, Groups: []string{"system:authenticated"}, ResourceAttributes: attrs}}
-		if err := m.Client.Create(ctx, sar); err != nil {
+		if err := admin.Create(ctx, sar); err != nil {
 			return false, err
 		}
 		return sar.Status.Allowed, nil

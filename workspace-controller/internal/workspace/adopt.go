@@ -3,9 +3,11 @@ package workspace
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -31,6 +33,51 @@ func LegacyName(ws *workspacesv1.WorkspaceDeployment) string {
 	return "wsd-" + ws.Spec.ClusterDeploymentRef.Name + "-" + ws.Name
 }
 
+// adoptedServiceSetName is the name of the upstream ServiceSet the workspace adopted, or "". The
+// annotation that pins it is written by adoptLegacy, but whoever may edit the workspace can write
+// it too: it is honoured only when it names the one ServiceSet adoption can ever take,
+// LegacyName(ws), so it can never point the controller at KCM's `<cd>` ServiceSet, a prerequisite's
+// or another workspace's.
+func adoptedServiceSetName(ws *workspacesv1.WorkspaceDeployment) string {
+	if n := ws.Annotations[AnnotationServiceSetName]; n != "" && n == LegacyName(ws) {
+		return n
+	}
+	return ""
+}
+
+// adoptedReleaseName is the Helm release name of the adopted upstream ServiceSet, or "": the pinned
+// annotation, honoured only next to an honoured ServiceSet annotation and only when it is a valid
+// Helm release name.
+func adoptedReleaseName(ws *workspacesv1.WorkspaceDeployment) string {
+	n := ws.Annotations[AnnotationReleaseName]
+	if n == "" || adoptedServiceSetName(ws) == "" || ValidateReleaseName(n) != nil {
+		return ""
+	}
+	return n
+}
+
+// maxReleaseName is Helm's limit on a release name.
+const maxReleaseName = 53
+
+// ValidateReleaseName checks a Helm release name: at most 53 characters, lower-case alphanumerics and
+// '-' or '.', starting and ending with an alphanumeric (Helm's own rule).
+func ValidateReleaseName(n string) error {
+	if len(n) == 0 || len(n) > maxReleaseName {
+		return fmt.Errorf("a Helm release name has 1 to %d characters, got %d", maxReleaseName, len(n))
+	}
+	if errs := validation.IsDNS1123Subdomain(n); len(errs) > 0 {
+		return fmt.Errorf("not a valid Helm release name: %s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// upstreamShape reports whether ss looks like the ServiceSet the upstream operator made for ws: its
+// legacy name, on the workspace's cluster, one service in ws-<name>.
+func upstreamShape(ss *k0rdentv1beta1.ServiceSet, ws *workspacesv1.WorkspaceDeployment) bool {
+	return ss.Name == LegacyName(ws) && ss.Spec.Cluster == ws.Spec.ClusterDeploymentRef.Name &&
+		len(ss.Spec.Services) == 1 && ss.Spec.Services[0].Namespace == ReleaseNamespace(ws.Name)
+}
+
 // adoptLegacy takes over what the upstream operator left: its finalizer is dropped (ours is on), and
 // a workspace this controller has never installed whose upstream ServiceSet exists keeps that
 // ServiceSet and its release names (pinned in annotations), so the release is upgraded in place, not
@@ -43,13 +90,27 @@ func (r *Reconciler) adoptLegacy(ctx context.Context, s *scope) (stepResult, err
 		controllerutil.RemoveFinalizer(ws, LegacyFinalizer)
 		changed = true
 	}
-	if ws.Annotations[AnnotationServiceSetName] == "" && ws.Status.ServiceSetName == "" {
+	allowed := false
+	if adoptedServiceSetName(ws) == "" && ws.Status.ServiceSetName == "" {
+		// Only where the workspace may act: the ServiceSet of the same name in a namespace that does
+		// not allow this one belongs to a workspace there.
+		var err error
+		if allowed, err = r.targetAllowed(ctx, ws, ClusterKey(ws)); err != nil {
+			return stop, err
+		}
+	}
+	if allowed {
 		name := LegacyName(ws)
 		ss := &k0rdentv1beta1.ServiceSet{}
 		err := r.Client.Get(ctx, types.NamespacedName{Namespace: ClusterKey(ws).Namespace, Name: name}, ss)
 		switch {
-		case err == nil && ss.DeletionTimestamp.IsZero() && len(ss.Spec.Services) == 1 &&
-			ss.Spec.Services[0].Namespace == ReleaseNamespace(ws.Name) && ss.Spec.Cluster == ws.Spec.ClusterDeploymentRef.Name:
+		case err == nil && ss.DeletionTimestamp.IsZero() && upstreamShape(ss, ws) && unlabelledOrOwn(ss, ws) &&
+			ValidateReleaseName(ss.Spec.Services[0].Name) == nil:
+			// The ServiceSet is labelled as this workspace's first: from then on its labels, which
+			// tenants cannot write, say whose it is (the deletion deletes only labelled ServiceSets).
+			if err := r.labelAdopted(ctx, ss, ws); err != nil {
+				return stop, err
+			}
 			if ws.Annotations == nil {
 				ws.Annotations = map[string]string{}
 			}
@@ -70,12 +131,37 @@ func (r *Reconciler) adoptLegacy(ctx context.Context, s *scope) (stepResult, err
 	return next, nil
 }
 
+// unlabelledOrOwn reports whether ss carries no workspace labels, or this workspace's.
+func unlabelledOrOwn(ss *k0rdentv1beta1.ServiceSet, ws *workspacesv1.WorkspaceDeployment) bool {
+	n, ns := ss.Labels[workspacesv1.WorkspaceLabel], ss.Labels[workspacesv1.WorkspaceNamespaceLabel]
+	return (n == "" && ns == "") || (n == ws.Name && ns == ws.Namespace)
+}
+
+// labelAdopted gives the adopted upstream ServiceSet this workspace's labels.
+func (r *Reconciler) labelAdopted(ctx context.Context, ss *k0rdentv1beta1.ServiceSet, ws *workspacesv1.WorkspaceDeployment) error {
+	if ss.Labels[workspacesv1.WorkspaceLabel] == ws.Name && ss.Labels[workspacesv1.WorkspaceNamespaceLabel] == ws.Namespace {
+		return nil
+	}
+	patchBase := ss.DeepCopy()
+	if ss.Labels == nil {
+		ss.Labels = map[string]string{}
+	}
+	ss.Labels[workspacesv1.WorkspaceLabel] = ws.Name
+	ss.Labels[workspacesv1.WorkspaceNamespaceLabel] = ws.Namespace
+	if err := r.Client.Patch(ctx, ss, client.MergeFromWithOptions(patchBase, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("labelling the adopted upstream ServiceSet %s: %w", ss.Name, err)
+	}
+	return nil
+}
+
 // deleteLegacyServiceSet deletes, for a workspace of the upstream operator that was never adopted,
 // the upstream ServiceSet before the release namespace goes, as the upstream operator did; it
-// reports whether it is gone. Adopted workspaces delete it as their own ServiceSet.
-func (r *Reconciler) deleteLegacyServiceSet(ctx context.Context, s *scope) (bool, error) {
+// reports whether it is gone. Adopted workspaces delete it as their own ServiceSet. The ServiceSet
+// carries no labels of ours, so it is deleted only where the workspace may act (targetAllowed: the
+// tenancy rule holds for the ClusterDeployment's namespace), and only in the upstream shape.
+func (r *Reconciler) deleteLegacyServiceSet(ctx context.Context, s *scope, targetAllowed bool) (bool, error) {
 	ws := s.ws
-	if !controllerutil.ContainsFinalizer(ws, LegacyFinalizer) || ws.Annotations[AnnotationServiceSetName] != "" {
+	if !targetAllowed || !controllerutil.ContainsFinalizer(ws, LegacyFinalizer) || adoptedServiceSetName(ws) != "" {
 		return true, nil
 	}
 	ss := &k0rdentv1beta1.ServiceSet{}
@@ -87,7 +173,7 @@ func (r *Reconciler) deleteLegacyServiceSet(ctx context.Context, s *scope) (bool
 	if err != nil {
 		return false, fmt.Errorf("reading the upstream ServiceSet %s: %w", key, err)
 	}
-	if ss.Spec.Cluster != ws.Spec.ClusterDeploymentRef.Name || len(ss.Spec.Services) != 1 || ss.Spec.Services[0].Namespace != ReleaseNamespace(ws.Name) {
+	if !upstreamShape(ss, ws) || !unlabelledOrOwn(ss, ws) {
 		return true, nil // not the upstream ServiceSet of this workspace
 	}
 	if ss.DeletionTimestamp.IsZero() {

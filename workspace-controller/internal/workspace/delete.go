@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -17,6 +18,7 @@ import (
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/childcluster"
+	"github.com/exalsius/exalsius-operator/common/tenancy"
 	"github.com/exalsius/exalsius-operator/common/text"
 )
 
@@ -60,13 +62,21 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (reconcile.R
 	var left []string
 	var cause error // why the child could not be reached, named once in the Event
 
+	// The deletion never blocks on tenancy, but where the workspace may not act (the target namespace
+	// does not allow the workspace's: the webhook was off, or the grant was revoked), it removes only
+	// what carries this workspace's labels, never what merely has a name it could claim.
+	targetAllowed, err := r.targetAllowed(ctx, ws, s.cdKey)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+
 	// Routes first: a removed TCPRoute frees its port (routes.go).
 	if done, err := r.removeRoutes(ctx, s, cd, cdGone); err != nil || !done {
 		return reconcile.Result{RequeueAfter: r.routingRetry()}, err
 	}
 	// A workspace the upstream operator made and this one never adopted has its ServiceSet under the
 	// upstream name (adopt.go): it goes first, like our own.
-	if gone, err := r.deleteLegacyServiceSet(ctx, s); err != nil || !gone {
+	if gone, err := r.deleteLegacyServiceSet(ctx, s, targetAllowed); err != nil || !gone {
 		return reconcile.Result{RequeueAfter: r.Options.UnreachableRetry}, err
 	}
 	gone, err := r.deleteServiceSet(ctx, s, cdGone)
@@ -99,7 +109,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (reconcile.R
 	if cdGone || secretGone {
 		r.Children.Forget(s.cdKey)
 	} else {
-		note, err := r.deleteReleaseNamespace(ctx, s)
+		note, err := r.deleteReleaseNamespace(ctx, s, targetAllowed)
 		switch {
 		case err != nil && givingUp(err):
 			left = append(left, fmt.Sprintf("namespace %s on the child was not deleted", s.releaseNamespace()))
@@ -183,8 +193,8 @@ func (r *Reconciler) deleteServiceSet(ctx context.Context, s *scope, cdGone bool
 	if err != nil {
 		return false, fmt.Errorf("reading ServiceSet %s/%s: %w", s.cdKey.Namespace, name, err)
 	}
-	if !ownedServiceSet(ss, s.ws) {
-		return true, nil // not ours
+	if !labelledServiceSet(ss, s.ws) {
+		return true, nil // not ours: only a ServiceSet labelled with this workspace is deleted
 	}
 	if ss.DeletionTimestamp.IsZero() {
 		if err := r.Client.Delete(ctx, ss); err != nil && !apierrors.IsNotFound(err) {
@@ -204,6 +214,25 @@ func (r *Reconciler) deleteServiceSet(ctx context.Context, s *scope, cdGone bool
 	}
 	s.obs.note = fmt.Sprintf("uninstalling: waiting for ServiceSet %s/%s to be deleted", ss.Namespace, ss.Name)
 	return false, nil
+}
+
+// targetAllowed reports whether the workspace may act in its ClusterDeployment's namespace: its own,
+// or one whose annotation allows it (common/tenancy). A namespace that is gone allows nothing.
+func (r *Reconciler) targetAllowed(ctx context.Context, ws *workspacesv1.WorkspaceDeployment, cd types.NamespacedName) (bool, error) {
+	if tenancy.SameNamespace(ws.Namespace, cd.Namespace) {
+		return true, nil
+	}
+	ns := &metav1.PartialObjectMetadata{}
+	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+	err := r.Client.Get(ctx, types.NamespacedName{Name: cd.Namespace}, ns)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("reading namespace %s: %w", cd.Namespace, err)
+	}
+	ok, _ := tenancy.Allowed(ws.Namespace, &corev1.Namespace{ObjectMeta: ns.ObjectMeta})
+	return ok, nil
 }
 
 // forgetUnusedChild stops the child's cache when no other workspace uses the cluster. The namespace

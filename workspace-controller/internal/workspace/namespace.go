@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/gpu"
@@ -82,10 +83,8 @@ func (r *Reconciler) claimReleaseNamespace(ctx context.Context, s *scope) (stepR
 		return stop, fmt.Errorf("reading namespace %s on the child of %s: %w", s.releaseNamespace(), s.cdKey, err)
 	}
 	s.releaseNS, s.releaseNSRead = ns, true
-	if owner, who := ownerOf(ns, s.ws); owner == ownerOther {
-		s.failed(workspacesv1.ReleaseNamespaceReadyCondition, workspacesv1.ReasonReleaseNamespaceConflict,
-			fmt.Sprintf("namespace %s on the child of ClusterDeployment %s belongs to %s; rename this workspace", ns.Name, s.cdKey, who))
-		return stop, nil
+	if res, stopped := r.checkReleaseNamespaceOwner(s, ns); stopped {
+		return res, nil
 	}
 	if !ns.DeletionTimestamp.IsZero() {
 		s.blocked(workspacesv1.PhasePending, workspacesv1.ReleaseNamespaceReadyCondition, workspacesv1.ReasonReleaseNamespaceTerminating,
@@ -151,43 +150,27 @@ func (r *Reconciler) ensureReleaseNamespace(ctx context.Context, s *scope) (step
 	created := false
 	switch {
 	case apierrors.IsNotFound(err):
-		if err := cl.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
-			return stop, fmt.Errorf("creating namespace %s on the child of %s: %w", want.Name, s.cdKey, err)
-		} else if err == nil {
+		err = cl.Create(ctx, want)
+		if err == nil {
 			created = true
 			s.releaseNSCreated = true
+			break
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			return stop, fmt.Errorf("creating namespace %s on the child of %s: %w", want.Name, s.cdKey, err)
+		}
+		// Made by someone else since it was read: whose it is decides, not the name.
+		if err := cl.Get(ctx, client.ObjectKeyFromObject(want), got); err != nil {
+			return stop, fmt.Errorf("reading namespace %s on the child of %s: %w", want.Name, s.cdKey, err)
+		}
+		if res, stopped, err := r.correctReleaseNamespace(ctx, cl, s, want, got); stopped || err != nil {
+			return res, err
 		}
 	case err != nil:
 		return stop, fmt.Errorf("reading namespace %s on the child of %s: %w", want.Name, s.cdKey, err)
 	default:
-		if owner, who := ownerOf(got, s.ws); owner == ownerOther {
-			// Made by another workspace since the claim: its owner keeps it.
-			s.failed(workspacesv1.ReleaseNamespaceReadyCondition, workspacesv1.ReasonReleaseNamespaceConflict,
-				fmt.Sprintf("namespace %s on the child of ClusterDeployment %s belongs to %s; rename this workspace", got.Name, s.cdKey, who))
-			return stop, nil
-		}
-		if !got.DeletionTimestamp.IsZero() {
-			s.blocked(workspacesv1.PhaseDeploying, workspacesv1.ReleaseNamespaceReadyCondition, workspacesv1.ReasonReleaseNamespaceTerminating,
-				fmt.Sprintf("namespace %s on the child of ClusterDeployment %s is being deleted; it is made again once it is gone", got.Name, s.cdKey))
-			return stopAfter(r.Options.UnreachableRetry), nil
-		}
-		drift := false
-		for k, v := range want.Labels {
-			if got.Labels[k] != v {
-				drift = true
-			}
-		}
-		if drift {
-			patchBase := got.DeepCopy()
-			if got.Labels == nil {
-				got.Labels = map[string]string{}
-			}
-			for k, v := range want.Labels {
-				got.Labels[k] = v
-			}
-			if err := cl.Patch(ctx, got, client.MergeFrom(patchBase)); err != nil {
-				return stop, fmt.Errorf("labelling namespace %s on the child of %s: %w", want.Name, s.cdKey, err)
-			}
+		if res, stopped, err := r.correctReleaseNamespace(ctx, cl, s, want, got); stopped || err != nil {
+			return res, err
 		}
 	}
 	if err := ensureQuota(ctx, cl, s.desiredQuota(), created); err != nil {
@@ -197,6 +180,69 @@ func (r *Reconciler) ensureReleaseNamespace(ctx context.Context, s *scope) (step
 		fmt.Sprintf("namespace %s on the child is owned by the workspace, enforces Pod Security %q and caps GPU requests at %s",
 			want.Name, s.podSecurityLevel(), quotaString(s.desiredQuota())))
 	return next, nil
+}
+
+// correctReleaseNamespace takes an existing ws-<name> in hand: it stops the pass when the namespace is
+// not this workspace's to use or is being deleted, and otherwise corrects drift in the labels the
+// controller sets (leaving everything else alone).
+func (r *Reconciler) correctReleaseNamespace(ctx context.Context, cl client.Client, s *scope, want, got *corev1.Namespace) (stepResult, bool, error) {
+	if res, stopped := r.checkReleaseNamespaceOwner(s, got); stopped {
+		return res, true, nil
+	}
+	if !got.DeletionTimestamp.IsZero() {
+		s.blocked(workspacesv1.PhaseDeploying, workspacesv1.ReleaseNamespaceReadyCondition, workspacesv1.ReasonReleaseNamespaceTerminating,
+			fmt.Sprintf("namespace %s on the child of ClusterDeployment %s is being deleted; it is made again once it is gone", got.Name, s.cdKey))
+		return stopAfter(r.Options.UnreachableRetry), true, nil
+	}
+	drift := false
+	for k, v := range want.Labels {
+		if got.Labels[k] != v {
+			drift = true
+		}
+	}
+	if !drift {
+		return next, false, nil
+	}
+	patchBase := got.DeepCopy()
+	if got.Labels == nil {
+		got.Labels = map[string]string{}
+	}
+	for k, v := range want.Labels {
+		got.Labels[k] = v
+	}
+	if err := cl.Patch(ctx, got, client.MergeFrom(patchBase)); err != nil {
+		return stop, true, fmt.Errorf("labelling namespace %s on the child of %s: %w", want.Name, s.cdKey, err)
+	}
+	return next, false, nil
+}
+
+// mayAdoptUnlabelled reports whether an existing ws-<name> without owner labels may be this
+// workspace's: one it installed before (the child lost the labels, or Sveltos made the namespace
+// again), or one the upstream operator made for it (a migrated workspace). Anything else without
+// labels is someone else's (a platform team's namespace that happens to have the name) and is
+// neither adopted nor deleted. The evidence is the workspace's status and the upstream finalizer or
+// adopted ServiceSet, which only the controller writes or honours.
+func mayAdoptUnlabelled(ws *workspacesv1.WorkspaceDeployment) bool {
+	return ws.Status.ServiceSetName != "" || adoptedServiceSetName(ws) != "" ||
+		controllerutil.ContainsFinalizer(ws, LegacyFinalizer)
+}
+
+// checkReleaseNamespaceOwner stops the pass when the existing ws-<name> is not this workspace's to
+// use: another workspace's, one without owner labels this workspace may not adopt, or one being
+// deleted (an earlier workspace of this name).
+func (r *Reconciler) checkReleaseNamespaceOwner(s *scope, got *corev1.Namespace) (stepResult, bool) {
+	switch owner, who := ownerOf(got, s.ws); {
+	case owner == ownerOther:
+		// Made by another workspace since the claim: its owner keeps it.
+		s.failed(workspacesv1.ReleaseNamespaceReadyCondition, workspacesv1.ReasonReleaseNamespaceConflict,
+			fmt.Sprintf("namespace %s on the child of ClusterDeployment %s belongs to %s; rename this workspace", got.Name, s.cdKey, who))
+		return stop, true
+	case owner == ownerNone && !mayAdoptUnlabelled(s.ws):
+		s.failed(workspacesv1.ReleaseNamespaceReadyCondition, workspacesv1.ReasonReleaseNamespaceConflict,
+			fmt.Sprintf("namespace %s on the child of ClusterDeployment %s exists without the labels of a workspace and is not adopted; remove it or rename this workspace", got.Name, s.cdKey))
+		return stop, true
+	}
+	return next, false
 }
 
 // childUnreachable reports a child that cannot be reached. An installed workspace keeps its phase
@@ -284,9 +330,11 @@ func (r *Reconciler) quotaRefusal(ctx context.Context, s *scope) string {
 }
 
 // deleteReleaseNamespace deletes ws-<name> on the child when it belongs to this workspace. A namespace
-// of another workspace is left alone; so is one without owner labels that an older workspace of
-// the same name (from another namespace) uses on the cluster. It reports what it left and why.
-func (r *Reconciler) deleteReleaseNamespace(ctx context.Context, s *scope) (left string, err error) {
+// of another workspace is left alone. One without owner labels is deleted only when this workspace
+// may have made it (mayAdoptUnlabelled), the workspace may act in the target namespace
+// (targetAllowed), and no older workspace of the same name (from another namespace) uses it on the
+// cluster. It reports what it left and why.
+func (r *Reconciler) deleteReleaseNamespace(ctx context.Context, s *scope, targetAllowed bool) (left string, err error) {
 	ctx, cancel := r.childContext(ctx)
 	defer cancel()
 	cl, err := r.Children.Client(ctx, s.cdKey)
@@ -306,6 +354,9 @@ func (r *Reconciler) deleteReleaseNamespace(ctx context.Context, s *scope) (left
 	case ownerOther:
 		return fmt.Sprintf("namespace %s on the child belongs to %s and was left alone", ns.Name, who), nil
 	case ownerNone:
+		if !targetAllowed || !mayAdoptUnlabelled(s.ws) {
+			return fmt.Sprintf("namespace %s on the child has no owner labels and this workspace did not make it; it was left alone", ns.Name), nil
+		}
 		holder, err := r.olderSameName(ctx, s)
 		if err != nil {
 			return "", err

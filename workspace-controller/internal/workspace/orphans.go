@@ -87,7 +87,11 @@ func (r *Reconciler) removeInstall(ctx context.Context, s *scope) error {
 	if cdGone {
 		return nil
 	}
-	note, err := r.deleteReleaseNamespace(ctx, s)
+	allowed, err := r.targetAllowed(ctx, s.ws, s.cdKey)
+	if err != nil {
+		return err
+	}
+	note, err := r.deleteReleaseNamespace(ctx, s, allowed)
 	if note != "" {
 		log.FromContext(ctx).Info("release namespace left on the child", "reason", note)
 	}

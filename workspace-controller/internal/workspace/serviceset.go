@@ -41,7 +41,7 @@ const (
 // `<cd>` ServiceSet KCM makes itself. A ServiceSet of that name is used only when its labels name the
 // workspace.
 func ServiceSetName(ws *workspacesv1.WorkspaceDeployment) string {
-	if n := ws.Annotations[AnnotationServiceSetName]; n != "" {
+	if n := adoptedServiceSetName(ws); n != "" {
 		return n // adopted from an earlier operator (adopt.go)
 	}
 	cd := ClusterKey(ws)
@@ -51,14 +51,21 @@ func ServiceSetName(ws *workspacesv1.WorkspaceDeployment) string {
 	return names.DNSLabel(cd.Name, "ws", ws.Namespace, ws.Name, names.ShortHash(ws.Namespace+"/"+ws.Name))
 }
 
-// ownedServiceSet reports whether a ServiceSet's labels name the workspace.
+// labelledServiceSet reports whether a ServiceSet's labels name the workspace. Only the controller
+// (and the platform) may write ServiceSets, so the labels say whose it is; the deletion deletes only
+// such ServiceSets.
+func labelledServiceSet(ss *k0rdentv1beta1.ServiceSet, ws *workspacesv1.WorkspaceDeployment) bool {
+	return ss.Labels[workspacesv1.WorkspaceLabel] == ws.Name && ss.Labels[workspacesv1.WorkspaceNamespaceLabel] == ws.Namespace
+}
+
+// ownedServiceSet reports whether a ServiceSet is the workspace's: its labels name the workspace, or
+// it is the upstream operator's ServiceSet this workspace adopted (adopt.go), which carries none of
+// our labels until the adoption labels it; that one must have the upstream shape.
 func ownedServiceSet(ss *k0rdentv1beta1.ServiceSet, ws *workspacesv1.WorkspaceDeployment) bool {
-	if ss.Labels[workspacesv1.WorkspaceLabel] == ws.Name && ss.Labels[workspacesv1.WorkspaceNamespaceLabel] == ws.Namespace {
+	if labelledServiceSet(ss, ws) {
 		return true
 	}
-	// The upstream operator's ServiceSet adopted by this workspace (adopt.go) carries none of our
-	// labels until its first correction gives it this workspace's.
-	return ws.Annotations[AnnotationServiceSetName] == ss.Name &&
+	return adoptedServiceSetName(ws) == ss.Name && upstreamShape(ss, ws) &&
 		ss.Labels[workspacesv1.WorkspaceLabel] == "" && ss.Labels[workspacesv1.WorkspaceNamespaceLabel] == ""
 }
 
@@ -157,7 +164,7 @@ func serviceSetConflict(ss *k0rdentv1beta1.ServiceSet) string {
 
 // ReleaseName is the Helm release name of a workspace, at most 53 characters.
 func ReleaseName(ws *workspacesv1.WorkspaceDeployment) string {
-	if n := ws.Annotations[AnnotationReleaseName]; n != "" {
+	if n := adoptedReleaseName(ws); n != "" {
 		return n // adopted from an earlier operator (adopt.go)
 	}
 	return names.HelmRelease(ws.Name)

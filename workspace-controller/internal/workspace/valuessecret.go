@@ -102,7 +102,9 @@ func (r *Reconciler) ensureValuesSecret(ctx context.Context, s *scope, owner *k0
 	}
 	exists := err == nil
 	if s.secretValues == "" {
-		if exists && got.Labels[LabelValuesSecret] == "true" && got.Labels[workspacesv1.WorkspaceLabel] == s.ws.Name {
+		// Only a Secret whose labels name this very workspace (name and namespace) is removed: a
+		// Secret of that name belonging to someone else is left alone.
+		if exists && ownValuesSecret(got, s.ws) {
 			if err := r.Client.Delete(ctx, got, client.Preconditions{UID: &got.UID}); err != nil && !apierrors.IsNotFound(err) {
 				return fmt.Errorf("removing values Secret %s: %w", key, err)
 			}
@@ -116,8 +118,7 @@ func (r *Reconciler) ensureValuesSecret(ctx context.Context, s *scope, owner *k0
 		}
 		return nil
 	}
-	if got.Labels[LabelValuesSecret] != "true" || got.Labels[workspacesv1.WorkspaceLabel] != s.ws.Name ||
-		got.Labels[workspacesv1.WorkspaceNamespaceLabel] != s.ws.Namespace {
+	if !ownValuesSecret(got, s.ws) {
 		return fmt.Errorf("secret %s exists and does not belong to workspace %s; remove or rename it", key, s.key())
 	}
 	patchBase := got.DeepCopy()
@@ -139,6 +140,12 @@ func (r *Reconciler) ensureValuesSecret(ctx context.Context, s *scope, owner *k0
 		return fmt.Errorf("updating values Secret %s: %w", key, err)
 	}
 	return nil
+}
+
+// ownValuesSecret reports whether a Secret's labels mark it as this workspace's values Secret.
+func ownValuesSecret(sec *corev1.Secret, ws *workspacesv1.WorkspaceDeployment) bool {
+	return sec.Labels[LabelValuesSecret] == "true" && sec.Labels[workspacesv1.WorkspaceLabel] == ws.Name &&
+		sec.Labels[workspacesv1.WorkspaceNamespaceLabel] == ws.Namespace
 }
 
 func hasOwnerRef(refs []metav1.OwnerReference, ref metav1.OwnerReference) bool {
