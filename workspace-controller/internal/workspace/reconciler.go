@@ -183,6 +183,9 @@ func (r *Reconciler) patchStatus(ctx context.Context, before *workspacesv1.Works
 	if s.snapshot {
 		r.snapshotFailure(ctx, s)
 	}
+	if !equality.Semantic.DeepEqual(before.Status, ws.Status) {
+		r.redactSecrets(ctx, s)
+	}
 	observePhase(before, ws, r.now())
 	if equality.Semantic.DeepEqual(before.Status, ws.Status) {
 		r.admissionsFor().settle(s.key(), ws.Status.Admission, ws.ResourceVersion, ws.Status.Phase)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -187,5 +188,45 @@ func TestRequiredValueAndMissingSource(t *testing.T) {
 	}
 	if err := k8s.Delete(ctxT(t), bad); err != nil && !apierrors.IsNotFound(err) {
 		t.Fatal(err)
+	}
+}
+
+// TestSecretValuesRedactedFromFailures: k0rdent's failure message quotes a secret value (as a Helm
+// template error can). The workspace's status (message, conditions, failure context with the
+// ServiceSet's status) and its Events say [redacted] instead.
+func TestSecretValuesRedactedFromFailures(t *testing.T) {
+	ns := newNamespace(t)
+	class := createClass(t, secretClassSpec(name("redact")), ns)
+	cd := createCluster(t, ns, child.Kubeconfig)
+	const secret = "leaky-pw-90210"
+	key := createWorkspace(t, ns, class, cd.Name, func(ws *workspacesv1.WorkspaceDeployment) {
+		ws.Spec.Values = jsonRaw(t, map[string]any{"notebook": map[string]any{"password": secret}})
+	})
+	ws := waitPhase(t, key, workspacesv1.PhaseDeploying, "")
+	ss := waitServiceSet(t, ws)
+	setServiceState(t, client.ObjectKeyFromObject(ss), k0rdentv1beta1.ServiceStateFailed,
+		`template: notebook/templates/secret.yaml:3: executing "x": error calling b64dec: illegal base64 data in "`+secret+`"`)
+	ws = waitPhase(t, key, workspacesv1.PhaseFailed, "")
+	eventually(t, "failure context with the ServiceSet status", func() error {
+		ws = getWS(t, key)
+		if ws.Status.FailureContext == nil || ws.Status.FailureContext.ServiceSetStatus == nil {
+			return fmt.Errorf("no failure context yet")
+		}
+		return nil
+	})
+	raw, err := yaml.Marshal(ws.Status)
+	must(t, err)
+	if strings.Contains(string(raw), secret) {
+		t.Fatalf("the status quotes the secret value:\n%s", raw)
+	}
+	if !strings.Contains(string(raw), "[redacted]") {
+		t.Fatalf("the failure message is not in the status at all:\n%s", raw)
+	}
+	var events eventsv1.EventList
+	must(t, k8s.List(ctxT(t), &events, client.InNamespace(ns)))
+	for _, e := range events.Items {
+		if strings.Contains(e.Note, secret) {
+			t.Errorf("Event %s quotes the secret value: %s", e.Reason, e.Note)
+		}
 	}
 }
