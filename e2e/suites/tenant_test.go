@@ -1,0 +1,113 @@
+package suites
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/e2e-framework/pkg/envconf"
+	"sigs.k8s.io/e2e-framework/pkg/features"
+
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/common/testing/testenv"
+	"github.com/exalsius/exalsius-operator/common/testing/tlsrecorder"
+)
+
+// tenant returns a client acting as a tenant of ns, bound only to a namespaced Role with rules.
+func tenant(ctx context.Context, t *testing.T, ns string, rules []rbacv1.PolicyRule) client.Client {
+	t.Helper()
+	c, err := testenv.Tenant(ctx, mgmt(), tgt.Config(), ns, "tenant-"+ns, rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestTenantCannotRedirectTheOperatorsCredentials: the attack of a tenant who may write Secrets and
+// workspaces in its namespace. It writes the kubeconfig Secret of a ClusterDeployment in its
+// namespace (a dry run: nothing else writes that Secret) aimed at a TLS server it runs, with
+// `tokenFile` naming a file on the components' host (in a pod, the ServiceAccount token), and puts a
+// workspace on that cluster. The workspace reports the refused field, and the tenant's server sees no
+// connection: the components sent nothing, their own credentials least of all.
+func TestTenantCannotRedirectTheOperatorsCredentials(t *testing.T) {
+	localOnly(t, "the tenant's server listens on this machine's loopback")
+	var ns string
+	f := features.New("a tenant's kubeconfig Secret cannot steer the operator").
+		Setup(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			ns = newNamespace(ctx, t, "tenant-kc")
+			serviceTemplate(ctx, t, notebookTemplate, "jupyter-notebook", "0.3.0", "kcm-system", ns)
+			createClass(ctx, t, notebookClass("e2e-tenant-"+ns, notebookTemplate, 0, ""))
+			return ctx
+		}).
+		Assess("tokenFile to the tenant's server: refused, nothing sent", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			rec := tlsrecorder.New(t)
+			const operatorToken = "e2e-operator-token-7c2b"
+			tokenFile := filepath.Join(t.TempDir(), "token")
+			if err := os.WriteFile(tokenFile, []byte(operatorToken), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			mustCreate(ctx, t, &k0rdentv1beta1.ClusterDeployment{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "lure"},
+				Spec:       k0rdentv1beta1.ClusterDeploymentSpec{Template: clusterTemplateName, Credential: credentialName, DryRun: true},
+			})
+			tc := tenant(ctx, t, ns, []rbacv1.PolicyRule{
+				{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create", "get", "update"}},
+				{APIGroups: []string{workspacesv1.GroupVersion.Group}, Resources: []string{"workspacedeployments"}, Verbs: []string{"create", "get", "delete"}},
+			})
+			kc := clientcmdapi.NewConfig()
+			kc.Clusters["c"] = &clientcmdapi.Cluster{Server: rec.URL(), CertificateAuthorityData: rec.CAPEM()}
+			kc.AuthInfos["u"] = &clientcmdapi.AuthInfo{TokenFile: tokenFile}
+			kc.Contexts["x"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "u"}
+			kc.CurrentContext = "x"
+			data, err := clientcmd.Write(*kc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.Create(ctx, &corev1.Secret{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: k0rdentv1beta1.KubeconfigSecretName("lure"),
+					Labels: map[string]string{"cluster.x-k8s.io/cluster-name": "lure"}},
+				Type: "cluster.x-k8s.io/secret",
+				Data: map[string][]byte{k0rdentv1beta1.KubeconfigSecretKey: data},
+			}); err != nil {
+				t.Fatalf("the tenant writes the kubeconfig Secret: %v", err)
+			}
+			if err := tc.Create(ctx, workspace(ns, "bait", "e2e-tenant-"+ns, "lure", nil)); err != nil {
+				t.Fatalf("the tenant creates a workspace: %v", err)
+			}
+			eventually(ctx, t, "the workspace names the refused kubeconfig field", workspaceTimeout, func(ctx context.Context) (bool, string) {
+				var ws workspacesv1.WorkspaceDeployment
+				if err := mgmt().Get(ctx, types.NamespacedName{Namespace: ns, Name: "bait"}, &ws); err != nil {
+					return false, err.Error()
+				}
+				for _, c := range ws.Status.Conditions {
+					if strings.Contains(c.Message, "user.tokenFile") {
+						if strings.Contains(c.Message, operatorToken) || strings.Contains(c.Message, tokenFile) {
+							t.Errorf("the condition quotes the kubeconfig: %q", c.Message)
+						}
+						return true, ""
+					}
+				}
+				return false, string(ws.Status.Phase) + ": " + ws.Status.Message
+			})
+			if conns, creds := rec.Seen(); conns != 0 {
+				t.Fatalf("the tenant's server was reached: %d connections, credentials %q", conns, creds)
+			}
+			// Clean up: the cluster first, so that the workspace's deletion does not wait for a child
+			// it can never reach.
+			deleteAndWait(ctx, t, &k0rdentv1beta1.ClusterDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "lure"}}, clusterTimeout)
+			deleteAndWait(ctx, t, &workspacesv1.WorkspaceDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bait"}}, workspaceTimeout)
+			return ctx
+		}).
+		Feature()
+	testEnv.Test(t, f)
+}
