@@ -365,6 +365,16 @@ func (c *Cache) disconnect(key types.NamespacedName) {
 	c.log.V(1).Info("child cluster forgotten", "clusterDeployment", key.String())
 }
 
+// MetadataReader reads objects' metadata on the management cluster the way the cache does:
+// Options.MetadataReader, else Options.Reader. Users of the cache read what decides whether a
+// cluster may be used at all (the tenancy annotation of its namespace) through it.
+func (c *Cache) MetadataReader() client.Reader {
+	if c.opts.MetadataReader != nil {
+		return c.opts.MetadataReader
+	}
+	return c.opts.Reader
+}
+
 // Keys returns the ClusterDeployments the cache holds an entry for (connecting, connected or failed).
 func (c *Cache) Keys() []types.NamespacedName {
 	c.mu.Lock()

@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"net/http"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -96,19 +97,16 @@ var (
 
 // ColonyValidator validates Colonies.
 type ColonyValidator struct {
-	// Reader lists the Colonies of a namespace, to refuse names that clash with theirs; it should
-	// read the API server directly. Nil skips that check.
+	// Reader lists the Colonies of a namespace, to refuse names that clash with theirs, and reads the
+	// Namespaces that the KOF regional labels of an entry name, for the tenancy rule. It should read
+	// the API server directly: a grant given or revoked a moment before counts. Nil skips the names
+	// check and finds no Namespace (a regional cluster in another namespace is refused).
 	Reader client.Reader
 }
 
 // ValidateCreate checks a new Colony.
 func (v *ColonyValidator) ValidateCreate(ctx context.Context, c *infrav1.Colony) (admission.Warnings, error) {
-	errs := validation.Colony(c)
-	more, err := v.collisions(ctx, c)
-	if err != nil {
-		return nil, err
-	}
-	return nil, invalid(colonyKind, c.Name, append(errs, more...))
+	return nil, v.validate(ctx, c, nil)
 }
 
 // ValidateUpdate checks a changed Colony; a Colony being deleted is never held up.
@@ -116,12 +114,58 @@ func (v *ColonyValidator) ValidateUpdate(ctx context.Context, oldC, newC *infrav
 	if newC.DeletionTimestamp != nil || specEqual(oldC.Spec, newC.Spec) {
 		return nil, nil
 	}
-	errs := validation.Colony(newC)
-	more, err := v.collisions(ctx, newC)
+	return nil, v.validate(ctx, newC, oldC)
+}
+
+// validate runs the field rules, the names check and the tenancy rule on the regional clusters the
+// entries' labels name (old is nil on create).
+func (v *ColonyValidator) validate(ctx context.Context, c, old *infrav1.Colony) error {
+	errs := validation.Colony(c)
+	more, err := v.collisions(ctx, c)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return nil, invalid(colonyKind, newC.Name, append(errs, more...))
+	regional, err := v.regional(ctx, c, old)
+	if err != nil {
+		return err
+	}
+	return invalid(colonyKind, c.Name, append(append(errs, more...), regional...))
+}
+
+// regional reads the Namespaces that the KOF regional labels of c's entries newly name, and applies
+// the tenancy rule to them.
+func (v *ColonyValidator) regional(ctx context.Context, c, old *infrav1.Colony) (field.ErrorList, error) {
+	names := validation.ColonyRegionalNamespaces(c, old)
+	if len(names) == 0 {
+		return nil, nil
+	}
+	namespaces := make(map[string]*corev1.Namespace, len(names))
+	for _, name := range names {
+		ns, err := v.namespace(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		if ns != nil {
+			namespaces[name] = ns
+		}
+	}
+	return validation.ColonyRegional(c, old, namespaces), nil
+}
+
+// namespace reads Namespace name; nil when it does not exist.
+func (v *ColonyValidator) namespace(ctx context.Context, name string) (*corev1.Namespace, error) {
+	if v.Reader == nil {
+		return nil, nil
+	}
+	ns := &corev1.Namespace{}
+	err := v.Reader.Get(ctx, client.ObjectKey{Name: name}, ns)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, apierrors.NewInternalError(fmt.Errorf("reading namespace %s: %w", name, err))
+	}
+	return ns, nil
 }
 
 // collisions lists the namespace's Colonies and checks c's names against theirs.

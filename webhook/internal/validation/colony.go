@@ -2,11 +2,15 @@ package validation
 
 import (
 	"fmt"
+	"sort"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	"github.com/exalsius/exalsius-operator/common/tenancy"
 )
 
 // Colony checks a Colony: unique clusterNames, valid ClusterDeployment names, a clusterDeploymentSpec
@@ -44,6 +48,82 @@ func Colony(c *infrav1.Colony) field.ErrorList {
 				errs = append(errs, field.Forbidden(ip.Child("clusterLabels").Key(reserved), "is set by the colony-controller"))
 			}
 		}
+	}
+	return Sort(errs)
+}
+
+// regionalRef is a regional cluster that the KOF labels of entry index of a Colony name in another
+// namespace than the Colony's.
+type regionalRef struct {
+	index int
+	key   types.NamespacedName
+}
+
+// newRegionalRefs lists the regional clusters in other namespaces that the KOF labels of c's entries
+// name and that old (nil on create) did not already name for the entry of the same clusterName: a
+// reference admitted earlier is left to the workspace-controller, which checks it on every pass.
+func newRegionalRefs(c, old *infrav1.Colony) []regionalRef {
+	type entryRef struct {
+		cluster string
+		key     types.NamespacedName
+	}
+	had := map[entryRef]bool{}
+	if old != nil {
+		for _, cc := range old.Spec.ColonyClusters {
+			if key, ok := k0rdentv1beta1.KOFRegionalCluster(cc.ClusterLabels, old.Namespace); ok {
+				had[entryRef{cc.ClusterName, key}] = true
+			}
+		}
+	}
+	var refs []regionalRef
+	for i, cc := range c.Spec.ColonyClusters {
+		key, ok := k0rdentv1beta1.KOFRegionalCluster(cc.ClusterLabels, c.Namespace)
+		if !ok || tenancy.SameNamespace(c.Namespace, key.Namespace) {
+			continue
+		}
+		if had[entryRef{cc.ClusterName, key}] {
+			continue
+		}
+		refs = append(refs, regionalRef{index: i, key: key})
+	}
+	return refs
+}
+
+// ColonyRegionalNamespaces returns, sorted and once each, the namespaces whose tenancy annotation
+// ColonyRegional needs: those, other than c's, in which the KOF labels of c's entries newly name a
+// regional cluster (see newRegionalRefs). Values that are not namespace names are left out: no
+// namespace has such a name, and ColonyRegional refuses them.
+func ColonyRegionalNamespaces(c, old *infrav1.Colony) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, r := range newRegionalRefs(c, old) {
+		if ns := r.key.Namespace; !seen[ns] && len(dnsLabelMsgs(ns)) == 0 {
+			seen[ns] = true
+			out = append(out, ns)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// ColonyRegional applies the tenancy rule (common/tenancy, docs/TENANCY.md) to the regional clusters
+// that the KOF labels of c's entries name: the ClusterDeployments the colony-controller makes carry
+// those labels, and the workspace-controller routes their workspaces through the regional cluster's
+// Gateway, so a regional cluster in another namespace must be in one that allows c's namespace.
+// namespaces holds the Namespaces that ColonyRegionalNamespaces listed; one that is absent does not
+// exist. old is the Colony before an update (nil on create): a reference it already made is not
+// checked again.
+func ColonyRegional(c, old *infrav1.Colony, namespaces map[string]*corev1.Namespace) field.ErrorList {
+	var errs field.ErrorList
+	p := field.NewPath("spec", "colonyClusters")
+	for _, r := range newRegionalRefs(c, old) {
+		ok, why := tenancy.Allowed(c.Namespace, namespaces[r.key.Namespace])
+		if ok {
+			continue
+		}
+		errs = append(errs, field.Forbidden(p.Index(r.index).Child("clusterLabels").Key(k0rdentv1beta1.KOFRegionalClusterNamespaceLabel),
+			fmt.Sprintf("names regional cluster %s (with label %s), but a regional cluster in another namespace must be in one that allows this Colony's: %s (see docs/TENANCY.md)",
+				r.key, k0rdentv1beta1.KOFRegionalClusterNameLabel, why)))
 	}
 	return Sort(errs)
 }

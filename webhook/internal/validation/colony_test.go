@@ -1,12 +1,16 @@
 package validation
 
 import (
+	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 )
 
 func validColony() *infrav1.Colony {
@@ -83,4 +87,70 @@ func TestColonyCollisions(t *testing.T) {
 	gone.DeletionTimestamp = &now
 	c = mk("a-b")
 	expectPaths(t, ColonyCollisions(&c, []infrav1.Colony{gone}))
+}
+
+func TestColonyRegional(t *testing.T) {
+	const nsLabel = "spec.colonyClusters[0].clusterLabels[" + k0rdentv1beta1.KOFRegionalClusterNamespaceLabel + "]"
+	regionalIn := func(ns string) map[string]string {
+		l := map[string]string{k0rdentv1beta1.KOFRegionalClusterNameLabel: "regional"}
+		if ns != "" {
+			l[k0rdentv1beta1.KOFRegionalClusterNamespaceLabel] = ns
+		}
+		return l
+	}
+	namespace := func(name, allow string) *corev1.Namespace {
+		n := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if allow != "" {
+			n.Annotations = map[string]string{workspacesv1.AllowWorkspacesFromAnnotation: allow}
+		}
+		return n
+	}
+	colony := func(labels map[string]string) *infrav1.Colony {
+		c := validColony()
+		c.Spec.ColonyClusters[0].ClusterLabels = labels
+		return c
+	}
+	cases := []struct {
+		name       string
+		labels     map[string]string
+		old        map[string]string // labels of entry 0 before an update; nil: a create
+		namespaces []*corev1.Namespace
+		lookups    []string
+		paths      []string
+	}{
+		{"own namespace, implicit", regionalIn(""), nil, nil, nil, nil},
+		{"own namespace, explicit", regionalIn("team-a"), nil, nil, nil, nil},
+		{"namespace label alone names nothing", map[string]string{k0rdentv1beta1.KOFRegionalClusterNamespaceLabel: "team-b"}, nil, nil, nil, nil},
+		{"no annotation", regionalIn("team-b"), nil, []*corev1.Namespace{namespace("team-b", "")}, []string{"team-b"}, []string{nsLabel}},
+		{"not listed", regionalIn("team-b"), nil, []*corev1.Namespace{namespace("team-b", "team-c, team-ab")}, []string{"team-b"}, []string{nsLabel}},
+		{"missing namespace", regionalIn("team-b"), nil, nil, []string{"team-b"}, []string{nsLabel}},
+		{"not a namespace name", regionalIn("Team_B"), nil, nil, nil, []string{nsLabel}},
+		{"listed", regionalIn("team-b"), nil, []*corev1.Namespace{namespace("team-b", "team-c, team-a")}, []string{"team-b"}, nil},
+		{"wildcard", regionalIn("team-b"), nil, []*corev1.Namespace{namespace("team-b", "*")}, []string{"team-b"}, nil},
+		{"update keeps an admitted reference", regionalIn("team-b"), regionalIn("team-b"), nil, nil, nil},
+		{"update changes the reference", regionalIn("team-b"), regionalIn("team-c"), nil, []string{"team-b"}, []string{nsLabel}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := colony(tc.labels)
+			var old *infrav1.Colony
+			if tc.old != nil {
+				old = colony(tc.old)
+			}
+			if got := ColonyRegionalNamespaces(c, old); strings.Join(got, ",") != strings.Join(tc.lookups, ",") {
+				t.Errorf("lookups %v, want %v", got, tc.lookups)
+			}
+			nss := map[string]*corev1.Namespace{}
+			for _, n := range tc.namespaces {
+				nss[n.Name] = n
+			}
+			errs := ColonyRegional(c, old, nss)
+			expectPaths(t, errs, tc.paths...)
+			for _, e := range errs {
+				if !strings.Contains(e.Error(), workspacesv1.AllowWorkspacesFromAnnotation) && !strings.Contains(e.Error(), "does not exist") {
+					t.Errorf("the error names neither the annotation nor a missing namespace: %v", e)
+				}
+			}
+		})
+	}
 }

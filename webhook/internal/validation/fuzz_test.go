@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 )
@@ -60,6 +62,7 @@ func FuzzColony(f *testing.F) {
 	c, _ := json.Marshal(validColony())
 	f.Add(c)
 	f.Add([]byte(`{"metadata":{"name":"a.b"},"spec":{"colonyClusters":[{"clusterName":"x","clusterDeploymentSpec":[1]},{"clusterName":"x","clusterDeploymentSpec":{"template":{}}}]}}`))
+	f.Add([]byte(`{"metadata":{"namespace":"a"},"spec":{"colonyClusters":[{"clusterName":"x","clusterLabels":{"k0rdent.mirantis.com/kof-regional-cluster-name":"r","k0rdent.mirantis.com/kof-regional-cluster-namespace":"b"}},{"clusterName":"x","clusterLabels":{"k0rdent.mirantis.com/kof-regional-cluster-name":"r","k0rdent.mirantis.com/kof-regional-cluster-namespace":"B!"}}]}}`))
 	f.Fuzz(func(t *testing.T, a []byte) {
 		col := &infrav1.Colony{}
 		if json.Unmarshal(a, col) != nil {
@@ -69,6 +72,17 @@ func FuzzColony(f *testing.F) {
 		second := Colony(col).ToAggregate()
 		if (first == nil) != (second == nil) || (first != nil && first.Error() != second.Error()) {
 			t.Fatalf("not deterministic")
+		}
+		// Without a grant, every reference the lookups name is refused, on create and on update.
+		for _, old := range []*infrav1.Colony{nil, col} {
+			names := ColonyRegionalNamespaces(col, old)
+			errs := ColonyRegional(col, old, map[string]*corev1.Namespace{})
+			if len(names) > len(errs) {
+				t.Fatalf("%d namespaces to read, %d refusals", len(names), len(errs))
+			}
+		}
+		if errs := ColonyRegional(col, col, nil); len(errs) > 0 {
+			t.Fatalf("an unchanged Colony refused: %v", errs)
 		}
 	})
 }

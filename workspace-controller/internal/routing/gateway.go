@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"sync"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -21,6 +23,10 @@ type Regionals interface {
 	// Client returns a client of the regional cluster of ClusterDeployment key. An error for which
 	// childcluster.IsUnreachable holds means the cluster cannot be reached now.
 	Client(ctx context.Context, key types.NamespacedName) (client.Client, error)
+	// Namespace returns the metadata of a Namespace of the management cluster, nil without error when
+	// it does not exist: the tenancy rule reads whether a regional ClusterDeployment's namespace allows
+	// the child's before the regional cluster is used.
+	Namespace(ctx context.Context, name string) (*corev1.Namespace, error)
 }
 
 // CacheRegionals adapts a common/childcluster Cache to Regionals. Use a Cache of its own, built with
@@ -36,6 +42,19 @@ func (c CacheRegionals) Client(ctx context.Context, key types.NamespacedName) (c
 		return nil, err
 	}
 	return cl.Client(), nil
+}
+
+// Namespace implements Regionals, reading through the Cache's metadata reader.
+func (c CacheRegionals) Namespace(ctx context.Context, name string) (*corev1.Namespace, error) {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+	if err := c.Cache.MetadataReader().Get(ctx, types.NamespacedName{Name: name}, m); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return &corev1.Namespace{ObjectMeta: m.ObjectMeta}, nil
 }
 
 // Options configure the Gateway API provider.
@@ -87,6 +106,11 @@ func (g *Gateway) connect(ctx context.Context, ws Workspace) (*target, error) {
 	if !ok {
 		return nil, infra("no regional cluster: ClusterDeployment %s/%s has no label %s and the operator has no --default-regional-cluster",
 			ws.Cluster.Namespace, ws.Cluster.Name, RegionalClusterNameLabel)
+	}
+	if why, err := allowRegional(ctx, g.Regionals, ws.Cluster, key); err != nil {
+		return nil, err
+	} else if why != "" {
+		return nil, infra("%s", why)
 	}
 	c, err := g.Regionals.Client(ctx, key)
 	if err != nil {

@@ -94,10 +94,12 @@ const (
 )
 
 // KOF's labels on a child ClusterDeployment naming its regional cluster (k0rdent observability,
-// github.com/k0rdent/kof). The namespace label is optional; the child's namespace is the default.
+// github.com/k0rdent/kof). The namespace label is optional; the child's namespace is the default. A
+// regional cluster in another namespace is used only when that namespace allows the child's
+// (allowRegional).
 const (
-	RegionalClusterNameLabel      = "k0rdent.mirantis.com/kof-regional-cluster-name"
-	RegionalClusterNamespaceLabel = "k0rdent.mirantis.com/kof-regional-cluster-namespace"
+	RegionalClusterNameLabel      = k0rdentv1beta1.KOFRegionalClusterNameLabel
+	RegionalClusterNamespaceLabel = k0rdentv1beta1.KOFRegionalClusterNamespaceLabel
 )
 
 // workspaceLabels are the identity labels of a workspace's objects on the regional cluster.

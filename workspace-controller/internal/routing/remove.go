@@ -86,6 +86,12 @@ func (g *Gateway) Remove(ctx context.Context, ws Workspace) (bool, error) {
 	if !ok {
 		return true, nil
 	}
+	// A regional cluster the tenancy rule does not allow is never touched: Ensure published nothing
+	// there since the rule stopped allowing it, and what it published before is left to the sweeper of
+	// a reference that is allowed (or to the owners of that cluster).
+	if why, err := allowRegional(ctx, g.Regionals, cd, key); err != nil || why != "" {
+		return err == nil, err
+	}
 	c, err := g.Regionals.Client(ctx, key)
 	if err != nil {
 		if childcluster.IsUnreachable(err) {

@@ -64,25 +64,40 @@ func (s *Sweeper) Start(ctx context.Context) error {
 // NeedLeaderElection returns true: only the active replica writes.
 func (s *Sweeper) NeedLeaderElection() bool { return true }
 
-// Sweep runs one sweep over every regional cluster named by a ClusterDeployment or the default,
-// and returns how many route namespaces it removed (or started removing). An unreachable regional
-// cluster is skipped until the next sweep.
+// Sweep runs one sweep over every regional cluster named by a ClusterDeployment (when the tenancy
+// rule allows the reference, see allowRegional) or the default, and returns how many route
+// namespaces it removed (or started removing). An unreachable regional cluster is skipped until the
+// next sweep.
 func (s *Sweeper) Sweep(ctx context.Context) (int, error) {
 	var cds k0rdentv1beta1.ClusterDeploymentList
 	if err := s.Clusters.List(ctx, &cds); err != nil {
 		return 0, fmt.Errorf("listing ClusterDeployments: %w", err)
 	}
 	keys := map[types.NamespacedName]bool{}
+	var errs []error
 	for i := range cds.Items {
-		if k, _, ok := RegionalCluster(&cds.Items[i], s.DefaultRegional); ok {
-			keys[k] = true
+		cd := &cds.Items[i]
+		k, _, ok := RegionalCluster(cd, s.DefaultRegional)
+		if !ok || keys[k] {
+			continue
 		}
+		// A regional cluster named by labels whose namespace does not allow the child's is not swept
+		// on this child's account (another child's allowed reference, or the default, may sweep it).
+		why, err := allowRegional(ctx, s.Regionals, cd, k)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if why != "" {
+			s.Log.V(1).Info("regional cluster not allowed, not swept for this ClusterDeployment", "clusterDeployment", cd.Namespace+"/"+cd.Name, "reason", why)
+			continue
+		}
+		keys[k] = true
 	}
 	if !s.DefaultRegional.IsZero() && s.DefaultRegional.Namespace != "" {
 		keys[types.NamespacedName{Namespace: s.DefaultRegional.Namespace, Name: s.DefaultRegional.Name}] = true
 	}
 	total := 0
-	var errs []error
 	for key := range keys {
 		n, err := s.sweepCluster(ctx, key)
 		total += n

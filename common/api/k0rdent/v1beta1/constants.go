@@ -1,5 +1,7 @@
 package v1beta1
 
+import "k8s.io/apimachinery/pkg/types"
+
 // Finalizers KCM puts on the objects it manages.
 const (
 	// ClusterDeploymentFinalizer is KCM's finalizer on a ClusterDeployment.
@@ -27,6 +29,29 @@ const (
 	// HealthRuleTargetLabel marks the ConfigMaps that hold health rules for KCM v1.12's service verifier.
 	HealthRuleTargetLabel = "k0rdent.mirantis.com/health-rule-target"
 )
+
+// KOF's labels on a child ClusterDeployment naming its regional cluster (k0rdent observability,
+// github.com/k0rdent/kof). The namespace label is optional; the child's namespace is the default.
+// Whoever writes the child's labels (a Colony's clusterLabels) writes these: a reference they make to
+// another namespace is subject to the tenancy rule (common/tenancy, docs/TENANCY.md).
+const (
+	KOFRegionalClusterNameLabel      = "k0rdent.mirantis.com/kof-regional-cluster-name"
+	KOFRegionalClusterNamespaceLabel = "k0rdent.mirantis.com/kof-regional-cluster-namespace"
+)
+
+// KOFRegionalCluster returns the regional ClusterDeployment that the KOF labels of a child
+// ClusterDeployment in namespace name. ok is false when labels has no (or an empty)
+// KOFRegionalClusterNameLabel; the namespace label alone names nothing.
+func KOFRegionalCluster(labels map[string]string, namespace string) (key types.NamespacedName, ok bool) {
+	name := labels[KOFRegionalClusterNameLabel]
+	if name == "" {
+		return types.NamespacedName{}, false
+	}
+	if ns := labels[KOFRegionalClusterNamespaceLabel]; ns != "" {
+		namespace = ns
+	}
+	return types.NamespacedName{Namespace: namespace, Name: name}, true
+}
 
 // Kubeconfig Secret of a child cluster, written by Cluster API in the ClusterDeployment's namespace.
 const (
