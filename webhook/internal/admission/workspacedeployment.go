@@ -63,11 +63,12 @@ func (v *DeploymentValidator) ValidateCreate(ctx context.Context, wsd *workspace
 	return warnings, invalid(deploymentKind, wsd.Name, errs)
 }
 
-// ValidateUpdate keeps the class and cluster references fixed and checks a changed spec again (a
-// spec.valuesFrom source only when the update adds it). A
+// ValidateUpdate keeps the class and cluster references fixed and checks a changed spec again; the
+// right to read a spec.valuesFrom source is checked only for the sources the update adds. A
 // deployment being deleted, an update that leaves the spec alone (finalizers, labels), or one that
-// only stops or starts the workspace (spec.stopped) always passes, so that teardown never waits for the webhook's verdict on old data. Tenancy is checked on
-// create only: the target never changes, and the workspace-controller re-checks it on every pass.
+// only stops or starts the workspace (spec.stopped) always passes, so that teardown never waits for
+// the webhook's verdict on old data. Tenancy is checked on create only: the target never changes, and
+// the workspace-controller re-checks it on every pass.
 func (v *DeploymentValidator) ValidateUpdate(ctx context.Context, oldWSD, newWSD *workspacesv1.WorkspaceDeployment) (admission.Warnings, error) {
 	if newWSD.DeletionTimestamp != nil {
 		return nil, nil
