@@ -81,7 +81,7 @@ var allowed = map[string]map[string][]string{
 		"admissionregistration.k8s.io/mutatingwebhookconfigurations":   {"get", "update"},
 		"admissionregistration.k8s.io/validatingwebhookconfigurations": {"get", "update"},
 		"authentication.k8s.io/tokenreviews":                           {"create"},
-		"authorization.k8s.io/subjectaccessreviews":                    {"create"},
+		"authorization.k8s.io/subjectaccessreviews":                    {"create"}, // metrics authentication; may the requesting user get each valuesFrom source
 		"workspaces.exalsius.ai/workspaceclasses":                      {"get", "list", "watch"},
 		"workspaces.exalsius.ai/workspacedeployments":                  {"list"},
 		"infra.exalsius.ai/colonies":                                   {"list"},                 // name collisions between Colonies

@@ -62,6 +62,9 @@ type Options struct {
 	LiveReader client.Reader
 	// Deployment tunes the WorkspaceDeployment rules.
 	Deployment validation.DeploymentOptions
+	// Reviewer creates SubjectAccessReviews for the requesting user of a WorkspaceDeployment that
+	// names spec.valuesFrom sources; nil refuses every such deployment.
+	Reviewer AccessReviewer
 }
 
 // Register registers every handler on srv. Handlers recover from panics and deny the request.
@@ -72,7 +75,7 @@ func Register(srv Registrar, scheme *runtime.Scheme, opts Options) {
 	srv.Register(ValidateWorkspaceClassPath, admission.WithValidator[*workspacesv1.WorkspaceClass](scheme,
 		&ClassValidator{Reader: opts.LiveReader}).WithRecoverPanic(true))
 	srv.Register(ValidateWorkspaceDeploymentPath, admission.WithValidator[*workspacesv1.WorkspaceDeployment](scheme,
-		&DeploymentValidator{Reader: opts.Reader, LiveReader: opts.LiveReader, Options: opts.Deployment}).WithRecoverPanic(true))
+		&DeploymentValidator{Reader: opts.Reader, LiveReader: opts.LiveReader, Options: opts.Deployment, Reviewer: opts.Reviewer}).WithRecoverPanic(true))
 	defaulter := preflight{kind: deploymentKind, check: validation.WorkspaceDeploymentPreflight, next: &DeploymentDefaulter{},
 		decodes: func(raw []byte) bool { return json.Unmarshal(raw, &workspacesv1.WorkspaceDeployment{}) == nil }}
 	srv.Register(DefaultWorkspaceDeploymentPath, (&admission.Webhook{Handler: defaulter}).WithRecoverPanic(true))

@@ -31,10 +31,14 @@ type DeploymentValidator struct {
 	LiveReader client.Reader
 	// Options tune the rules.
 	Options validation.DeploymentOptions
+	// Reviewer creates the SubjectAccessReviews that check the requesting user may read each
+	// spec.valuesFrom source (valuesfrom.go). Nil refuses every deployment that names a source.
+	Reviewer AccessReviewer
 }
 
 // ValidateCreate checks a new deployment: its fields, its values against the class (a missing class
-// is a warning, so that GitOps tools may apply the deployment before the class), and the tenancy rule.
+// is a warning, so that GitOps tools may apply the deployment before the class), the tenancy rule, and
+// that the requesting user may read every spec.valuesFrom source.
 func (v *DeploymentValidator) ValidateCreate(ctx context.Context, wsd *workspacesv1.WorkspaceDeployment) (admission.Warnings, error) {
 	errs, warnings, err := v.check(ctx, wsd)
 	if err != nil {
@@ -51,13 +55,20 @@ func (v *DeploymentValidator) ValidateCreate(ctx context.Context, wsd *workspace
 	if err != nil {
 		return warnings, err
 	}
-	return warnings, invalid(deploymentKind, wsd.Name, append(append(errs, terrs...), perrs...))
+	aerrs, err := v.valuesFromAccess(ctx, wsd, validation.ValuesFromToReview(nil, wsd.Spec.ValuesFrom))
+	if err != nil {
+		return warnings, err
+	}
+	errs = append(append(append(errs, terrs...), perrs...), aerrs...)
+	return warnings, invalid(deploymentKind, wsd.Name, errs)
 }
 
-// ValidateUpdate keeps the class and cluster references fixed and checks a changed spec again. A
+// ValidateUpdate keeps the class and cluster references fixed and checks a changed spec again; the
+// right to read a spec.valuesFrom source is checked only for the sources the update adds. A
 // deployment being deleted, an update that leaves the spec alone (finalizers, labels), or one that
-// only stops or starts the workspace (spec.stopped) always passes, so that teardown never waits for the webhook's verdict on old data. Tenancy is checked on
-// create only: the target never changes, and the workspace-controller re-checks it on every pass.
+// only stops or starts the workspace (spec.stopped) always passes, so that teardown never waits for
+// the webhook's verdict on old data. Tenancy is checked on create only: the target never changes, and
+// the workspace-controller re-checks it on every pass.
 func (v *DeploymentValidator) ValidateUpdate(ctx context.Context, oldWSD, newWSD *workspacesv1.WorkspaceDeployment) (admission.Warnings, error) {
 	if newWSD.DeletionTimestamp != nil {
 		return nil, nil
@@ -77,7 +88,12 @@ func (v *DeploymentValidator) ValidateUpdate(ctx context.Context, oldWSD, newWSD
 		}
 		cerrs = append(cerrs, perrs...)
 	}
-	return warnings, invalid(deploymentKind, newWSD.Name, cerrs)
+	// Only the sources the update adds are checked (validation.ValuesFromToReview says why).
+	aerrs, err := v.valuesFromAccess(ctx, newWSD, validation.ValuesFromToReview(oldWSD.Spec.ValuesFrom, newWSD.Spec.ValuesFrom))
+	if err != nil {
+		return warnings, err
+	}
+	return warnings, invalid(deploymentKind, newWSD.Name, append(cerrs, aerrs...))
 }
 
 // ValidateDelete allows every deletion.

@@ -273,6 +273,8 @@ func (w *Webhook) setup(mgr ctrl.Manager, c *Options) error {
 		Reader:     mgr.GetClient(),
 		LiveReader: mgr.GetAPIReader(),
 		Deployment: wsvalidation.DeploymentOptions{MaxReplicas: int32(c.MaxReplicas)},
+		// The manager's client creates reviews directly (only reads go through its cache).
+		Reviewer: mgr.GetClient(),
 	})
 	for _, obj := range []client.Object{&workspacesv1.WorkspaceClass{}, &corev1.Namespace{}, &workspacesv1.WorkspaceQuota{}} {
 		if _, err := mgr.GetCache().GetInformer(context.Background(), obj); err != nil {

@@ -95,3 +95,43 @@ func FuzzPublicKey(f *testing.F) {
 		_ = checkPublicKey(s)
 	})
 }
+
+// FuzzValuesFromToReview decodes two arbitrary valuesFrom lists (old, new): the indexes to review are
+// in range, increasing, of a readable kind, and cover every new source the old list did not name;
+// an unchanged list needs no review.
+func FuzzValuesFromToReview(f *testing.F) {
+	f.Add([]byte(`[{"kind":"Secret","name":"a"}]`), []byte(`[{"kind":"Secret","name":"a"},{"kind":"ConfigMap","name":"a"},{"kind":"Pod","name":"b"}]`))
+	f.Add([]byte(`null`), []byte(`[{"kind":"Secret","name":""},{"kind":"Secret","name":""}]`))
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		var oldRefs, newRefs []workspacesv1.ValuesFromSource
+		if json.Unmarshal(a, &oldRefs) != nil || json.Unmarshal(b, &newRefs) != nil {
+			return
+		}
+		got := ValuesFromToReview(oldRefs, newRefs)
+		reviewed := map[int]bool{}
+		for n, i := range got {
+			if i < 0 || i >= len(newRefs) || (n > 0 && i <= got[n-1]) {
+				t.Fatalf("indexes %v out of range or order for %d sources", got, len(newRefs))
+			}
+			if k := newRefs[i].Kind; k != workspacesv1.ValuesSourceSecret && k != workspacesv1.ValuesSourceConfigMap {
+				t.Fatalf("index %d of kind %q reviewed", i, k)
+			}
+			reviewed[i] = true
+		}
+		for i, ref := range newRefs {
+			if ref.Kind != workspacesv1.ValuesSourceSecret && ref.Kind != workspacesv1.ValuesSourceConfigMap || reviewed[i] {
+				continue
+			}
+			named := false
+			for _, o := range oldRefs {
+				named = named || (o.Kind == ref.Kind && o.Name == ref.Name)
+			}
+			if !named {
+				t.Fatalf("new source %d (%s %s) not reviewed: %v", i, ref.Kind, ref.Name, got)
+			}
+		}
+		if again := ValuesFromToReview(newRefs, newRefs); len(again) != 0 {
+			t.Fatalf("an unchanged list reviews %v", again)
+		}
+	})
+}

@@ -236,6 +236,35 @@ func valuesFrom(refs []workspacesv1.ValuesFromSource, p *field.Path) field.Error
 	return errs
 }
 
+// ValuesFromToReview returns the indexes of the spec.valuesFrom sources of newRefs whose reading the
+// requesting user must be allowed: every source on create (oldRefs nil), and on update each source
+// (kind and name) that oldRefs did not name. Sources of another kind than Secret or ConfigMap are left
+// out (the kind rule refuses them).
+//
+// An update that keeps a source is not checked again, on purpose. The check is about who names a
+// source: the controller reads every named source on every pass, whoever edited the workspace last,
+// so an edit that keeps the list (or removes, reorders, or marks a source optional) makes the operator
+// read nothing it did not read before, and a workspace's other editors (a user who may not read a
+// Secret a platform admin named) may still change its replicas or values. Checking every source on
+// every edit would not revoke anything either: a user who lost the right to read a source already
+// named is stopped only by removing the source, or the workspace.
+func ValuesFromToReview(oldRefs, newRefs []workspacesv1.ValuesFromSource) []int {
+	had := make(map[workspacesv1.ValuesFromSource]bool, len(oldRefs))
+	for _, ref := range oldRefs {
+		had[workspacesv1.ValuesFromSource{Kind: ref.Kind, Name: ref.Name}] = true
+	}
+	var out []int
+	for i, ref := range newRefs {
+		if ref.Kind != workspacesv1.ValuesSourceSecret && ref.Kind != workspacesv1.ValuesSourceConfigMap {
+			continue
+		}
+		if !had[workspacesv1.ValuesFromSource{Kind: ref.Kind, Name: ref.Name}] {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
 // values checks the deployment's Helm values against the class's userFacingConfig: required paths are
 // present, and types and options are respected. Writing to the operator's block is denied; writing to
 // a resourceInjection path is allowed with a warning, since the operator overwrites it.

@@ -1,6 +1,7 @@
 package validation
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -178,4 +179,37 @@ func TestWorkspaceDeploymentUpdate(t *testing.T) {
 	newD.Spec.ClusterDeploymentRef = workspacesv1.ClusterDeploymentRef{Name: "other", Namespace: "team-b"}
 	expectPaths(t, WorkspaceDeploymentUpdate(oldD, newD),
 		"spec.clusterDeploymentRef.name", "spec.clusterDeploymentRef.namespace", "spec.workspaceClassRef")
+}
+
+func TestValuesFromToReview(t *testing.T) {
+	sec := func(n string) workspacesv1.ValuesFromSource {
+		return workspacesv1.ValuesFromSource{Kind: workspacesv1.ValuesSourceSecret, Name: n}
+	}
+	cm := func(n string) workspacesv1.ValuesFromSource {
+		return workspacesv1.ValuesFromSource{Kind: workspacesv1.ValuesSourceConfigMap, Name: n}
+	}
+	list := func(refs ...workspacesv1.ValuesFromSource) []workspacesv1.ValuesFromSource { return refs }
+	cases := []struct {
+		name     string
+		old, new []workspacesv1.ValuesFromSource
+		want     []int
+	}{
+		{"create: every source", nil, list(sec("a"), cm("b")), []int{0, 1}},
+		{"create: none", nil, nil, nil},
+		{"update keeps the sources", list(sec("a"), cm("b")), list(sec("a"), cm("b")), nil},
+		{"update reorders and drops", list(sec("a"), cm("b"), sec("c")), list(cm("b"), sec("a")), nil},
+		{"update marks a source optional", list(sec("a")), list(workspacesv1.ValuesFromSource{Kind: workspacesv1.ValuesSourceSecret, Name: "a", Optional: true}), nil},
+		{"update adds a source", list(sec("a")), list(sec("a"), sec("b")), []int{1}},
+		{"update renames a source", list(sec("a")), list(sec("a2")), []int{0}},
+		{"a ConfigMap becomes a Secret of the same name", list(cm("a")), list(sec("a")), []int{0}},
+		{"an unknown kind is left to the kind rule", nil, list(workspacesv1.ValuesFromSource{Kind: "Pod", Name: "a"}, sec("b")), []int{1}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := ValuesFromToReview(c.old, c.new)
+			if fmt.Sprint(got) != fmt.Sprint(c.want) {
+				t.Fatalf("want %v, got %v", c.want, got)
+			}
+		})
+	}
 }

@@ -84,7 +84,9 @@ type WorkspaceDeploymentSpec struct {
 	// ValuesFrom are Secrets and ConfigMaps in the workspace's namespace holding Helm values, merged
 	// in order over spec.values (a later source wins). Every key of a source holds a YAML document of
 	// values; keys are merged in sorted order. Values read from a Secret reach the release only through
-	// a Secret, never inline in the ServiceSet. A change of a source rolls the release out.
+	// a Secret, never inline in the ServiceSet. A change of a source rolls the release out. The
+	// operator reads the sources with its own rights, so the webhook admits a source only when the
+	// user who creates the workspace (or whose update adds the source) may get it.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=16
