@@ -180,9 +180,10 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 		{"workspace-controller", res("create", "authorization.k8s.io", "subjectaccessreviews", "", ""), true},
 		{"colony-controller", res("get", "", "nodes", "", ""), false},
 		// The workspace-controller owns the WorkspaceClass finalizer: it may patch classes (metadata;
-		// the CRD keeps the spec immutable) and update their finalizers, and nothing else may.
+		// the CRD keeps the spec immutable), and nothing else may. The finalizers subresource only
+		// lets an owner reference with blockOwnerDeletion point at a class, which nothing sets.
 		{"workspace-controller", res("patch", "workspaces.exalsius.ai", "workspaceclasses", "", ""), true},
-		{"workspace-controller", res("update", "workspaces.exalsius.ai", "workspaceclasses", "finalizers", ""), true},
+		{"workspace-controller", res("update", "workspaces.exalsius.ai", "workspaceclasses", "finalizers", ""), false},
 		{"workspace-controller", res("delete", "workspaces.exalsius.ai", "workspaceclasses", "", ""), false},
 		{"webhook", res("patch", "workspaces.exalsius.ai", "workspaceclasses", "", ""), false},
 		{"colony-controller", res("patch", "workspaces.exalsius.ai", "workspaceclasses", "", ""), false},

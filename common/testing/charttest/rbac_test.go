@@ -23,13 +23,16 @@ var allowed = map[string]map[string][]string{
 	"colony-controller": {
 		// The aggregated kubeconfig Secret of each Colony (create cannot be limited by name; see the
 		// chart README), and reading the child clusters' kubeconfig Secrets.
-		"/secrets":                              {"create", "get", "list", "update", "watch"},
-		"events.k8s.io/events":                  {"create", "patch"},
-		"infra.exalsius.ai/colonies":            {"get", "list", "patch", "update", "watch"},
+		"/secrets":             {"create", "get", "list", "update", "watch"},
+		"events.k8s.io/events": {"create", "patch"},
+		// Colonies are patched (the finalizer), their status server-side applied; the finalizers
+		// subresource lets what a Colony owns carry blockOwnerDeletion.
+		"infra.exalsius.ai/colonies":            {"get", "list", "patch", "watch"},
 		"infra.exalsius.ai/colonies/finalizers": {"update"},
-		"infra.exalsius.ai/colonies/status":     {"get", "patch", "update"},
-		// The ClusterDeployments of Colonies, created, changed and deleted on teardown.
-		"k0rdent.mirantis.com/clusterdeployments": {"create", "delete", "get", "list", "patch", "update", "watch"},
+		"infra.exalsius.ai/colonies/status":     {"patch"},
+		// The ClusterDeployments of Colonies, server-side applied (created when absent) and deleted
+		// on teardown; never updated.
+		"k0rdent.mirantis.com/clusterdeployments": {"create", "delete", "get", "list", "patch", "watch"},
 		// A refused ClusterDeployment is applied again as soon as the template or credential it
 		// waits for changes.
 		"k0rdent.mirantis.com/clustertemplates": {"get", "list", "watch"},
@@ -46,16 +49,17 @@ var allowed = map[string]map[string][]string{
 		"/secrets":    {"create", "delete", "get", "list", "patch", "update", "watch"},
 		"/configmaps": {"get", "list", "watch"}, // spec.valuesFrom ConfigMaps
 		// Adopted clusters (SveltosCluster) and regional clusters (Credential.region -> Region).
-		"k0rdent.mirantis.com/credentials":                       {"get"},
-		"k0rdent.mirantis.com/regions":                           {"get"},
-		"lib.projectsveltos.io/sveltosclusters":                  {"get"},
-		"events.k8s.io/events":                                   {"create", "list", "patch"},
-		"k0rdent.mirantis.com/clusterdeployments":                {"get", "list", "watch"},
-		"k0rdent.mirantis.com/servicetemplates":                  {"get", "list", "watch"},
-		"k0rdent.mirantis.com/servicesets":                       {"create", "delete", "get", "list", "patch", "update", "watch"},
+		"k0rdent.mirantis.com/credentials":        {"get"},
+		"k0rdent.mirantis.com/regions":            {"get"},
+		"lib.projectsveltos.io/sveltosclusters":   {"get"},
+		"events.k8s.io/events":                    {"create", "list", "patch"},
+		"k0rdent.mirantis.com/clusterdeployments": {"get", "list", "watch"},
+		"k0rdent.mirantis.com/servicetemplates":   {"get", "list", "watch"},
+		"k0rdent.mirantis.com/servicesets":        {"create", "delete", "get", "list", "patch", "update", "watch"},
+		// The values Secret's owner reference to its ServiceSet sets blockOwnerDeletion.
+		"k0rdent.mirantis.com/servicesets/finalizers":            {"update"},
 		"workspaces.exalsius.ai/workspaceclasses":                {"get", "list", "patch", "watch"},
-		"workspaces.exalsius.ai/workspaceclasses/finalizers":     {"update"},
-		"workspaces.exalsius.ai/workspaceclasses/status":         {"get", "patch", "update"},
+		"workspaces.exalsius.ai/workspaceclasses/status":         {"patch"},
 		"workspaces.exalsius.ai/workspacedeployments":            {"get", "list", "patch", "update", "watch"},
 		"workspaces.exalsius.ai/workspacedeployments/status":     {"get", "patch", "update"},
 		"workspaces.exalsius.ai/workspacedeployments/finalizers": {"update"},
@@ -68,7 +72,7 @@ var allowed = map[string]map[string][]string{
 		"/secrets":                                {"get", "list", "watch"},
 		"events.k8s.io/events":                    {"create", "patch"},
 		"infra.exalsius.ai/colonies":              {"get", "list", "watch"},
-		"infra.exalsius.ai/colonies/status":       {"get", "patch"},
+		"infra.exalsius.ai/colonies/status":       {"patch"},
 		"k0rdent.mirantis.com/clusterdeployments": {"get", "list", "watch"},
 		// Adopted clusters (SveltosCluster) and regional clusters (Credential.region -> Region).
 		"k0rdent.mirantis.com/credentials":      {"get"},
@@ -77,7 +81,7 @@ var allowed = map[string]map[string][]string{
 	},
 	"webhook": {
 		"/namespaces": {"get", "list", "watch"},
-		"/secrets":    {"get", "update"}, // only its own TLS Secret, by name (checked below)
+		"/secrets":    {"get", "update"}, // only its own TLS Secret, by name, in the release namespace (checkRBAC)
 		"admissionregistration.k8s.io/mutatingwebhookconfigurations":   {"get", "update"},
 		"admissionregistration.k8s.io/validatingwebhookconfigurations": {"get", "update"},
 		"authentication.k8s.io/tokenreviews":                           {"create"},
