@@ -95,9 +95,10 @@ rule names them). */}}
 {{- end -}}
 
 {{/* Resources of the components' rules that are cluster-scoped: they stay in a ClusterRole when the
-controllers are limited to watched namespaces. */}}
+controllers are limited to watched namespaces (k0rdent's Region is cluster-scoped). A chart test
+checks this list against the API server's discovery. */}}
 {{- define "eo.clusterScopedResources" -}}
-namespaces nodes workspaceclasses workspaceclasses/status workspaceclasses/finalizers validatingwebhookconfigurations mutatingwebhookconfigurations tokenreviews subjectaccessreviews customresourcedefinitions
+namespaces nodes regions workspaceclasses workspaceclasses/status workspaceclasses/finalizers validatingwebhookconfigurations mutatingwebhookconfigurations tokenreviews subjectaccessreviews customresourcedefinitions
 {{- end -}}
 
 {{/* Labels of a component's pods: no chart or app version, so a chart upgrade that leaves a

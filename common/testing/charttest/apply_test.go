@@ -17,10 +17,14 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/exalsius/exalsius-operator/common/testing/childtest"
 	"github.com/exalsius/exalsius-operator/common/testing/testenv"
 )
 
 var mgmt *testenv.Management
+
+// haveSveltos: the SveltosCluster CRD is installed (its shared copy exists on this machine).
+var haveSveltos bool
 
 func TestMain(m *testing.M) {
 	testenv.Main(m, func(mg *testenv.Management) error {
@@ -31,6 +35,11 @@ func TestMain(m *testing.M) {
 			if err := mg.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
 				return err
 			}
+		}
+		// Region and SveltosCluster, whose scopes TestClusterScopedResourcesMatchTheAPIServer reads.
+		var err error
+		if haveSveltos, _, err = childtest.InstallKindCRDs(ctx, mg.Config, time.Minute); err != nil {
+			return err
 		}
 		// The optional integrations' CRDs, so that their objects can be dry-run too.
 		for _, crd := range []struct{ group, kind, plural string }{
@@ -154,6 +163,7 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 		{"webhook", secret("get", releaseNamespace, "exalsius-operator-webhook-tls"), true},
 		{"webhook", secret("update", releaseNamespace, "exalsius-operator-webhook-tls"), true},
 		{"webhook", secret("get", releaseNamespace, "other"), false},
+		{"webhook", secret("get", "team-a", "exalsius-operator-webhook-tls"), false}, // a Role, not a ClusterRole
 		{"webhook", secret("list", releaseNamespace, ""), false},
 		{"webhook", secret("get", "team-a", "cd-kubeconfig"), false},
 		{"webhook", res("delete", "workspaces.exalsius.ai", "workspaceclasses", "", ""), false},
