@@ -79,9 +79,10 @@ Each component's rules are generated from its `+kubebuilder:rbac` markers. With
 `global.watchNamespace` set, the controllers' rules on namespaced resources (Secrets included) are
 Roles in the watched namespaces only, and only cluster-scoped reads (Namespaces, WorkspaceClasses,
 Regions) stay in ClusterRoles: no ClusterRole grants Secrets then. The webhook's rule on its own TLS
-Secret is always a Role in the release namespace. A chart test (common/testing/charttest,
-TestRBACIsNotWidened) fails when any rule grows beyond the reviewed list. Why each component touches
-Secrets:
+Secret is always a Role in the release namespace. A component whose ServiceAccount the chart does not
+create must name one (`serviceAccount.name`); the namespace's `default` is never bound. A chart test
+(common/testing/charttest, TestRBACIsNotWidened) fails when any rule grows beyond the reviewed list.
+Why each component touches Secrets:
 
 | Component | Rule | Reason |
 |-----------|------|--------|

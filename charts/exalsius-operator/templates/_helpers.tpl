@@ -45,13 +45,15 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
-{{/* ServiceAccount name of a component. */}}
+{{/* ServiceAccount name of a component: serviceAccount.name, or <fullname>-<component> when the chart
+creates it. Rendering fails when the chart creates none and no name is given, instead of running
+and binding the namespace's default ServiceAccount. */}}
 {{- define "eo.serviceAccountName" -}}
 {{- $v := index .root.Values .component -}}
 {{- if $v.serviceAccount.create -}}
 {{- default (include "eo.name" .) $v.serviceAccount.name -}}
 {{- else -}}
-{{- default "default" $v.serviceAccount.name -}}
+{{- required (printf "%s.serviceAccount.name must name an existing ServiceAccount when %s.serviceAccount.create is false: the chart never binds the namespace's default ServiceAccount" .component .component) $v.serviceAccount.name -}}
 {{- end -}}
 {{- end -}}
 

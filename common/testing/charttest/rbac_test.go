@@ -396,3 +396,66 @@ func helmTemplateNS(t *testing.T, ns string) ([]byte, error) {
 	out, err := helmRaw(t, "template", releaseName, chartDir(t), "--namespace", ns, "--kube-version", kubeVersion)
 	return out, err
 }
+
+// TestServiceAccountNameIsRequired: a component whose ServiceAccount the chart does not create must
+// name one; rendering fails, naming the value, instead of running and binding the release
+// namespace's default ServiceAccount. A named one is what the pod runs as and what every binding
+// names.
+func TestServiceAccountNameIsRequired(t *testing.T) {
+	for _, c := range components {
+		_, err := helmTemplate(t, "--set", c+".serviceAccount.create=false")
+		if err == nil || !strings.Contains(err.Error(), c+".serviceAccount.name") {
+			t.Errorf("%s without a ServiceAccount: want an error naming %s.serviceAccount.name, got %v", c, c, err)
+		}
+	}
+	r := render(t, "--set", "colony-controller.serviceAccount.create=false", "--set", "colony-controller.serviceAccount.name=platform-colonies")
+	if sa := r.get("ServiceAccount", "exalsius-operator-colony-controller"); sa != nil {
+		t.Errorf("serviceAccount.create=false still renders %s", key(sa))
+	}
+	if got := podSpecOf(t, r.get("Deployment", "exalsius-operator-colony-controller")).Spec.ServiceAccountName; got != "platform-colonies" {
+		t.Errorf("colony-controller runs as %q, want platform-colonies", got)
+	}
+	bindings := 0
+	for _, u := range append(r.ofKind("ClusterRoleBinding"), r.ofKind("RoleBinding")...) {
+		b := into[rbacv1.RoleBinding](t, u)
+		for _, s := range b.Subjects {
+			if s.Kind == "ServiceAccount" && s.Name == "default" {
+				t.Errorf("%s binds the default ServiceAccount", key(u))
+			}
+		}
+		if u.GetLabels()["app.kubernetes.io/component"] == "colony-controller" {
+			bindings++
+			if len(b.Subjects) != 1 || b.Subjects[0].Name != "platform-colonies" || b.Subjects[0].Namespace != releaseNamespace {
+				t.Errorf("%s binds %+v, want platform-colonies", key(u), b.Subjects)
+			}
+		}
+	}
+	if bindings == 0 {
+		t.Error("no binding of colony-controller rendered")
+	}
+}
+
+// TestFailedHelmTestLeavesNothingBehind: every `helm test` object (its ServiceAccount, the grants and
+// the Pod) is deleted when the test fails as well as when it passes, so that no grant outlives it,
+// and helm prints a failed test pod's log before deleting it.
+func TestFailedHelmTestLeavesNothingBehind(t *testing.T) {
+	hooks := 0
+	for _, u := range render(t) {
+		if u.GetAnnotations()["helm.sh/hook"] != "test" {
+			continue
+		}
+		hooks++
+		if u.GetKind() == "Pod" && u.GetAnnotations()["helm.sh/hook-output-log-policy"] != "hook-failed" {
+			t.Errorf("%s: a failed test's log would be lost with the pod: no hook-output-log-policy hook-failed", key(u))
+		}
+		policy := strings.Split(u.GetAnnotations()["helm.sh/hook-delete-policy"], ",")
+		for _, want := range []string{"hook-succeeded", "hook-failed", "before-hook-creation"} {
+			if !slices.Contains(policy, want) {
+				t.Errorf("%s: hook-delete-policy %v lacks %s", key(u), policy, want)
+			}
+		}
+	}
+	if hooks == 0 {
+		t.Fatal("no helm test objects rendered")
+	}
+}
