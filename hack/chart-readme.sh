@@ -82,7 +82,8 @@ Regions) stay in ClusterRoles: no ClusterRole grants Secrets then. The webhook's
 Secret is always a Role in the release namespace. A component whose ServiceAccount the chart does not
 create must name one (`serviceAccount.name`); the namespace's `default` is never bound. A chart test
 (common/testing/charttest, TestRBACIsNotWidened) fails when any rule grows beyond the reviewed list.
-Why each component touches Secrets:
+Why each component touches Secrets (the trust boundary and the platform team's part are in
+docs/SECURITY-MODEL.md):
 
 | Component | Rule | Reason |
 |-----------|------|--------|
