@@ -77,16 +77,20 @@ that every component is available and that the webhook answers admission.
 
 Each component's rules are generated from its `+kubebuilder:rbac` markers. With
 `global.watchNamespace` set, the controllers' rules on namespaced resources (Secrets included) are
-Roles in the watched namespaces only, and only cluster-scoped reads (Namespaces, WorkspaceClasses)
-stay in ClusterRoles. A chart test (common/testing/charttest, TestRBACIsNotWidened) fails when any rule grows
-beyond the reviewed list. Why each component touches Secrets:
+Roles in the watched namespaces only, and only cluster-scoped reads (Namespaces, WorkspaceClasses,
+Regions) stay in ClusterRoles: no ClusterRole grants Secrets then. The webhook's rule on its own TLS
+Secret is always a Role in the release namespace. A component whose ServiceAccount the chart does not
+create must name one (`serviceAccount.name`); the namespace's `default` is never bound. A chart test
+(common/testing/charttest, TestRBACIsNotWidened) fails when any rule grows beyond the reviewed list.
+Why each component touches Secrets (the trust boundary and the platform team's part are in
+docs/SECURITY-MODEL.md):
 
 | Component | Rule | Reason |
 |-----------|------|--------|
 | colony-controller | Secrets get, list, watch, create, update | Reads each child cluster's kubeconfig Secret (written by k0rdent next to its ClusterDeployment) and writes the Colony's aggregated kubeconfig Secret. Kubernetes cannot limit `create` by name, and the Secret names follow the Colonies, so this is cluster-wide (namespaced with `global.watchNamespace`); the controller never deletes Secrets (owner references do). Residual: it may create or overwrite any Secret in a namespace it serves. Likewise it creates, patches and deletes ClusterDeployments, whose names follow the Colonies. |
 | workspace-controller | Secrets get, list, watch, create, update, patch, delete | Reads the kubeconfig Secret of the ClusterDeployment a workspace targets (and, for adopted clusters, the Secret its SveltosCluster names; for routing, the regional cluster's) to reach the child; reads the Secrets a workspace names in `spec.valuesFrom` (its own namespace, never cached; the webhook admits only sources the requesting user may get); and writes each workspace's values Secret `<serviceset>-values` next to its ServiceSet, so that values of userFacingConfig type `secret` never travel inline. Kubernetes cannot limit `create` by name, so this is cluster-wide (namespaced with `global.watchNamespace`); it deletes only values Secrets whose labels name a workspace. Residual: it may write any Secret in a namespace it serves. |
 | inventory-collector | Secrets get, list, watch | Reads the kubeconfig Secrets of the Colonies' child clusters (for adopted clusters, the one their SveltosCluster names; for regional clusters, the one on the regional cluster) to watch their nodes; the data is read again only when the Secret's resourceVersion moves. |
-| webhook | Secrets get, update (its own, by name) | Keeps its CA and serving certificate in `<fullname>-webhook-tls` (certMode self); no other Secret. |
+| webhook | Secrets get, update (its own, by name, in the release namespace) | Keeps its CA and serving certificate in `<fullname>-webhook-tls` (certMode self); no other Secret. |
 
 ## Values
 

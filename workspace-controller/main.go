@@ -14,6 +14,11 @@ import (
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/workspace"
 )
 
+// A workspace's values Secret is owned by its ServiceSet with blockOwnerDeletion, which the API server
+// (OwnerReferencesPermissionEnforcement) admits only from whoever may update the ServiceSet's
+// finalizers subresource.
+// +kubebuilder:rbac:groups=k0rdent.mirantis.com,resources=servicesets/finalizers,verbs=update
+
 func main() {
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, workspace.Component+":", err)

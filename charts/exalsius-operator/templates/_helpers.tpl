@@ -45,13 +45,15 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
-{{/* ServiceAccount name of a component. */}}
+{{/* ServiceAccount name of a component: serviceAccount.name, or <fullname>-<component> when the chart
+creates it. Rendering fails when the chart creates none and no name is given, instead of running
+and binding the namespace's default ServiceAccount. */}}
 {{- define "eo.serviceAccountName" -}}
 {{- $v := index .root.Values .component -}}
 {{- if $v.serviceAccount.create -}}
 {{- default (include "eo.name" .) $v.serviceAccount.name -}}
 {{- else -}}
-{{- default "default" $v.serviceAccount.name -}}
+{{- required (printf "%s.serviceAccount.name must name an existing ServiceAccount when %s.serviceAccount.create is false: the chart never binds the namespace's default ServiceAccount" .component .component) $v.serviceAccount.name -}}
 {{- end -}}
 {{- end -}}
 
@@ -95,9 +97,10 @@ rule names them). */}}
 {{- end -}}
 
 {{/* Resources of the components' rules that are cluster-scoped: they stay in a ClusterRole when the
-controllers are limited to watched namespaces. */}}
+controllers are limited to watched namespaces (k0rdent's Region is cluster-scoped). A chart test
+checks this list against the API server's discovery. */}}
 {{- define "eo.clusterScopedResources" -}}
-namespaces nodes workspaceclasses workspaceclasses/status workspaceclasses/finalizers validatingwebhookconfigurations mutatingwebhookconfigurations tokenreviews subjectaccessreviews customresourcedefinitions
+namespaces nodes regions workspaceclasses workspaceclasses/status workspaceclasses/finalizers validatingwebhookconfigurations mutatingwebhookconfigurations tokenreviews subjectaccessreviews customresourcedefinitions
 {{- end -}}
 
 {{/* Labels of a component's pods: no chart or app version, so a chart upgrade that leaves a

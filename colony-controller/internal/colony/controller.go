@@ -89,10 +89,14 @@ func newReconciler(c client.Client, apiReader client.Reader, recorder events.Eve
 	}
 }
 
-// +kubebuilder:rbac:groups=infra.exalsius.ai,resources=colonies,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=infra.exalsius.ai,resources=colonies/status,verbs=get;update;patch
+// Colonies change only by patches (the finalizer) and their status by server-side apply (a patch);
+// the finalizers subresource lets the ClusterDeployments and Secrets a Colony owns carry
+// blockOwnerDeletion. ClusterDeployments are server-side applied (patch, and create when absent) and
+// deleted, never updated.
+// +kubebuilder:rbac:groups=infra.exalsius.ai,resources=colonies,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=infra.exalsius.ai,resources=colonies/status,verbs=patch
 // +kubebuilder:rbac:groups=infra.exalsius.ai,resources=colonies/finalizers,verbs=update
-// +kubebuilder:rbac:groups=k0rdent.mirantis.com,resources=clusterdeployments,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=k0rdent.mirantis.com,resources=clusterdeployments,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=k0rdent.mirantis.com,resources=clustertemplates;credentials,verbs=get;list;watch
 // +kubebuilder:rbac:groups=k0rdent.mirantis.com,resources=regions,verbs=get
 // +kubebuilder:rbac:groups=lib.projectsveltos.io,resources=sveltosclusters,verbs=get

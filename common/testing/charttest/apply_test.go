@@ -17,10 +17,14 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/exalsius/exalsius-operator/common/testing/childtest"
 	"github.com/exalsius/exalsius-operator/common/testing/testenv"
 )
 
 var mgmt *testenv.Management
+
+// haveSveltos: the SveltosCluster CRD is installed (its shared copy exists on this machine).
+var haveSveltos bool
 
 func TestMain(m *testing.M) {
 	testenv.Main(m, func(mg *testenv.Management) error {
@@ -31,6 +35,11 @@ func TestMain(m *testing.M) {
 			if err := mg.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
 				return err
 			}
+		}
+		// Region and SveltosCluster, whose scopes TestClusterScopedResourcesMatchTheAPIServer reads.
+		var err error
+		if haveSveltos, _, err = childtest.InstallKindCRDs(ctx, mg.Config, time.Minute); err != nil {
+			return err
 		}
 		// The optional integrations' CRDs, so that their objects can be dry-run too.
 		for _, crd := range []struct{ group, kind, plural string }{
@@ -154,6 +163,7 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 		{"webhook", secret("get", releaseNamespace, "exalsius-operator-webhook-tls"), true},
 		{"webhook", secret("update", releaseNamespace, "exalsius-operator-webhook-tls"), true},
 		{"webhook", secret("get", releaseNamespace, "other"), false},
+		{"webhook", secret("get", "team-a", "exalsius-operator-webhook-tls"), false}, // a Role, not a ClusterRole
 		{"webhook", secret("list", releaseNamespace, ""), false},
 		{"webhook", secret("get", "team-a", "cd-kubeconfig"), false},
 		{"webhook", res("delete", "workspaces.exalsius.ai", "workspaceclasses", "", ""), false},
@@ -180,9 +190,10 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 		{"workspace-controller", res("create", "authorization.k8s.io", "subjectaccessreviews", "", ""), true},
 		{"colony-controller", res("get", "", "nodes", "", ""), false},
 		// The workspace-controller owns the WorkspaceClass finalizer: it may patch classes (metadata;
-		// the CRD keeps the spec immutable) and update their finalizers, and nothing else may.
+		// the CRD keeps the spec immutable), and nothing else may. The finalizers subresource only
+		// lets an owner reference with blockOwnerDeletion point at a class, which nothing sets.
 		{"workspace-controller", res("patch", "workspaces.exalsius.ai", "workspaceclasses", "", ""), true},
-		{"workspace-controller", res("update", "workspaces.exalsius.ai", "workspaceclasses", "finalizers", ""), true},
+		{"workspace-controller", res("update", "workspaces.exalsius.ai", "workspaceclasses", "finalizers", ""), false},
 		{"workspace-controller", res("delete", "workspaces.exalsius.ai", "workspaceclasses", "", ""), false},
 		{"webhook", res("patch", "workspaces.exalsius.ai", "workspaceclasses", "", ""), false},
 		{"colony-controller", res("patch", "workspaces.exalsius.ai", "workspaceclasses", "", ""), false},

@@ -180,7 +180,7 @@ func TestDefaultRender(t *testing.T) {
 }
 
 // checkRBAC asserts least privilege: no wildcards anywhere, Secrets only for the components that
-// read kubeconfigs, and the webhook limited to its own Secret.
+// read kubeconfigs, and the webhook limited to its own Secret by a Role in the release namespace.
 func checkRBAC(t *testing.T, r rendered, fullname string) {
 	t.Helper()
 	var roles []*unstructured.Unstructured
@@ -209,9 +209,11 @@ func checkRBAC(t *testing.T, r rendered, fullname string) {
 			// The component's own ClusterRole, <fullname>-<component>, carries the generated rules.
 			own := comp != "" && (u.GetKind() == "ClusterRole" || u.GetKind() == "Role") && u.GetName() == fullname+"-"+comp
 			switch {
-			case own && comp == "webhook":
-				if !reflect.DeepEqual(rule.ResourceNames, []string{fullname + "-webhook-tls"}) || slices.Contains(rule.Verbs, "list") || slices.Contains(rule.Verbs, "watch") {
-					t.Errorf("the webhook may touch only its own Secret: %+v", rule)
+			case comp == "webhook":
+				// Its own TLS Secret, by name, and only in the release namespace where the Secret is.
+				if u.GetKind() != "Role" || u.GetNamespace() != releaseNamespace || u.GetName() != fullname+"-webhook-release-namespace" ||
+					!reflect.DeepEqual(rule.ResourceNames, []string{fullname + "-webhook-tls"}) || slices.Contains(rule.Verbs, "list") || slices.Contains(rule.Verbs, "watch") {
+					t.Errorf("%s: the webhook may touch only its own Secret, through a Role in the release namespace: %+v", key(u), rule)
 				}
 			case own:
 				// colony-controller, workspace-controller and inventory-collector read kubeconfig Secrets.
@@ -220,7 +222,7 @@ func checkRBAC(t *testing.T, r rendered, fullname string) {
 			}
 		}
 	}
-	// The ClusterRoles carry exactly the generated rules.
+	// The ClusterRole and the release-namespace Role of a component carry exactly the generated rules.
 	for _, c := range components {
 		data, err := os.ReadFile(filepath.Join(repoRoot(t), c, "config", "rbac", "role.yaml"))
 		if err != nil {
@@ -230,14 +232,32 @@ func checkRBAC(t *testing.T, r rendered, fullname string) {
 		if err := yaml.Unmarshal(data, &generated); err != nil {
 			t.Fatal(err)
 		}
-		got := r.get("ClusterRole", "exalsius-operator-"+c)
+		var got []rbacv1.PolicyRule
+		for _, u := range []*unstructured.Unstructured{r.get("ClusterRole", "exalsius-operator-"+c), r.get("Role", "exalsius-operator-"+c+"-release-namespace")} {
+			if u != nil {
+				got = append(got, into[rbacv1.ClusterRole](t, u).Rules...)
+			}
+		}
 		if got == nil {
 			continue
 		}
-		if rules := into[rbacv1.ClusterRole](t, got).Rules; !reflect.DeepEqual(rules, generated.Rules) {
-			t.Errorf("%s: chart ClusterRole drifted from %s/config/rbac/role.yaml; run make generate", c, c)
+		if !sameRules(got, generated.Rules) {
+			t.Errorf("%s: chart RBAC drifted from %s/config/rbac/role.yaml; run make generate", c, c)
 		}
 	}
+}
+
+// sameRules reports whether a and b hold the same rules, in any order.
+func sameRules(a, b []rbacv1.PolicyRule) bool {
+	str := func(rules []rbacv1.PolicyRule) []string {
+		out := make([]string, 0, len(rules))
+		for _, r := range rules {
+			out = append(out, fmt.Sprintf("%+v", r))
+		}
+		slices.Sort(out)
+		return out
+	}
+	return slices.Equal(str(a), str(b))
 }
 
 func checkWebhook(t *testing.T, r rendered, configName, failurePolicy string, timeout int32) {

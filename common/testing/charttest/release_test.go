@@ -164,6 +164,12 @@ func TestWebhookNamesFollowValues(t *testing.T) {
 	for _, rule := range into[rbacv1.ClusterRole](t, r.get("ClusterRole", "acme-webhook")).Rules {
 		names = append(names, rule.ResourceNames...)
 	}
+	// The TLS Secret's rule is a Role in the release namespace.
+	if role := r.get("Role", "acme-webhook-release-namespace"); role != nil {
+		for _, rule := range into[rbacv1.Role](t, role).Rules {
+			names = append(names, rule.ResourceNames...)
+		}
+	}
 	slices.Sort(names)
 	if !slices.Equal(names, []string{"acme-webhook", "acme-webhook-tls"}) {
 		t.Errorf("webhook RBAC names %v, want acme-webhook and acme-webhook-tls", names)

@@ -49,7 +49,8 @@ const (
 )
 
 // +kubebuilder:rbac:groups=infra.exalsius.ai,resources=colonies,verbs=get;list;watch
-// +kubebuilder:rbac:groups=infra.exalsius.ai,resources=colonies/status,verbs=get;patch
+// The inventory is written by server-side apply on the status subresource (a patch).
+// +kubebuilder:rbac:groups=infra.exalsius.ai,resources=colonies/status,verbs=patch
 // +kubebuilder:rbac:groups=k0rdent.mirantis.com,resources=clusterdeployments,verbs=get;list;watch
 // +kubebuilder:rbac:groups=k0rdent.mirantis.com,resources=credentials;regions,verbs=get
 // +kubebuilder:rbac:groups=lib.projectsveltos.io,resources=sveltosclusters,verbs=get

@@ -100,9 +100,10 @@ func (r *Reconciler) countWrote(class string, now time.Time) {
 	r.countWritten[class] = now
 }
 
+// The finalizer is added and removed by patches and the status written by server-side apply (a
+// patch); nothing carries an owner reference to a WorkspaceClass, so no finalizers subresource.
 // +kubebuilder:rbac:groups=workspaces.exalsius.ai,resources=workspaceclasses,verbs=get;list;watch;patch
-// +kubebuilder:rbac:groups=workspaces.exalsius.ai,resources=workspaceclasses/finalizers,verbs=update
-// +kubebuilder:rbac:groups=workspaces.exalsius.ai,resources=workspaceclasses/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=workspaces.exalsius.ai,resources=workspaceclasses/status,verbs=patch
 // +kubebuilder:rbac:groups=workspaces.exalsius.ai,resources=workspacedeployments,verbs=get;list;watch
 // +kubebuilder:rbac:groups=k0rdent.mirantis.com,resources=servicetemplates,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
