@@ -387,11 +387,13 @@ func TestRegionalIsTheWorkspaceCluster(t *testing.T) {
 	must(t, k8s.Create(ctxT(t), cd))
 	must(t, mgmt.WriteKubeconfigSecret(ctxT(t), ns, cdName, regional.Kubeconfig))
 	wsName := name("self")
-	// Play Sveltos and the chart: the release namespace and the release's Services, which a chart may
-	// label with its workspace (routing must not take them for mirror Services of its own, also the one
-	// no endpoint names).
+	// Play the controller, Sveltos and the chart: the release namespace as the controller makes it
+	// (labelled with its workspace; an unlabelled ws-<name> is not adopted by a new workspace), and the
+	// release's Services, which a chart may label with its workspace (routing must not take them for
+	// mirror Services of its own, also the one no endpoint names).
 	rns := workspace.ReleaseNamespace(wsName)
-	must(t, rc.Create(ctxT(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: rns}}))
+	must(t, rc.Create(ctxT(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: rns,
+		Labels: map[string]string{workspacesv1.WorkspaceLabel: wsName, workspacesv1.WorkspaceNamespaceLabel: ns}}}))
 	chartLabels := map[string]string{workspacesv1.WorkspaceLabel: wsName, workspacesv1.WorkspaceNamespaceLabel: ns, routing.ManagedByLabel: "Helm"}
 	must(t, rc.Create(ctxT(t), &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: rns, Name: wsName + "-headless", Labels: chartLabels},
 		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Selector: map[string]string{"app": wsName}, Ports: []corev1.ServicePort{{Port: 80}}}}))
