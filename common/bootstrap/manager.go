@@ -23,7 +23,8 @@ import (
 //   - /healthz and /readyz ping checks on --health-probe-bind-address;
 //   - leader election on the Lease "<component>.exalsius.ai", released on cancel;
 //   - a cache limited to --watch-namespace when set;
-//   - the graceful shutdown timeout.
+//   - the graceful shutdown timeout;
+//   - a client whose status writes cut condition messages to conditions.MaxMessageBytes.
 //
 // Each mutate function may change the options before the manager is created (webhook server,
 // extra cache settings, ...).
@@ -114,6 +115,7 @@ func managerOptions(opts *Options, scheme *runtime.Scheme) ctrl.Options {
 		LeaderElectionNamespace:       opts.LeaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true,
 		GracefulShutdownTimeout:       &timeout,
+		NewClient:                     newClient,
 	}
 	if opts.MetricsSecure {
 		mo.Metrics.FilterProvider = filters.WithAuthenticationAndAuthorization

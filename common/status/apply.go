@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/exalsius/exalsius-operator/common/conditions"
 )
 
 // Option tunes Apply.
@@ -44,9 +46,11 @@ func IfUnchanged() Option {
 // before and no longer sends is removed (server-side apply's rule), unless another manager owns it
 // too; fields other managers own are never touched. Callers compare first and apply only a status
 // that changed: an unchanged status is never written. On success obj holds the object the API server
-// returned (its new resourceVersion included). Because a field another manager also owns survives,
-// a status that other writers may have filled and that must be cleared whoever wrote it is better
-// written as a merge patch of the change (the workspace-controller's WorkspaceDeployment status).
+// returned (its new resourceVersion included). Condition messages are sent cut to
+// conditions.MaxMessageBytes, so that a long one never fails the write. Because a field another
+// manager also owns survives, a status that other writers may have filled and that must be cleared
+// whoever wrote it is better written as a merge patch of the change (the workspace-controller's
+// WorkspaceDeployment status).
 func Apply(ctx context.Context, c client.Client, obj client.Object, fieldManager string, opts ...Option) error {
 	var o options
 	for _, opt := range opts {
@@ -93,6 +97,7 @@ func body(gvk schema.GroupVersionKind, obj client.Object, o options) (*unstructu
 		st[name] = v
 	}
 	u := &unstructured.Unstructured{Object: map[string]any{"status": st}}
+	conditions.CutUnstructured(u.Object) // a copy: obj keeps its messages
 	u.SetGroupVersionKind(gvk)
 	u.SetName(obj.GetName())
 	if ns := obj.GetNamespace(); ns != "" {

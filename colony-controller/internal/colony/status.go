@@ -9,12 +9,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
+	"github.com/exalsius/exalsius-operator/common/conditions"
 	"github.com/exalsius/exalsius-operator/common/status"
 	"github.com/exalsius/exalsius-operator/common/text"
 )
 
-// maxConditionMessage bounds the Colony's condition messages (the API allows 32768 bytes).
-const maxConditionMessage = 4096
+// maxConditionMessage bounds the Colony's condition messages: the bound every component's status
+// writes cut messages to (the API allows 32768 bytes).
+const maxConditionMessage = conditions.MaxMessageBytes
 
 // entryState is what one reconcile learned about one Colony entry.
 type entryState struct {

@@ -2,6 +2,7 @@ package validation
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -10,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/common/valuepath"
 )
 
 // DefaultMaxReplicas is the default upper bound of a WorkspaceDeployment's replicas.
@@ -271,9 +273,15 @@ func ValuesFromToReview(oldRefs, newRefs []workspacesv1.ValuesFromSource) []int 
 func values(wsd *workspacesv1.WorkspaceDeployment, class *workspacesv1.WorkspaceClass, p *field.Path) (field.ErrorList, []string) {
 	var vals map[string]any
 	if wsd.Spec.Values != nil {
+		if err := valuepath.CheckSize(p.String(), len(wsd.Spec.Values.Raw)); err != nil {
+			return field.ErrorList{limitError(p, err)}, nil
+		}
 		var err error
 		if vals, err = decodeObject(wsd.Spec.Values.Raw); err != nil {
 			return field.ErrorList{field.Invalid(p, field.OmitValueType{}, err.Error())}, nil
+		}
+		if err := valuepath.CheckShape(p.String(), vals); err != nil {
+			return field.ErrorList{limitError(p, err)}, nil
 		}
 	}
 	var errs field.ErrorList
@@ -315,6 +323,16 @@ func values(wsd *workspacesv1.WorkspaceDeployment, class *workspacesv1.Workspace
 		}
 	}
 	return errs, warnings
+}
+
+// limitError is the field error of values over a limit of common/valuepath (the limits the
+// workspace-controller applies to every document of values); it never quotes the values.
+func limitError(p *field.Path, err error) *field.Error {
+	var le *valuepath.LimitError
+	if errors.As(err, &le) {
+		return field.Invalid(p, field.OmitValueType{}, le.Reason())
+	}
+	return field.Invalid(p, field.OmitValueType{}, err.Error())
 }
 
 // WorkspaceDeploymentPreflight checks, on the raw object, what the API server would otherwise report

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/common/valuepath"
 )
 
 func validDeployment() *workspacesv1.WorkspaceDeployment {
@@ -212,4 +213,42 @@ func TestValuesFromToReview(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestWorkspaceDeploymentValuesLimits: spec.values over a limit of common/valuepath is denied naming
+// spec.values and the limit, without quoting the values.
+func TestWorkspaceDeploymentValuesLimits(t *testing.T) {
+	deep := func(depth int) any {
+		var v any = "s3cret"
+		for range depth {
+			v = map[string]any{"a": v}
+		}
+		return v
+	}
+	wide := map[string]any{}
+	for i := range valuepath.MaxValuesLeaves + 1 {
+		wide[fmt.Sprintf("k%d", i)] = "s3cret"
+	}
+	cases := map[string]struct {
+		values map[string]any
+		limit  string
+	}{
+		"depth":  {deep(valuepath.MaxValuesDepth + 1).(map[string]any), "depth"},
+		"leaves": {wide, "leaves"},
+		"size":   {map[string]any{"a": strings.Repeat("s3cret", valuepath.MaxValuesBytes/6)}, "size"},
+	}
+	for name, tc := range cases {
+		d := validDeployment()
+		d.Spec.Values = raw(tc.values)
+		errs, _ := WorkspaceDeployment(d, validClass(), DeploymentOptions{})
+		expectPaths(t, errs, "spec.values")
+		if msg := errs.ToAggregate().Error(); !strings.Contains(msg, tc.limit+" limit") || strings.Contains(msg, "s3cret") {
+			t.Errorf("%s: denial %q does not name the limit, or quotes the values", name, msg)
+		}
+	}
+	// At the limits the values pass.
+	d := validDeployment()
+	d.Spec.Values = raw(map[string]any{"x": deep(valuepath.MaxValuesDepth - 1)})
+	errs, _ := WorkspaceDeployment(d, nil, DeploymentOptions{})
+	expectPaths(t, errs)
 }

@@ -62,15 +62,27 @@ func Build(in Input) (Output, error) {
 	if err != nil {
 		return out, fmt.Errorf("WorkspaceClass %s spec.defaultValues: %v", class.Name, err)
 	}
+	if ws.Spec.Values != nil {
+		if err := valuepath.CheckSize("spec.values", len(ws.Spec.Values.Raw)); err != nil {
+			return out, err
+		}
+	}
 	user, err := decodeObject(ws.Spec.Values)
 	if err != nil {
 		return out, fmt.Errorf("spec.values: %v", err)
 	}
-	var secretPaths [][]string
+	if err := valuepath.CheckShape("spec.values", user); err != nil {
+		return out, err
+	}
+	secret := &mask{}
 	for _, src := range in.From {
+		// Decode checked the documents it read; a source built otherwise is checked here.
+		if err := valuepath.CheckShape("a spec.valuesFrom document", src.Values); err != nil {
+			return out, err
+		}
 		user = deepMerge(user, src.Values)
 		if src.Secret {
-			secretPaths = append(secretPaths, leafPaths(src.Values, nil)...)
+			secret.addLeaves(src.Values)
 		}
 	}
 	merged := deepMerge(defaults, user)
@@ -93,7 +105,7 @@ func Build(in Input) (Output, error) {
 			}
 		}
 		if u.Type == workspacesv1.UserFacingConfigSecret {
-			secretPaths = append(secretPaths, keys)
+			secret.add(keys)
 		}
 	}
 	overwritten := map[string]bool{}
@@ -123,12 +135,12 @@ func Build(in Input) (Output, error) {
 			}
 		}
 	}
-	secret := extract(merged, secretPaths)
+	secretValues := secret.extract(merged)
 	if out.Inline, err = encode(merged); err != nil {
 		return out, err
 	}
-	if len(secret) > 0 {
-		if out.Secret, err = encode(secret); err != nil {
+	if len(secretValues) > 0 {
+		if out.Secret, err = encode(secretValues); err != nil {
 			return out, err
 		}
 	}
@@ -140,13 +152,29 @@ func Build(in Input) (Output, error) {
 	return out, nil
 }
 
-// Decode reads one valuesFrom document: a YAML (or JSON) object; empty is an empty object.
+// Decode reads one valuesFrom document: a YAML (or JSON) object; empty is an empty object. A document
+// over the limits of common/valuepath (MaxValuesBytes, MaxValuesDepth, MaxValuesLeaves) is refused
+// with a *valuepath.LimitError, which names the limit and never the content.
 func Decode(doc []byte) (map[string]any, error) {
+	const field = "a spec.valuesFrom document"
+	if err := valuepath.CheckSize(field, len(doc)); err != nil {
+		return nil, err
+	}
 	j, err := yaml.YAMLToJSON(doc)
 	if err != nil {
 		return nil, fmt.Errorf("not valid YAML: %v", err)
 	}
-	return decodeObject(&apiextensionsv1.JSON{Raw: j})
+	if err := valuepath.CheckSize(field, len(j)); err != nil { // YAML aliases expand
+		return nil, err
+	}
+	m, err := decodeObject(&apiextensionsv1.JSON{Raw: j})
+	if err != nil {
+		return nil, err
+	}
+	if err := valuepath.CheckShape(field, m); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // encode marshals values to YAML and escapes it for Go templates. YAML cannot carry some strings JSON
@@ -193,40 +221,97 @@ func yamlPrintable(r rune) bool {
 	return false
 }
 
-// leafPaths lists the paths of every value of m that is not a non-empty map.
-func leafPaths(m map[string]any, prefix []string) [][]string {
-	var out [][]string
-	for k, v := range m {
-		p := append(append([]string(nil), prefix...), k)
+// mask marks the parts of a values tree that are secret: a node marked whole stands for everything
+// under its path; otherwise its children say which parts below it are. It is built from the secret
+// documents themselves, node for node, so that its size and the work of extract are linear in the
+// documents' size. A list of leaf paths (one copy of every ancestor key per leaf) cost memory
+// quadratic in the nesting depth: a Secret nested a few thousand levels deep took gigabytes.
+type mask struct {
+	whole bool
+	sub   map[string]*mask
+}
+
+// addLeaves marks every value of m that is not a non-empty map.
+func (k *mask) addLeaves(m map[string]any) {
+	if k.whole {
+		return
+	}
+	for key, v := range m {
+		child := k.child(key)
 		if sub, ok := v.(map[string]any); ok && len(sub) > 0 {
-			out = append(out, leafPaths(sub, p)...)
+			child.addLeaves(sub)
 			continue
 		}
-		out = append(out, p)
+		child.markWhole()
+	}
+}
+
+// add marks the value at keys.
+func (k *mask) add(keys []string) {
+	cur := k
+	for _, key := range keys {
+		if cur.whole {
+			return
+		}
+		cur = cur.child(key)
+	}
+	cur.markWhole()
+}
+
+func (k *mask) child(key string) *mask {
+	if k.sub == nil {
+		k.sub = map[string]*mask{}
+	}
+	c := k.sub[key]
+	if c == nil {
+		c = &mask{}
+		k.sub[key] = c
+	}
+	return c
+}
+
+func (k *mask) markWhole() {
+	k.whole, k.sub = true, nil
+}
+
+// extract moves the marked values out of values into a new tree, which it returns; maps left empty by
+// the move stay. The reserved block is left alone: the operator writes it.
+func (k *mask) extract(values map[string]any) map[string]any {
+	out := map[string]any{}
+	for key, c := range k.sub {
+		if key == workspacesv1.ExalsiusValuesKey {
+			continue
+		}
+		c.moveInto(values, key, out)
 	}
 	return out
 }
 
-// extract moves the values at paths out of values into a new tree, which it returns. Paths into the
-// reserved block are left alone: the operator writes it.
-func extract(values map[string]any, paths [][]string) map[string]any {
-	out := map[string]any{}
-	for _, keys := range paths {
-		if len(keys) == 0 || keys[0] == workspacesv1.ExalsiusValuesKey {
-			continue
-		}
-		v, ok := valuepath.Get(values, keys)
-		if !ok {
-			continue
-		}
-		parent := values
-		for _, k := range keys[:len(keys)-1] {
-			parent = parent[k].(map[string]any) // Get found the value, so every step is a map
-		}
-		delete(parent, keys[len(keys)-1])
-		_ = valuepath.Set(out, keys, v) // out only holds paths of values, which never nest in one another
+// moveInto moves the marked parts of from[key] into to[key].
+func (k *mask) moveInto(from map[string]any, key string, to map[string]any) {
+	v, ok := from[key]
+	if !ok {
+		return
 	}
-	return out
+	if k.whole {
+		to[key] = v
+		delete(from, key)
+		return
+	}
+	sub, ok := v.(map[string]any)
+	if !ok {
+		return
+	}
+	dst, _ := to[key].(map[string]any)
+	if dst == nil {
+		dst = map[string]any{}
+	}
+	for ck, c := range k.sub {
+		c.moveInto(sub, ck, dst)
+	}
+	if len(dst) > 0 {
+		to[key] = dst
+	}
 }
 
 // decodeObject decodes a JSON object, keeping numbers exact; nil or null is an empty object.

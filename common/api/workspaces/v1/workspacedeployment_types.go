@@ -409,6 +409,7 @@ type SpecChange struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Namespaced,categories=exalsius,shortName=wsd
+// +kubebuilder:selectablefield:JSONPath=`.spec.workspaceClassRef`
 // +kubebuilder:printcolumn:name="Class",type=string,JSONPath=`.spec.workspaceClassRef`
 // +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.status.placement.cluster`
 // +kubebuilder:printcolumn:name="Placement",type=string,JSONPath=`.status.placement.reason`,priority=1
