@@ -14,14 +14,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/common/conditions"
 )
 
 // maxRecentEvents bounds failureContext.recentEvents.
 const maxRecentEvents = 10
 
-// setCondition writes one condition of the workspace for the current generation.
+// setCondition writes one condition of the workspace for the current generation, its message cut to
+// conditions.MaxMessageBytes as every status write cuts it (so the pass compares what is stored).
 func (s *scope) setCondition(condType string, status metav1.ConditionStatus, reason, message string) {
-	meta.SetStatusCondition(&s.ws.Status.Conditions, metav1.Condition{
+	conditions.Set(&s.ws.Status.Conditions, metav1.Condition{
 		Type: condType, Status: status, Reason: reason, Message: message, ObservedGeneration: s.ws.Generation,
 	})
 }

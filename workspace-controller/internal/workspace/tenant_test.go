@@ -14,6 +14,7 @@ import (
 
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/common/conditions"
 )
 
 // tenantRules are what a tenant may do in its own namespace here: write WorkspaceDeployments (their
@@ -207,5 +208,15 @@ func TestOwnValuesSecretNeedsNameAndNamespace(t *testing.T) {
 	}
 	if ownValuesSecret(sec("nb", "team-b"), ws) || ownValuesSecret(sec("nb", ""), ws) {
 		t.Error("a values Secret of another namespace's workspace of the same name is taken as this one's")
+	}
+}
+
+// TestSetConditionCutsTheMessage: a condition message is cut where the pass sets it, as the status
+// write cuts it, so that the pass's status equals what is stored and costs no write of its own.
+func TestSetConditionCutsTheMessage(t *testing.T) {
+	s := &scope{ws: &workspacesv1.WorkspaceDeployment{}}
+	s.setCondition(workspacesv1.ReadyCondition, metav1.ConditionFalse, "Long", strings.Repeat("x", 100<<10))
+	if got := len(s.ws.Status.Conditions[0].Message); got > conditions.MaxMessageBytes {
+		t.Fatalf("message of %d bytes kept, want at most %d", got, conditions.MaxMessageBytes)
 	}
 }

@@ -2,6 +2,7 @@ package workspace
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/common/valuepath"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/helmvalues"
 )
 
@@ -146,7 +148,12 @@ func (r *Reconciler) readValuesFrom(ctx context.Context, ws *workspacesv1.Worksp
 			vals, err := helmvalues.Decode(data[k])
 			if err != nil {
 				problem = fmt.Sprintf("spec.valuesFrom[%d]: key %q of %s %s is not a YAML object of Helm values", i, k, ref.Kind, ref.Name)
-				if ref.Kind == workspacesv1.ValuesSourceConfigMap {
+				var limit *valuepath.LimitError
+				switch {
+				case errors.As(err, &limit):
+					// A limit names no content: it is shown for a Secret too.
+					problem = fmt.Sprintf("spec.valuesFrom[%d]: key %q of %s %s %s", i, k, ref.Kind, ref.Name, limit.Reason())
+				case ref.Kind == workspacesv1.ValuesSourceConfigMap:
 					problem += ": " + err.Error() // a parse error may quote content; only a ConfigMap's may be shown
 				}
 				return nil, nil, problem, nil

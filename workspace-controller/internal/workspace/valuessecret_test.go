@@ -15,6 +15,7 @@ import (
 
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/common/valuepath"
 )
 
 // secretClassSpec is a class with a required secret password and a defaulted UI setting.
@@ -186,9 +187,36 @@ func TestRequiredValueAndMissingSource(t *testing.T) {
 	if strings.Contains(ws.Status.Message, "secret-list-item-55") || !strings.Contains(ws.Status.Message, srcName) {
 		t.Errorf("message %q: must name the Secret and not echo it", ws.Status.Message)
 	}
+	// A Secret over a limit of values names the limit (which quotes nothing), not only "not values".
+	deep := "leaf: deep-secret-66\n"
+	for range valuepath.MaxValuesDepth + 1 {
+		deep = "a:\n" + indent(deep)
+	}
+	must(t, k8s.Get(ctxT(t), types.NamespacedName{Namespace: ns, Name: srcName}, bad))
+	bad.Data = map[string][]byte{"a.yaml": []byte(deep)}
+	must(t, k8s.Update(ctxT(t), bad))
+	eventually(t, "the failure names the depth limit", func() error {
+		ws = getWS(t, later)
+		if !strings.Contains(ws.Status.Message, "depth limit") {
+			return fmt.Errorf("message %q", ws.Status.Message)
+		}
+		return nil
+	})
+	if strings.Contains(ws.Status.Message, "deep-secret-66") {
+		t.Errorf("message %q echoes the Secret", ws.Status.Message)
+	}
 	if err := k8s.Delete(ctxT(t), bad); err != nil && !apierrors.IsNotFound(err) {
 		t.Fatal(err)
 	}
+}
+
+// indent indents every line of a YAML document by two spaces.
+func indent(doc string) string {
+	lines := strings.Split(strings.TrimSuffix(doc, "\n"), "\n")
+	for i := range lines {
+		lines[i] = "  " + lines[i]
+	}
+	return strings.Join(lines, "\n") + "\n"
 }
 
 // TestSecretValuesRedactedFromFailures: k0rdent's failure message quotes a secret value (as a Helm
