@@ -70,6 +70,7 @@ func (s *Stack) webhookArgs(ctx context.Context, c *Component) ([]string, error)
 		{"webhook-config-name", WebhookConfigName},
 		{"ca-bundle-file", filepath.Join(certDir, "ca-bundle.crt")},
 		{"cert-secret-name", s.rbac.WebhookSecret},
+		{"workspace-controller-user", s.workspaceControllerUser()},
 	} {
 		if f.value == "" {
 			continue
@@ -100,4 +101,15 @@ func (s *Stack) waitCABundle(ctx context.Context, objs []*unstructured.Unstructu
 		}
 		return true, nil
 	})
+}
+
+// workspaceControllerUser is the user the workspace-controller acts as (its chart ServiceAccount), the
+// only one the webhook lets set a WorkspaceDeployment's adoption annotations; "" when the chart renders
+// no workspace-controller.
+func (s *Stack) workspaceControllerUser() string {
+	sa, ok := s.rbac.ServiceAccounts["workspace-controller"]
+	if !ok {
+		return ""
+	}
+	return ServiceAccountUser(sa)
 }

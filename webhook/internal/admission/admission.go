@@ -65,6 +65,9 @@ type Options struct {
 	// Reviewer creates SubjectAccessReviews for the requesting user of a WorkspaceDeployment that
 	// names spec.valuesFrom sources; nil refuses every such deployment.
 	Reviewer AccessReviewer
+	// ControllerUser is the workspace-controller's user name, the only one that may set the adoption
+	// annotations of a WorkspaceDeployment; empty leaves them unchecked.
+	ControllerUser string
 }
 
 // Register registers every handler on srv. Handlers recover from panics and deny the request.
@@ -75,7 +78,8 @@ func Register(srv Registrar, scheme *runtime.Scheme, opts Options) {
 	srv.Register(ValidateWorkspaceClassPath, admission.WithValidator[*workspacesv1.WorkspaceClass](scheme,
 		&ClassValidator{Reader: opts.LiveReader}).WithRecoverPanic(true))
 	srv.Register(ValidateWorkspaceDeploymentPath, admission.WithValidator[*workspacesv1.WorkspaceDeployment](scheme,
-		&DeploymentValidator{Reader: opts.Reader, LiveReader: opts.LiveReader, Options: opts.Deployment, Reviewer: opts.Reviewer}).WithRecoverPanic(true))
+		&DeploymentValidator{Reader: opts.Reader, LiveReader: opts.LiveReader, Options: opts.Deployment, Reviewer: opts.Reviewer,
+			ControllerUser: opts.ControllerUser}).WithRecoverPanic(true))
 	defaulter := preflight{kind: deploymentKind, check: validation.WorkspaceDeploymentPreflight, next: &DeploymentDefaulter{},
 		decodes: func(raw []byte) bool { return json.Unmarshal(raw, &workspacesv1.WorkspaceDeployment{}) == nil }}
 	srv.Register(DefaultWorkspaceDeploymentPath, (&admission.Webhook{Handler: defaulter}).WithRecoverPanic(true))

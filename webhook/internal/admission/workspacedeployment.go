@@ -34,6 +34,9 @@ type DeploymentValidator struct {
 	// Reviewer creates the SubjectAccessReviews that check the requesting user may read each
 	// spec.valuesFrom source (valuesfrom.go). Nil refuses every deployment that names a source.
 	Reviewer AccessReviewer
+	// ControllerUser is the workspace-controller's user name: only it may set or change the adoption
+	// annotations (adoption.go). Empty leaves them unchecked.
+	ControllerUser string
 }
 
 // ValidateCreate checks a new deployment: its fields, its values against the class (a missing class
@@ -44,6 +47,7 @@ func (v *DeploymentValidator) ValidateCreate(ctx context.Context, wsd *workspace
 	if err != nil {
 		return warnings, err
 	}
+	errs = append(errs, v.adoptionAnnotations(ctx, nil, wsd)...)
 	if err := v.classDeleting(ctx, wsd); err != nil {
 		errs = append(errs, err)
 	}
@@ -72,6 +76,10 @@ func (v *DeploymentValidator) ValidateCreate(ctx context.Context, wsd *workspace
 func (v *DeploymentValidator) ValidateUpdate(ctx context.Context, oldWSD, newWSD *workspacesv1.WorkspaceDeployment) (admission.Warnings, error) {
 	if newWSD.DeletionTimestamp != nil {
 		return nil, nil
+	}
+	// Before the early returns below: an update of the metadata alone may change these annotations.
+	if errs := v.adoptionAnnotations(ctx, oldWSD, newWSD); len(errs) > 0 {
+		return nil, invalid(deploymentKind, newWSD.Name, errs)
 	}
 	errs := validation.WorkspaceDeploymentUpdate(oldWSD, newWSD)
 	if len(errs) > 0 || apiequality.Semantic.DeepEqual(oldWSD.Spec, newWSD.Spec) || validation.OnlyStoppedChanged(oldWSD, newWSD) {

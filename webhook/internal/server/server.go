@@ -71,6 +71,10 @@ type Options struct {
 	CertCheckInterval time.Duration
 	InjectionGrace    time.Duration
 	MaxReplicas       int
+	// WorkspaceControllerUser is the workspace-controller's user name
+	// (system:serviceaccount:<namespace>:<name>), the only one allowed to set a WorkspaceDeployment's
+	// adoption annotations; empty leaves them unchecked. The chart sets it.
+	WorkspaceControllerUser string
 }
 
 // DefaultOptions returns the defaults; the service namespace defaults to $POD_NAMESPACE when set.
@@ -98,6 +102,8 @@ func DefaultOptions() Options {
 // BindFlags binds the options to flags on fs. The current values are the flags' defaults.
 func (c *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Host, "host", c.Host, "Address the webhook server binds to; empty binds every interface.")
+	fs.StringVar(&c.WorkspaceControllerUser, "workspace-controller-user", c.WorkspaceControllerUser,
+		"User name of the workspace-controller (system:serviceaccount:<namespace>:<name>), the only one allowed to set a WorkspaceDeployment's adoption annotations; empty leaves them unchecked.")
 	fs.IntVar(&c.Port, "port", c.Port, "Port the webhook server listens on.")
 	fs.StringVar(&c.CertDir, "cert-dir", c.CertDir, "Directory with tls.crt, tls.key and ca.crt (--cert-mode=cert-manager).")
 	fs.StringVar(&c.CertMode, "cert-mode", c.CertMode, "Where certificates come from: self (own CA in a Secret, rotated) or cert-manager (files in --cert-dir).")
@@ -274,7 +280,8 @@ func (w *Webhook) setup(mgr ctrl.Manager, c *Options) error {
 		LiveReader: mgr.GetAPIReader(),
 		Deployment: wsvalidation.DeploymentOptions{MaxReplicas: int32(c.MaxReplicas)},
 		// The manager's client creates reviews directly (only reads go through its cache).
-		Reviewer: mgr.GetClient(),
+		Reviewer:       mgr.GetClient(),
+		ControllerUser: c.WorkspaceControllerUser,
 	})
 	for _, obj := range []client.Object{&workspacesv1.WorkspaceClass{}, &corev1.Namespace{}, &workspacesv1.WorkspaceQuota{}} {
 		if _, err := mgr.GetCache().GetInformer(context.Background(), obj); err != nil {

@@ -96,6 +96,7 @@ func setup(ctx context.Context, mg *testenv.Management) (<-chan struct{}, error)
 	cfg.IPAddresses = wo.LocalServingHost
 	cfg.CertCheckInterval = 500 * time.Millisecond
 	cfg.MaxReplicas = testMaxReplicas
+	cfg.WorkspaceControllerUser = testControllerUser
 	cfg.CABundleFile = cfgCABundleFile
 	opts := bootstrap.NewOptions(server.Component)
 	opts.RestConfig = mg.Config

@@ -22,9 +22,9 @@ const (
 	LegacyFinalizer = "workspaces.exalsius.ai/deployment"
 	// AnnotationServiceSetName pins, on a WorkspaceDeployment, the name of the ServiceSet adopted from
 	// the upstream operator, so that the release is kept instead of reinstalled under a new name.
-	AnnotationServiceSetName = "workspaces.exalsius.ai/serviceset-name"
+	AnnotationServiceSetName = workspacesv1.ServiceSetNameAnnotation
 	// AnnotationReleaseName pins the adopted Helm release name.
-	AnnotationReleaseName = "workspaces.exalsius.ai/release-name"
+	AnnotationReleaseName = workspacesv1.ReleaseNameAnnotation
 )
 
 // LegacyName is the ServiceSet and Helm release name the upstream operator 0.11 gave a workspace:

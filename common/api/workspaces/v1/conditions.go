@@ -19,6 +19,13 @@ const (
 	// AllowWorkspacesFromAnnotation on a namespace lists, comma-separated, the namespaces whose
 	// workspaces may target ClusterDeployments in it; `*` allows every namespace.
 	AllowWorkspacesFromAnnotation = "workspaces.exalsius.ai/allow-workspaces-from"
+	// ServiceSetNameAnnotation pins, on a WorkspaceDeployment, the upstream operator's ServiceSet the
+	// workspace-controller adopted (`wsd-<cd>-<name>`; any other value is ignored). Only the
+	// workspace-controller sets it: the webhook refuses it from anyone else.
+	ServiceSetNameAnnotation = "workspaces.exalsius.ai/serviceset-name"
+	// ReleaseNameAnnotation pins the Helm release name of the adopted ServiceSet. Only the
+	// workspace-controller sets it: the webhook refuses it from anyone else.
+	ReleaseNameAnnotation = "workspaces.exalsius.ai/release-name"
 )
 
 // Condition types of a WorkspaceDeployment.
