@@ -12,7 +12,7 @@ import (
 func TestOptionsFlags(t *testing.T) {
 	t.Setenv("POD_NAMESPACE", "")
 	want := map[string]string{
-		"host": "", "port": "9443", "cert-dir": "/tmp/k8s-webhook-server/serving-certs", "cert-mode": "self",
+		"host": "", "port": "9443", "cert-dir": "/tmp/k8s-webhook-server/serving-certs", "cert-mode": "self", "workspace-controller-user": "",
 		"cert-secret-name": "", "service-name": "exalsius-operator-webhook", "service-namespace": "exalsius-system",
 		"webhook-config-name": "exalsius-operator-webhook", "cert-extra-dns-names": "", "cert-ip-addresses": "",
 		"ca-bundle-file": "", "ca-validity": "", "cert-validity": "", "cert-check-interval": "",
