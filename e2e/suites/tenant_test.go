@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/e2e-framework/pkg/features"
 
+	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/testing/testenv"
@@ -110,4 +111,66 @@ func TestTenantCannotRedirectTheOperatorsCredentials(t *testing.T) {
 		}).
 		Feature()
 	testEnv.Test(t, f)
+}
+
+// TestTenantCannotReachBeyondItsNamespace: the webhook's half of the trust boundary, on the local
+// world's real webhook, for a tenant bound to a namespaced Role that may write WorkspaceDeployments and
+// Colonies and nothing else: it may not pin the adoption annotations (they name a ServiceSet the
+// controller would take over), may not have the operator copy a Secret it cannot read (valuesFrom),
+// and may not publish its routes on another team's regional cluster (KOF labels of a Colony).
+func TestTenantCannotReachBeyondItsNamespace(t *testing.T) {
+	var ns, other, class string
+	var tc client.Client
+	f := features.New("a tenant cannot use the operator's rights beyond its namespace").
+		Setup(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			ns = newNamespace(ctx, t, "tenant-ws")
+			other = newNamespace(ctx, t, "tenant-other")
+			class = "e2e-tenant-ws-" + ns
+			serviceTemplate(ctx, t, notebookTemplate, "jupyter-notebook", "0.3.0", "kcm-system", ns)
+			createClass(ctx, t, notebookClass(class, notebookTemplate, 0, ""))
+			tc = tenant(ctx, t, ns, []rbacv1.PolicyRule{
+				{APIGroups: []string{workspacesv1.GroupVersion.Group}, Resources: []string{"workspacedeployments"}, Verbs: []string{"create", "get", "update", "delete"}},
+				{APIGroups: []string{infrav1.GroupVersion.Group}, Resources: []string{"colonies"}, Verbs: []string{"create", "get", "delete"}},
+			})
+			return ctx
+		}).
+		Assess("the adoption annotations are the controller's", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			ws := workspace(ns, "pinned", class, "gpu", nil)
+			ws.Annotations = map[string]string{workspacesv1.ServiceSetNameAnnotation: "gpu"}
+			wantDenied(t, tc.Create(ctx, ws), "metadata.annotations["+workspacesv1.ServiceSetNameAnnotation+"]")
+			return ctx
+		}).
+		Assess("valuesFrom names only what the tenant may read", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			mustCreate(ctx, t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "platform-token"},
+				StringData: map[string]string{"values.yaml": "token: e2e-platform-secret"}})
+			ws := workspace(ns, "reader", class, "gpu", nil)
+			ws.Spec.ValuesFrom = []workspacesv1.ValuesFromSource{{Kind: workspacesv1.ValuesSourceSecret, Name: "platform-token"}}
+			err := tc.Create(ctx, ws)
+			wantDenied(t, err, "spec.valuesFrom[0]")
+			if strings.Contains(err.Error(), "e2e-platform-secret") {
+				t.Errorf("the denial quotes the Secret: %v", err)
+			}
+			return ctx
+		}).
+		Assess("a Colony cannot name another team's regional cluster", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			entry := cpuColonyEntry(t, "c")
+			entry.ClusterLabels = map[string]string{
+				k0rdentv1beta1.KOFRegionalClusterNameLabel:      "regional",
+				k0rdentv1beta1.KOFRegionalClusterNamespaceLabel: other,
+			}
+			err := tc.Create(ctx, &infrav1.Colony{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "lab"},
+				Spec: infrav1.ColonySpec{ColonyClusters: []infrav1.ColonyCluster{entry}}})
+			wantDenied(t, err, "clusterLabels["+k0rdentv1beta1.KOFRegionalClusterNamespaceLabel+"]")
+			return ctx
+		}).
+		Feature()
+	testEnv.Test(t, f)
+}
+
+// wantDenied fails unless err is the webhook's denial naming path.
+func wantDenied(t *testing.T, err error, path string) {
+	t.Helper()
+	if err == nil || !strings.Contains(err.Error(), "denied the request") || !strings.Contains(err.Error(), path) {
+		t.Fatalf("want the webhook's denial naming %s, got %v", path, err)
+	}
 }
