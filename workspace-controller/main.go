@@ -39,6 +39,7 @@ func run() error {
 		return err
 	}
 
+	common.CacheByObject = workspace.CacheByObject()
 	mgr, err := bootstrap.NewManager(common, scheme.New())
 	if err != nil {
 		return err

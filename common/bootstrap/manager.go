@@ -127,6 +127,9 @@ func managerOptions(opts *Options, scheme *runtime.Scheme) ctrl.Options {
 	// larger part of a cached object (thousands of WorkspaceDeployments, each written by several
 	// managers).
 	mo.Cache.DefaultTransform = cache.TransformStripManagedFields()
+	if len(opts.CacheByObject) > 0 {
+		mo.Cache.ByObject = opts.CacheByObject
+	}
 	if nss := opts.WatchNamespaces(); len(nss) > 0 {
 		mo.Cache.DefaultNamespaces = map[string]cache.Config{}
 		for _, ns := range nss {

@@ -23,6 +23,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // Log formats accepted by --log-format.
@@ -92,6 +94,10 @@ type Options struct {
 
 	// RestConfig is used instead of the in-cluster or kubeconfig configuration when set (tests).
 	RestConfig *rest.Config
+	// CacheByObject configures the cache per kind (not a flag), for a component's transforms that keep
+	// less of an object than the API server holds. A kind's Transform replaces the default one, which
+	// drops managedFields: it should drop them too.
+	CacheByObject map[client.Object]cache.ByObject
 }
 
 // NewOptions returns the defaults for a component.

@@ -111,14 +111,14 @@ func (r *Reconciler) reconcileSharedPrerequisite(ctx context.Context, s *scope, 
 	}
 	owner := ss.Annotations[AnnotationPrerequisiteValuesFrom]
 	svc := ss.Spec.Services[0]
-	drift := svc.Values != want || svc.HelmOptions != nil || len(svc.ValuesFrom) > 0 || svc.HelmAction != nil
+	drift := valuesDigest(svc.Values) != valuesDigest(want) || svc.HelmOptions != nil || len(svc.ValuesFrom) > 0 || svc.HelmAction != nil
 	if owner != "" && owner != s.class.Name {
 		used, who, err := r.classUsedOn(ctx, s, owner)
 		if err != nil {
 			return "", err
 		}
 		if used {
-			if svc.Values == want {
+			if valuesDigest(svc.Values) == valuesDigest(want) {
 				return "", nil
 			}
 			return fmt.Sprintf("prerequisite %s: the shared ServiceSet %s/%s carries the values of WorkspaceClass %s (used by workspace %s), and WorkspaceClass %s asks other values; give both classes the same prerequisite values",

@@ -267,6 +267,11 @@ func TestNoWritesWhenNothingChanged(t *testing.T) {
 	})
 	eventsBefore := len(workspaceEvents(t, key))
 	cdKey := types.NamespacedName{Namespace: key.Namespace, Name: cdName}
+	// Nor the ServiceSet: its cached copy holds a digest of the values, which must compare equal to
+	// the desired values.
+	ssKey := types.NamespacedName{Namespace: cdKey.Namespace, Name: settled.Status.ServiceSetName}
+	ssBefore := &k0rdentv1beta1.ServiceSet{}
+	must(t, k8s.Get(ctxT(t), ssKey, ssBefore))
 	for i := range 3 {
 		passes := reconcileCount(t)
 		cd := &k0rdentv1beta1.ClusterDeployment{}
@@ -289,6 +294,11 @@ func TestNoWritesWhenNothingChanged(t *testing.T) {
 	}
 	if n := len(workspaceEvents(t, key)); n != eventsBefore {
 		t.Errorf("%d new events", n-eventsBefore)
+	}
+	ssAfter := &k0rdentv1beta1.ServiceSet{}
+	must(t, k8s.Get(ctxT(t), ssKey, ssAfter))
+	if ssAfter.ResourceVersion != ssBefore.ResourceVersion {
+		t.Errorf("the ServiceSet was written (resourceVersion %s -> %s)", ssBefore.ResourceVersion, ssAfter.ResourceVersion)
 	}
 }
 

@@ -354,7 +354,7 @@ func drift(got, want *k0rdentv1beta1.ServiceSet) (spec, meta bool) {
 	}
 	for i := range want.Spec.Services {
 		g, w := got.Spec.Services[i], want.Spec.Services[i]
-		if g.Name != w.Name || g.Namespace != w.Namespace || g.Template != w.Template || g.Values != w.Values ||
+		if g.Name != w.Name || g.Namespace != w.Namespace || g.Template != w.Template || valuesDigest(g.Values) != valuesDigest(w.Values) ||
 			!equality.Semantic.DeepEqual(g.ValuesFrom, w.ValuesFrom) || g.HelmAction != nil || g.Version != nil || !sameJSON(g.HelmOptions, w.HelmOptions) {
 			return true, meta
 		}
