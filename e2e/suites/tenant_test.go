@@ -152,6 +152,20 @@ func TestTenantCannotReachBeyondItsNamespace(t *testing.T) {
 			}
 			return ctx
 		}).
+		Assess("values nested past the depth limit are denied, not parsed by the shared controller", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			var deep any = "e2e-deep-leaf"
+			for range 5000 {
+				deep = map[string]any{"a": deep}
+			}
+			ws := workspace(ns, "deep", class, "gpu", nil)
+			ws.Spec.Values = jsonOf(t, deep)
+			err := tc.Create(ctx, ws)
+			wantDenied(t, err, "spec.values")
+			if !strings.Contains(err.Error(), "depth limit") || strings.Contains(err.Error(), "e2e-deep-leaf") {
+				t.Errorf("the denial does not name the depth limit, or quotes the values: %.300s", err)
+			}
+			return ctx
+		}).
 		Assess("a Colony cannot name another team's regional cluster", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			entry := cpuColonyEntry(t, "c")
 			entry.ClusterLabels = map[string]string{
