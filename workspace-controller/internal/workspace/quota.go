@@ -23,7 +23,7 @@ import (
 )
 
 // +kubebuilder:rbac:groups=workspaces.exalsius.ai,resources=workspacequotas,verbs=get;list;watch
-// +kubebuilder:rbac:groups=workspaces.exalsius.ai,resources=workspacequotas/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=workspaces.exalsius.ai,resources=workspacequotas/status,verbs=patch
 
 // quotaCharge is what one workspace holds, or asks for, against a namespace's quotas: one workspace
 // and its GPUs of a vendor and model.
