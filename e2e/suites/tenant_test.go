@@ -22,6 +22,7 @@ import (
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/testing/testenv"
 	"github.com/exalsius/exalsius-operator/common/testing/tlsrecorder"
+	w "github.com/exalsius/exalsius-operator/e2e/internal/world"
 )
 
 // tenant returns a client acting as a tenant of ns, bound only to a namespaced Role with rules.
@@ -187,4 +188,113 @@ func wantDenied(t *testing.T, err error, path string) {
 	if err == nil || !strings.Contains(err.Error(), "denied the request") || !strings.Contains(err.Error(), path) {
 		t.Fatalf("want the webhook's denial naming %s, got %v", path, err)
 	}
+}
+
+// upstreamFinalizer is the finalizer the upstream operator put on WorkspaceDeployments; a tenant can
+// write it like any finalizer.
+const upstreamFinalizer = "workspaces.exalsius.ai/deployment"
+
+// TestTenantCannotDeleteWhatIsNotItsOwn: what a workspace's deletion removes is decided by labels
+// the controller wrote, not by names a tenant can choose. On a shared child, a tenant's workspace
+// named like a platform team's unlabelled namespace neither adopts nor deletes it; after the platform
+// revokes a grant, a tenant's workspace named like another team's upstream workspace, carrying the
+// upstream finalizer, does not delete that team's upstream ServiceSet.
+func TestTenantCannotDeleteWhatIsNotItsOwn(t *testing.T) {
+	var ns, other string
+	var tc client.Client
+	f := features.New("a tenant's deletion removes only what is its own").
+		Setup(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			ns = newNamespace(ctx, t, "tenant-del")
+			other = newNamespace(ctx, t, "tenant-del-other")
+			serviceTemplate(ctx, t, notebookTemplate, "jupyter-notebook", "0.3.0", "kcm-system", ns, other)
+			createClass(ctx, t, notebookClass("e2e-tenant-del-"+ns, notebookTemplate, 0, ""))
+			tc = tenant(ctx, t, ns, []rbacv1.PolicyRule{
+				{APIGroups: []string{workspacesv1.GroupVersion.Group}, Resources: []string{"workspacedeployments"}, Verbs: []string{"create", "get", "update", "delete"}},
+			})
+			return ctx
+		}).
+		Assess("an unlabelled ws-<name> on the child is neither adopted nor deleted", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			child := createClusterDeployment(ctx, t, ns, "shared", w.ClusterConfig{})
+			theirs := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ws-platform", Labels: map[string]string{"team": "platform"}}}
+			if err := child.Client().Create(ctx, theirs); err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.Create(ctx, workspace(ns, "platform", "e2e-tenant-del-"+ns, "shared", nil)); err != nil {
+				t.Fatal(err)
+			}
+			ws := waitPhase(ctx, t, ns, "platform", workspaceTimeout, workspacesv1.PhaseFailed)
+			if c := condition(t, ws, workspacesv1.ReadyCondition); c.Reason != workspacesv1.ReasonReleaseNamespaceConflict {
+				t.Fatalf("Ready %s (%s), want ReleaseNamespaceConflict", c.Reason, c.Message)
+			}
+			deleteAndWait(ctx, t, &workspacesv1.WorkspaceDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "platform"}}, workspaceTimeout)
+			got := &corev1.Namespace{}
+			if err := child.Client().Get(ctx, types.NamespacedName{Name: "ws-platform"}, got); err != nil || !got.DeletionTimestamp.IsZero() {
+				t.Fatalf("the platform team's namespace was deleted (err %v)", err)
+			}
+			if got.Labels[workspacesv1.WorkspaceLabel] != "" {
+				t.Fatalf("the platform team's namespace was adopted: %v", got.Labels)
+			}
+			return ctx
+		}).
+		Assess("after a revoked grant, another team's upstream ServiceSet survives the tenant's deletion", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			setGrant := func(value string) {
+				var n corev1.Namespace
+				if err := mgmt().Get(ctx, types.NamespacedName{Name: other}, &n); err != nil {
+					t.Fatal(err)
+				}
+				patch := client.MergeFrom(n.DeepCopy())
+				if n.Annotations == nil {
+					n.Annotations = map[string]string{}
+				}
+				if value == "" {
+					delete(n.Annotations, workspacesv1.AllowWorkspacesFromAnnotation)
+				} else {
+					n.Annotations[workspacesv1.AllowWorkspacesFromAnnotation] = value
+				}
+				if err := mgmt().Patch(ctx, &n, patch); err != nil {
+					t.Fatal(err)
+				}
+			}
+			setGrant(ns)
+			mustCreate(ctx, t, &k0rdentv1beta1.ClusterDeployment{
+				ObjectMeta: metav1.ObjectMeta{Namespace: other, Name: "theirs"},
+				Spec:       k0rdentv1beta1.ClusterDeploymentSpec{Template: clusterTemplateName, Credential: credentialName, DryRun: true},
+			})
+			ws := workspace(ns, "legacy", "e2e-tenant-del-"+ns, "theirs", nil)
+			ws.Spec.ClusterDeploymentRef.Namespace = other
+			ws.Finalizers = []string{upstreamFinalizer}
+			if err := tc.Create(ctx, ws); err != nil {
+				t.Fatal(err)
+			}
+			setGrant("")
+			eventually(ctx, t, "the workspace sees the grant revoked", workspaceTimeout, func(ctx context.Context) (bool, string) {
+				var cur workspacesv1.WorkspaceDeployment
+				if err := mgmt().Get(ctx, types.NamespacedName{Namespace: ns, Name: "legacy"}, &cur); err != nil {
+					return false, err.Error()
+				}
+				for _, c := range cur.Status.Conditions {
+					if c.Type == workspacesv1.ClusterDeploymentResolvedCondition && c.Reason == workspacesv1.ReasonNamespaceNotAllowed {
+						return true, ""
+					}
+				}
+				return false, string(cur.Status.Phase) + ": " + cur.Status.Message
+			})
+			upstream := &k0rdentv1beta1.ServiceSet{
+				ObjectMeta: metav1.ObjectMeta{Namespace: other, Name: "wsd-theirs-legacy"},
+				Spec: k0rdentv1beta1.ServiceSetSpec{
+					Cluster:  "theirs",
+					Provider: k0rdentv1beta1.StateManagementProviderConfig{Name: k0rdentv1beta1.DefaultStateManagementProvider},
+					Services: []k0rdentv1beta1.ServiceWithValues{{Name: "wsd-theirs-legacy", Namespace: "ws-legacy", Template: notebookTemplate}},
+				},
+			}
+			mustCreate(ctx, t, upstream)
+			deleteAndWait(ctx, t, &workspacesv1.WorkspaceDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "legacy"}}, workspaceTimeout)
+			got := &k0rdentv1beta1.ServiceSet{}
+			if err := mgmt().Get(ctx, client.ObjectKeyFromObject(upstream), got); err != nil || !got.DeletionTimestamp.IsZero() {
+				t.Fatalf("the other team's upstream ServiceSet was deleted (err %v)", err)
+			}
+			return ctx
+		}).
+		Feature()
+	testEnv.Test(t, f)
 }
