@@ -11,7 +11,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
@@ -66,15 +65,7 @@ func TestTenantCannotRedirectTheOperatorsCredentials(t *testing.T) {
 				{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create", "get", "update"}},
 				{APIGroups: []string{workspacesv1.GroupVersion.Group}, Resources: []string{"workspacedeployments"}, Verbs: []string{"create", "get", "delete"}},
 			})
-			kc := clientcmdapi.NewConfig()
-			kc.Clusters["c"] = &clientcmdapi.Cluster{Server: rec.URL(), CertificateAuthorityData: rec.CAPEM()}
-			kc.AuthInfos["u"] = &clientcmdapi.AuthInfo{TokenFile: tokenFile}
-			kc.Contexts["x"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "u"}
-			kc.CurrentContext = "x"
-			data, err := clientcmd.Write(*kc)
-			if err != nil {
-				t.Fatal(err)
-			}
+			data := rec.Kubeconfig(t, &clientcmdapi.AuthInfo{TokenFile: tokenFile})
 			if err := tc.Create(ctx, &corev1.Secret{
 				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: k0rdentv1beta1.KubeconfigSecretName("lure"),
 					Labels: map[string]string{"cluster.x-k8s.io/cluster-name": "lure"}},

@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -139,15 +138,7 @@ func TestAPIEndpointRefusesATenantsKubeconfig(t *testing.T) {
 	if err := os.WriteFile(tokenFile, []byte("operator-serviceaccount-token"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["c"] = &clientcmdapi.Cluster{Server: rec.URL(), CertificateAuthorityData: rec.CAPEM()}
-	kc.AuthInfos["u"] = &clientcmdapi.AuthInfo{TokenFile: tokenFile}
-	kc.Contexts["x"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "u"}
-	kc.CurrentContext = "x"
-	data, err := clientcmd.Write(*kc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := rec.Kubeconfig(t, &clientcmdapi.AuthInfo{TokenFile: tokenFile})
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: k0rdentv1beta1.KubeconfigSecretName("col-a")},
 		Data: map[string][]byte{k0rdentv1beta1.KubeconfigSecretKey: data}}
 	if err := tenant.Create(ctx, secret); err != nil {

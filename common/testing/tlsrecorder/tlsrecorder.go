@@ -11,6 +11,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
 // Server records what reaches it.
@@ -64,4 +67,20 @@ func (s *Server) Seen() (conns int, creds []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.conns, append([]string(nil), s.creds...)
+}
+
+// Kubeconfig returns a kubeconfig whose one context aims at the server (trusting its certificate)
+// with user as its credentials, as a tenant would write it into a kubeconfig Secret.
+func (s *Server) Kubeconfig(t testing.TB, user *clientcmdapi.AuthInfo) []byte {
+	t.Helper()
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["c"] = &clientcmdapi.Cluster{Server: s.URL(), CertificateAuthorityData: s.CAPEM()}
+	kc.AuthInfos["u"] = user
+	kc.Contexts["x"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "u"}
+	kc.CurrentContext = "x"
+	data, err := clientcmd.Write(*kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }
