@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,6 +24,71 @@ import (
 // the pass itself, when its status write finds the workspace gone (removeVanished), and the reconcile
 // of a workspace that no longer exists, which looks for ServiceSets still labelled with it
 // (collectOrphans), for instance after a restart.
+
+// A third case: the pass made ws-<name> and then failed before it made the ServiceSet, and its status
+// write failed too (the management API server restarting): nothing on the management cluster names
+// the namespace. The pass remembers it (madeNamespaces) when it ends in an error; the next reconcile
+// either finds the workspace (and forgets it) or finds it gone and removes the namespace
+// (collectMadeNamespace). The memory is the process's: a restart in between loses it.
+
+// madeNamespaces maps a workspace to the ClusterDeployment on whose child a pass that ended in an
+// error made its release namespace.
+type madeNamespaces struct {
+	mu sync.Mutex
+	m  map[types.NamespacedName]types.NamespacedName
+}
+
+func (n *madeNamespaces) remember(ws, cd types.NamespacedName) {
+	if cd.Name == "" {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.m == nil {
+		n.m = map[types.NamespacedName]types.NamespacedName{}
+	}
+	n.m[ws] = cd
+}
+
+func (n *madeNamespaces) forget(ws types.NamespacedName) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	delete(n.m, ws)
+}
+
+func (n *madeNamespaces) lookup(ws types.NamespacedName) (types.NamespacedName, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	cd, ok := n.m[ws]
+	return cd, ok
+}
+
+// collectMadeNamespace removes the release namespace a failed pass made for a workspace that no longer
+// exists (confirmed by the API server), when the namespace's labels name that workspace.
+func (r *Reconciler) collectMadeNamespace(ctx context.Context, key types.NamespacedName) error {
+	cd, ok := r.madeNamespaces.lookup(key)
+	if !ok {
+		return nil
+	}
+	if r.APIReader != nil {
+		err := r.APIReader.Get(ctx, key, &workspacesv1.WorkspaceDeployment{})
+		if err == nil {
+			r.madeNamespaces.forget(key)
+			return nil // it exists: the cache is behind
+		}
+		if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("reading workspace %s: %w", key, err)
+		}
+	}
+	log.FromContext(ctx).Info("removing the release namespace a failed pass made for a workspace that no longer exists", "clusterDeployment", cd)
+	ws := &workspacesv1.WorkspaceDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name},
+		Spec: workspacesv1.WorkspaceDeploymentSpec{ClusterDeploymentRef: workspacesv1.ClusterDeploymentRef{Name: cd.Name, Namespace: cd.Namespace}}}
+	if err := r.removeInstall(ctx, &scope{ws: ws, cdKey: cd}); err != nil {
+		return err
+	}
+	r.madeNamespaces.forget(key)
+	return nil
+}
 
 // removeVanished removes what a pass installed for a workspace that was deleted during the pass.
 func (r *Reconciler) removeVanished(ctx context.Context, s *scope) error {

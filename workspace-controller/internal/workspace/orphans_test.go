@@ -13,9 +13,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/common/childcluster"
 )
 
 // noInstallLeft fails unless the workspace's ServiceSets are gone or being deleted and ws-<name> on
@@ -116,5 +118,46 @@ func TestDeleteRightAfterCreateLeavesNothing(t *testing.T) {
 			}
 			return noInstallLeft(ctx, ns, n)
 		})
+	}
+}
+
+// TestMadeNamespaceOfAVanishedWorkspaceIsCollected: a pass made ws-<name> and ended in an error
+// before any ServiceSet or status named it (the management API server restarting; found by
+// make test-chaos-short, seed 1796129239489346714, round 2), and the workspace is gone. The reconcile
+// of the gone workspace removes the namespace the pass remembered; without that memory nothing on the
+// management cluster names it.
+func TestMadeNamespaceOfAVanishedWorkspaceIsCollected(t *testing.T) {
+	ctx := ctxT(t)
+	ns := newNamespace(t)
+	cd := createCluster(t, ns, child.Kubeconfig)
+	ghost := name("made")
+	key := types.NamespacedName{Namespace: ns, Name: ghost}
+	must(t, child.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ReleaseNamespace(ghost), Labels: map[string]string{
+		workspacesv1.WorkspaceLabel: ghost, workspacesv1.WorkspaceNamespaceLabel: ns, workspacesv1.WorkspaceUIDLabel: "0000-gone"}}}))
+	cache, err := childcluster.New(childcluster.Options{Reader: k8s})
+	must(t, err)
+	t.Cleanup(cache.Stop)
+	r := &Reconciler{Client: k8s, APIReader: k8s, Children: CacheChildren{Cache: cache}, Options: DefaultOptions()}
+	released := func() bool {
+		got := &corev1.Namespace{}
+		err := child.Client.Get(ctx, types.NamespacedName{Name: ReleaseNamespace(ghost)}, got)
+		return apierrors.IsNotFound(err) || (err == nil && !got.DeletionTimestamp.IsZero())
+	}
+
+	// Nothing remembered: nothing names the namespace, and it stays.
+	_, err = r.Reconcile(ctx, reconcile.Request{NamespacedName: key})
+	must(t, err)
+	if released() {
+		t.Fatal("a namespace nothing remembered was deleted")
+	}
+	// Remembered by the failed pass: the reconcile of the gone workspace removes it.
+	r.madeNamespaces.remember(key, client.ObjectKeyFromObject(cd))
+	_, err = r.Reconcile(ctx, reconcile.Request{NamespacedName: key})
+	must(t, err)
+	if !released() {
+		t.Fatal("the namespace made by the failed pass is still there")
+	}
+	if _, ok := r.madeNamespaces.lookup(key); ok {
+		t.Fatal("the memory was not cleared")
 	}
 }

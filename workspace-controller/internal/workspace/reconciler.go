@@ -44,6 +44,8 @@ type Reconciler struct {
 
 	admissions *admissions
 	writes     ownWrites
+	// madeNamespaces remembers the release namespaces of passes that ended in an error (orphans.go).
+	madeNamespaces madeNamespaces
 	// placed remembers placements written until the cache shows them (placement.go).
 	placed placementMemory
 }
@@ -78,10 +80,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 		if apierrors.IsNotFound(err) {
 			r.admissionsFor().forget(req.NamespacedName.String())
 			r.writes.forget(req.NamespacedName.String())
-			return reconcile.Result{}, r.collectOrphans(ctx, req.NamespacedName)
+			return reconcile.Result{}, errors.Join(r.collectMadeNamespace(ctx, req.NamespacedName), r.collectOrphans(ctx, req.NamespacedName))
 		}
 		return reconcile.Result{}, err
 	}
+	r.madeNamespaces.forget(req.NamespacedName) // it exists: its own passes and deletion own what they made
 	if r.writes.stale(req.NamespacedName.String(), ws.ResourceVersion) {
 		// The cache has not caught up with this process's last write: a pass now would decide from
 		// the state before it (and record its Events again).
@@ -99,6 +102,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 		}
 		if err := r.patchStatus(ctx, before, s); err != nil {
 			retErr = errors.Join(retErr, err)
+		}
+		if retErr != nil && s.releaseNSCreated {
+			r.madeNamespaces.remember(req.NamespacedName, s.cdKey)
 		}
 	}()
 
