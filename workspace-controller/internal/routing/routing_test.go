@@ -16,8 +16,8 @@ import (
 
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/routing"
-	"github.com/exalsius/exalsius-operator/workspace-controller/internal/workspace"
 )
 
 // Two HTTP endpoints and one SSH endpoint: URL shapes, the HTTPRoutes and mirror Services on the
@@ -68,7 +68,7 @@ func TestRoutesServeAndDeletionOrder(t *testing.T) {
 		return nil
 	})
 	ss := &k0rdentv1beta1.ServiceSet{}
-	must(t, k8s.Get(ctxT(t), types.NamespacedName{Namespace: ns, Name: workspace.ServiceSetName(ws)}, ss))
+	must(t, k8s.Get(ctxT(t), types.NamespacedName{Namespace: ns, Name: owned.ServiceSetName(ws)}, ss))
 	if !ss.DeletionTimestamp.IsZero() {
 		t.Fatalf("the ServiceSet is being deleted while a route is still there")
 	}
@@ -289,7 +289,7 @@ func TestSweep(t *testing.T) {
 	// carries the owner labels the controller sets, and a route of the workspace routed on its own
 	// cluster, left behind. The route is swept; the namespace is the owner's and stays.
 	gone := name("gone")
-	release := workspace.ReleaseNamespace(gone)
+	release := owned.ReleaseNamespace(gone)
 	owner := map[string]string{workspacesv1.WorkspaceLabel: gone, workspacesv1.WorkspaceNamespaceLabel: ns,
 		workspacesv1.WorkspaceUIDLabel: "0001", routing.ManagedByLabel: routing.ManagedByValue}
 	must(t, rc.Create(ctxT(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: release, Labels: owner}}))
@@ -391,7 +391,7 @@ func TestRegionalIsTheWorkspaceCluster(t *testing.T) {
 	// (labelled with its workspace; an unlabelled ws-<name> is not adopted by a new workspace), and the
 	// release's Services, which a chart may label with its workspace (routing must not take them for
 	// mirror Services of its own, also the one no endpoint names).
-	rns := workspace.ReleaseNamespace(wsName)
+	rns := owned.ReleaseNamespace(wsName)
 	must(t, rc.Create(ctxT(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: rns,
 		Labels: map[string]string{workspacesv1.WorkspaceLabel: wsName, workspacesv1.WorkspaceNamespaceLabel: ns}}}))
 	chartLabels := map[string]string{workspacesv1.WorkspaceLabel: wsName, workspacesv1.WorkspaceNamespaceLabel: ns, routing.ManagedByLabel: "Helm"}
@@ -437,7 +437,7 @@ func TestRegionalIsTheWorkspaceCluster(t *testing.T) {
 	}
 
 	// Hold the ServiceSet as KCM does while it uninstalls: the deletion stops after the routes.
-	ssKey := types.NamespacedName{Namespace: ns, Name: workspace.ServiceSetName(ws)}
+	ssKey := types.NamespacedName{Namespace: ns, Name: owned.ServiceSetName(ws)}
 	ss := &k0rdentv1beta1.ServiceSet{}
 	must(t, k8s.Get(ctxT(t), ssKey, ss))
 	ss.Finalizers = append(ss.Finalizers, "test.example/hold")
@@ -501,7 +501,7 @@ func TestRouteNamespaceNeverAReleaseNamespace(t *testing.T) {
 		return nil
 	})
 	release := &corev1.Namespace{}
-	must(t, rc.Get(ctxT(t), types.NamespacedName{Name: workspace.ReleaseNamespace(wsName)}, release))
+	must(t, rc.Get(ctxT(t), types.NamespacedName{Name: owned.ReleaseNamespace(wsName)}, release))
 	if release.Labels[workspacesv1.WorkspaceUIDLabel] != string(wsB.UID) || release.Labels[routing.RouteNamespaceLabel] != "" {
 		t.Errorf("B's release namespace: %v", release.Labels)
 	}
@@ -518,7 +518,7 @@ func TestRouteNamespaceNeverAReleaseNamespace(t *testing.T) {
 	})
 	// Deleting A removes its route namespace and leaves B's release namespace alone.
 	deleteWorkspace(t, a)
-	must(t, rc.Get(ctxT(t), types.NamespacedName{Name: workspace.ReleaseNamespace(wsName)}, release))
+	must(t, rc.Get(ctxT(t), types.NamespacedName{Name: owned.ReleaseNamespace(wsName)}, release))
 	if !release.DeletionTimestamp.IsZero() {
 		t.Errorf("deleting A deleted B's release namespace")
 	}

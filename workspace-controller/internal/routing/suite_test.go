@@ -28,6 +28,7 @@ import (
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/childcluster"
 	"github.com/exalsius/exalsius-operator/common/testing/testenv"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/routing"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/workspace"
 )
@@ -346,7 +347,7 @@ func runningWorkspace(t *testing.T, ns, wsName, class, cd string) types.Namespac
 	}
 	must(t, k8s.Create(ctxT(t), ws))
 	key := client.ObjectKeyFromObject(ws)
-	ssKey := types.NamespacedName{Namespace: ns, Name: workspace.ServiceSetName(ws)}
+	ssKey := types.NamespacedName{Namespace: ns, Name: owned.ServiceSetName(ws)}
 	eventually(t, "ServiceSet "+ssKey.String(), func() error { return k8s.Get(ctxT(t), ssKey, &k0rdentv1beta1.ServiceSet{}) })
 	eventually(t, "ServiceSet deployed", func() error {
 		ss := &k0rdentv1beta1.ServiceSet{}

@@ -9,7 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
-	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/gpu"
 )
@@ -48,49 +47,6 @@ func TestPendingAdmissionUntilSettled(t *testing.T) {
 	a.settle("team/nb", nil, "201", workspacesv1.PhaseWaiting)
 	if got := a.current(ws); got == nil {
 		t.Fatal("settle dropped an admission that was not pending")
-	}
-}
-
-func TestAdmissionAnnotationRoundTrip(t *testing.T) {
-	ss := &k0rdentv1beta1.ServiceSet{}
-	if annotatedAdmission(ss) != nil || annotatedAdmission(nil) != nil {
-		t.Fatal("an admission read from a ServiceSet without one")
-	}
-	now := metav1.Now().Rfc3339Copy()
-	ad := &workspacesv1.Admission{Cluster: "team/cd", GPUResourceName: "nvidia.com/gpu", GPUVendor: workspacesv1.GPUVendorNVIDIA,
-		GPUsPerReplica: 2, Replicas: 2, GPUs: 4, Selector: map[string]string{"a": "b"},
-		Nodes: []workspacesv1.AdmittedNode{{Name: "n1", Replicas: 2, Hostname: "h1"}}, AdmittedAt: &now}
-	setAdmissionAnnotation(ss, ad)
-	got := annotatedAdmission(ss)
-	if got == nil || got.GPUs != 4 || got.Nodes[0].Hostname != "h1" || !got.AdmittedAt.Equal(&now) {
-		t.Fatalf("round trip: %+v", got)
-	}
-	setAdmissionAnnotation(ss, &workspacesv1.Admission{Cluster: "team/cd", Replicas: 1})
-	if _, ok := ss.Annotations[AnnotationAdmission]; ok {
-		t.Fatal("a CPU-only admission is carried")
-	}
-	for _, bad := range []string{"{", `{"gpus":0}`, `{"gpus":-1}`, "null"} {
-		ss.Annotations = map[string]string{AnnotationAdmission: bad}
-		if annotatedAdmission(ss) != nil {
-			t.Errorf("%q read as an admission", bad)
-		}
-	}
-}
-
-// A ServiceSet scaled to zero holds nothing, so it carries no admission: starting its workspace again
-// gates it anew instead of taking the old admission back.
-func TestStoppedServiceSetCarriesNoAdmission(t *testing.T) {
-	ad := &workspacesv1.Admission{Cluster: "team/cd", GPUsPerReplica: 1, Replicas: 1, GPUs: 1}
-	ss := &k0rdentv1beta1.ServiceSet{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{LabelStopped: "true"}}}
-	setAdmissionAnnotation(ss, ad)
-	if _, ok := ss.Annotations[AnnotationAdmission]; ok {
-		t.Fatal("a stopped ServiceSet carries an admission")
-	}
-	ss.Labels = nil
-	setAdmissionAnnotation(ss, ad)
-	ss.Labels = map[string]string{LabelStopped: "true"}
-	if annotatedAdmission(ss) != nil {
-		t.Fatal("an admission read from a stopped ServiceSet")
 	}
 }
 

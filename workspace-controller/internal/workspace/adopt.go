@@ -3,80 +3,17 @@ package workspace
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 )
-
-const (
-	// LegacyFinalizer is the finalizer the upstream exalsius-operator 0.11 put on WorkspaceDeployments.
-	// Nothing else removes it after a switch, so the workspace-controller does, once its own is on.
-	LegacyFinalizer = "workspaces.exalsius.ai/deployment"
-	// AnnotationServiceSetName pins, on a WorkspaceDeployment, the name of the ServiceSet adopted from
-	// the upstream operator, so that the release is kept instead of reinstalled under a new name.
-	AnnotationServiceSetName = workspacesv1.ServiceSetNameAnnotation
-	// AnnotationReleaseName pins the adopted Helm release name.
-	AnnotationReleaseName = workspacesv1.ReleaseNameAnnotation
-)
-
-// LegacyName is the ServiceSet and Helm release name the upstream operator 0.11 gave a workspace:
-// `wsd-<cluster deployment>-<name>`.
-func LegacyName(ws *workspacesv1.WorkspaceDeployment) string {
-	return "wsd-" + ws.Spec.ClusterDeploymentRef.Name + "-" + ws.Name
-}
-
-// adoptedServiceSetName is the name of the upstream ServiceSet the workspace adopted, or "". The
-// annotation that pins it is written by adoptLegacy, but whoever may edit the workspace can write
-// it too: it is honoured only when it names the one ServiceSet adoption can ever take,
-// LegacyName(ws), so it can never point the controller at KCM's `<cd>` ServiceSet, a prerequisite's
-// or another workspace's.
-func adoptedServiceSetName(ws *workspacesv1.WorkspaceDeployment) string {
-	if n := ws.Annotations[AnnotationServiceSetName]; n != "" && n == LegacyName(ws) {
-		return n
-	}
-	return ""
-}
-
-// adoptedReleaseName is the Helm release name of the adopted upstream ServiceSet, or "": the pinned
-// annotation, honoured only next to an honoured ServiceSet annotation and only when it is a valid
-// Helm release name.
-func adoptedReleaseName(ws *workspacesv1.WorkspaceDeployment) string {
-	n := ws.Annotations[AnnotationReleaseName]
-	if n == "" || adoptedServiceSetName(ws) == "" || ValidateReleaseName(n) != nil {
-		return ""
-	}
-	return n
-}
-
-// maxReleaseName is Helm's limit on a release name.
-const maxReleaseName = 53
-
-// ValidateReleaseName checks a Helm release name: at most 53 characters, lower-case alphanumerics and
-// '-' or '.', starting and ending with an alphanumeric (Helm's own rule).
-func ValidateReleaseName(n string) error {
-	if len(n) == 0 || len(n) > maxReleaseName {
-		return fmt.Errorf("a Helm release name has 1 to %d characters, got %d", maxReleaseName, len(n))
-	}
-	if errs := validation.IsDNS1123Subdomain(n); len(errs) > 0 {
-		return fmt.Errorf("not a valid Helm release name: %s", strings.Join(errs, "; "))
-	}
-	return nil
-}
-
-// upstreamShape reports whether ss looks like the ServiceSet the upstream operator made for ws: its
-// legacy name, on the workspace's cluster, one service in ws-<name>.
-func upstreamShape(ss *k0rdentv1beta1.ServiceSet, ws *workspacesv1.WorkspaceDeployment) bool {
-	return ss.Name == LegacyName(ws) && ss.Spec.Cluster == ws.Spec.ClusterDeploymentRef.Name &&
-		len(ss.Spec.Services) == 1 && ss.Spec.Services[0].Namespace == ReleaseNamespace(ws.Name)
-}
 
 // adoptLegacy takes over what the upstream operator left: its finalizer is dropped (ours is on), and
 // a workspace this controller has never installed whose upstream ServiceSet exists keeps that
@@ -86,26 +23,26 @@ func (r *Reconciler) adoptLegacy(ctx context.Context, s *scope) (stepResult, err
 	ws := s.ws
 	patchBase := ws.DeepCopy()
 	changed := false
-	if controllerutil.ContainsFinalizer(ws, LegacyFinalizer) && controllerutil.ContainsFinalizer(ws, workspacesv1.WorkspaceFinalizer) {
-		controllerutil.RemoveFinalizer(ws, LegacyFinalizer)
+	if controllerutil.ContainsFinalizer(ws, workspacesv1.LegacyFinalizer) && controllerutil.ContainsFinalizer(ws, workspacesv1.WorkspaceFinalizer) {
+		controllerutil.RemoveFinalizer(ws, workspacesv1.LegacyFinalizer)
 		changed = true
 	}
 	allowed := false
-	if adoptedServiceSetName(ws) == "" && ws.Status.ServiceSetName == "" {
+	if owned.AdoptedServiceSetName(ws) == "" && ws.Status.ServiceSetName == "" {
 		// Only where the workspace may act: the ServiceSet of the same name in a namespace that does
 		// not allow this one belongs to a workspace there.
 		var err error
-		if allowed, err = r.targetAllowed(ctx, ws, ClusterKey(ws)); err != nil {
+		if allowed, err = r.targetAllowed(ctx, ws, owned.ClusterKey(ws)); err != nil {
 			return stop, err
 		}
 	}
 	if allowed {
-		name := LegacyName(ws)
+		name := owned.LegacyName(ws)
 		ss := &k0rdentv1beta1.ServiceSet{}
-		err := r.Client.Get(ctx, types.NamespacedName{Namespace: ClusterKey(ws).Namespace, Name: name}, ss)
+		err := r.Client.Get(ctx, types.NamespacedName{Namespace: owned.ClusterKey(ws).Namespace, Name: name}, ss)
 		switch {
-		case err == nil && ss.DeletionTimestamp.IsZero() && upstreamShape(ss, ws) && unlabelledOrOwn(ss, ws) &&
-			ValidateReleaseName(ss.Spec.Services[0].Name) == nil:
+		case err == nil && ss.DeletionTimestamp.IsZero() && owned.UpstreamShape(ss, ws) && unlabelledOrOwn(ss, ws) &&
+			owned.ValidateReleaseName(ss.Spec.Services[0].Name) == nil:
 			// The ServiceSet is labelled as this workspace's first: from then on its labels, which
 			// tenants cannot write, say whose it is (the deletion deletes only labelled ServiceSets).
 			if err := r.labelAdopted(ctx, ss, ws); err != nil {
@@ -114,8 +51,8 @@ func (r *Reconciler) adoptLegacy(ctx context.Context, s *scope) (stepResult, err
 			if ws.Annotations == nil {
 				ws.Annotations = map[string]string{}
 			}
-			ws.Annotations[AnnotationServiceSetName] = ss.Name
-			ws.Annotations[AnnotationReleaseName] = ss.Spec.Services[0].Name
+			ws.Annotations[workspacesv1.ServiceSetNameAnnotation] = ss.Name
+			ws.Annotations[workspacesv1.ReleaseNameAnnotation] = ss.Spec.Services[0].Name
 			changed = true
 			log.FromContext(ctx).Info("adopting the ServiceSet of the upstream operator", "serviceSet", ss.Name, "release", ss.Spec.Services[0].Name)
 		case err != nil && !apierrors.IsNotFound(err):
@@ -161,11 +98,11 @@ func (r *Reconciler) labelAdopted(ctx context.Context, ss *k0rdentv1beta1.Servic
 // tenancy rule holds for the ClusterDeployment's namespace), and only in the upstream shape.
 func (r *Reconciler) deleteLegacyServiceSet(ctx context.Context, s *scope, targetAllowed bool) (bool, error) {
 	ws := s.ws
-	if !targetAllowed || !controllerutil.ContainsFinalizer(ws, LegacyFinalizer) || adoptedServiceSetName(ws) != "" {
+	if !targetAllowed || !controllerutil.ContainsFinalizer(ws, workspacesv1.LegacyFinalizer) || owned.AdoptedServiceSetName(ws) != "" {
 		return true, nil
 	}
 	ss := &k0rdentv1beta1.ServiceSet{}
-	key := types.NamespacedName{Namespace: ClusterKey(ws).Namespace, Name: LegacyName(ws)}
+	key := types.NamespacedName{Namespace: owned.ClusterKey(ws).Namespace, Name: owned.LegacyName(ws)}
 	err := r.Client.Get(ctx, key, ss)
 	if apierrors.IsNotFound(err) {
 		return true, nil
@@ -173,7 +110,7 @@ func (r *Reconciler) deleteLegacyServiceSet(ctx context.Context, s *scope, targe
 	if err != nil {
 		return false, fmt.Errorf("reading the upstream ServiceSet %s: %w", key, err)
 	}
-	if !upstreamShape(ss, ws) || !unlabelledOrOwn(ss, ws) {
+	if !owned.UpstreamShape(ss, ws) || !unlabelledOrOwn(ss, ws) {
 		return true, nil // not the upstream ServiceSet of this workspace
 	}
 	if ss.DeletionTimestamp.IsZero() {

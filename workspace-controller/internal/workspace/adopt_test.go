@@ -36,7 +36,7 @@ func TestAdoptUpstreamServiceSet(t *testing.T) {
 
 	key := createWorkspace(t, ns, class, cd.Name, func(ws *workspacesv1.WorkspaceDeployment) {
 		ws.Name = wsName
-		ws.Finalizers = []string{LegacyFinalizer}
+		ws.Finalizers = []string{workspacesv1.LegacyFinalizer}
 	})
 	waitPhase(t, key, workspacesv1.PhaseDeploying, "")
 	// The phase turns Deploying with the admission, one write before the ServiceSet step names the
@@ -54,7 +54,7 @@ func TestAdoptUpstreamServiceSet(t *testing.T) {
 	}
 	eventually(t, "upstream finalizer dropped", func() error {
 		cur := getWS(t, key)
-		if controllerutil.ContainsFinalizer(cur, LegacyFinalizer) || !controllerutil.ContainsFinalizer(cur, workspacesv1.WorkspaceFinalizer) {
+		if controllerutil.ContainsFinalizer(cur, workspacesv1.LegacyFinalizer) || !controllerutil.ContainsFinalizer(cur, workspacesv1.WorkspaceFinalizer) {
 			return fmt.Errorf("finalizers %v", cur.Finalizers)
 		}
 		return nil
@@ -92,7 +92,7 @@ func TestDeleteDropsUpstreamFinalizer(t *testing.T) {
 	must(t, k8s.Create(ctxT(t), legacy))
 	key := createWorkspace(t, ns, class, cd.Name, func(ws *workspacesv1.WorkspaceDeployment) {
 		ws.Name = wsName
-		ws.Finalizers = []string{LegacyFinalizer}
+		ws.Finalizers = []string{workspacesv1.LegacyFinalizer}
 		ws.Spec.Suspend = true
 	})
 	eventually(t, "the workspace-controller's finalizer added", func() error {

@@ -20,6 +20,7 @@ import (
 	"github.com/exalsius/exalsius-operator/common/childcluster"
 	"github.com/exalsius/exalsius-operator/common/tenancy"
 	"github.com/exalsius/exalsius-operator/common/text"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 )
 
 // EventReasonCleanupIncomplete is the reason of the Warning Event a deletion leaves when it gave up
@@ -34,10 +35,10 @@ const EventReasonCleanupIncomplete = "CleanupIncomplete"
 // names what was left behind.
 func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (reconcile.Result, error) {
 	ws := s.ws
-	if !controllerutil.ContainsFinalizer(ws, workspacesv1.WorkspaceFinalizer) && !controllerutil.ContainsFinalizer(ws, LegacyFinalizer) {
+	if !controllerutil.ContainsFinalizer(ws, workspacesv1.WorkspaceFinalizer) && !controllerutil.ContainsFinalizer(ws, workspacesv1.LegacyFinalizer) {
 		return reconcile.Result{}, nil
 	}
-	s.cdKey = ClusterKey(ws)
+	s.cdKey = owned.ClusterKey(ws)
 	s.obs.deleting = true
 
 	cd := &k0rdentv1beta1.ClusterDeployment{}
@@ -137,7 +138,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (reconcile.R
 	r.admissionsFor().forget(s.key())
 	patchBase := ws.DeepCopy()
 	controllerutil.RemoveFinalizer(ws, workspacesv1.WorkspaceFinalizer)
-	controllerutil.RemoveFinalizer(ws, LegacyFinalizer) // the upstream operator's, if never adopted (adopt.go)
+	controllerutil.RemoveFinalizer(ws, workspacesv1.LegacyFinalizer) // the upstream operator's, if never adopted (adopt.go)
 	if err := r.Client.Patch(ctx, ws, client.MergeFromWithOptions(patchBase, client.MergeFromWithOptimisticLock{})); err != nil && !apierrors.IsNotFound(err) {
 		return reconcile.Result{}, fmt.Errorf("removing finalizer: %w", err)
 	}
@@ -169,7 +170,7 @@ func (s *scope) serviceSetNameForDelete() string {
 	if s.ws.Status.ServiceSetName != "" {
 		return s.ws.Status.ServiceSetName
 	}
-	return ServiceSetName(s.ws)
+	return owned.ServiceSetName(s.ws)
 }
 
 // deleteServiceSet deletes the workspace's ServiceSet and reports whether it is gone. When the
@@ -193,7 +194,7 @@ func (r *Reconciler) deleteServiceSet(ctx context.Context, s *scope, cdGone bool
 	if err != nil {
 		return false, fmt.Errorf("reading ServiceSet %s/%s: %w", s.cdKey.Namespace, name, err)
 	}
-	if !labelledServiceSet(ss, s.ws) {
+	if !owned.LabelledServiceSet(ss, s.ws) {
 		return true, nil // not ours: only a ServiceSet labelled with this workspace is deleted
 	}
 	if ss.DeletionTimestamp.IsZero() {
@@ -239,7 +240,7 @@ func (r *Reconciler) targetAllowed(ctx context.Context, ws *workspacesv1.Workspa
 // deletion that follows reconnects once if needed.
 func (r *Reconciler) forgetUnusedChild(ctx context.Context, s *scope) error {
 	var list workspacesv1.WorkspaceDeploymentList
-	if err := r.Client.List(ctx, &list, client.MatchingFields{IndexCluster: s.cdKey.String()}, client.UnsafeDisableDeepCopy); err != nil { // read-only
+	if err := r.Client.List(ctx, &list, client.MatchingFields{owned.IndexCluster: s.cdKey.String()}, client.UnsafeDisableDeepCopy); err != nil { // read-only
 		return fmt.Errorf("listing workspaces of %s: %w", s.cdKey, err)
 	}
 	for i := range list.Items {

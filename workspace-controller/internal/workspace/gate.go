@@ -18,6 +18,7 @@ import (
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/gpu"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 )
 
 // admissionCovers reports whether an admission on the cluster grants exactly what the resources ask
@@ -62,7 +63,7 @@ func (r *Reconciler) gate(ctx context.Context, s *scope) (stepResult, error) {
 	if s.ws.Status.Admission == nil {
 		// A pass that made the ServiceSet ended before it wrote the status (a restart, a failed
 		// write): the ServiceSet carries the admission, which others count already; take it back.
-		if ad := annotatedAdmission(s.claimed); admissionCovers(ad, cluster, s.resources) {
+		if ad := owned.AnnotatedAdmission(s.claimed); admissionCovers(ad, cluster, s.resources) {
 			s.ws.Status.Admission = ad
 		}
 	}
@@ -266,17 +267,17 @@ func (r *Reconciler) hasServiceSet(ctx context.Context, s *scope) (bool, error) 
 	}
 	name := s.ws.Status.ServiceSetName
 	if name == "" {
-		name = ServiceSetName(s.ws)
+		name = owned.ServiceSetName(s.ws)
 	}
 	ss := &k0rdentv1beta1.ServiceSet{}
-	err := r.Client.Get(ctx, types.NamespacedName{Namespace: ClusterKey(s.ws).Namespace, Name: name}, ss)
+	err := r.Client.Get(ctx, types.NamespacedName{Namespace: owned.ClusterKey(s.ws).Namespace, Name: name}, ss)
 	if apierrors.IsNotFound(err) {
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("reading ServiceSet %s/%s: %w", ClusterKey(s.ws).Namespace, name, err)
+		return false, fmt.Errorf("reading ServiceSet %s/%s: %w", owned.ClusterKey(s.ws).Namespace, name, err)
 	}
-	return ownedServiceSet(ss, s.ws), nil
+	return owned.OwnedServiceSet(ss, s.ws), nil
 }
 
 // reservations returns the GPUs held by other workspaces on the cluster that the child's pods do not
@@ -287,7 +288,7 @@ func (r *Reconciler) hasServiceSet(ctx context.Context, s *scope) (bool, error) 
 func (r *Reconciler) reservations(ctx context.Context, s *scope, pods []corev1.Pod) (heldGPUs, error) {
 	var list workspacesv1.WorkspaceDeploymentList
 	// Read-only: the cached objects are not copied (the slice is, so sorting it is safe).
-	if err := r.Client.List(ctx, &list, client.MatchingFields{IndexCluster: s.cdKey.String()}, client.UnsafeDisableDeepCopy); err != nil {
+	if err := r.Client.List(ctx, &list, client.MatchingFields{owned.IndexCluster: s.cdKey.String()}, client.UnsafeDisableDeepCopy); err != nil {
 		return heldGPUs{}, fmt.Errorf("listing workspaces of %s: %w", s.cdKey, err)
 	}
 	list.Items = r.withRecentAdmissions(ctx, s.cdKey.String(), list.Items)
@@ -312,20 +313,20 @@ func (r *Reconciler) reservations(ctx context.Context, s *scope, pods []corev1.P
 		}
 		set, hasSet := withSet[key]
 		current, phase := r.admissionsFor().state(o)
-		ad := admissionOf(current, set)
+		ad := owned.AdmissionOf(current, set)
 		if ad != nil && ad.Cluster != s.cdKey.String() {
 			ad = nil
 		}
 		switch {
 		case holdsGPUs(o, ad, phase, hasSet):
-			admitted = append(admitted, admittedReservations(key, ad, bound[ReleaseNamespace(o.Name)])...)
+			admitted = append(admitted, admittedReservations(key, ad, bound[owned.ReleaseNamespace(o.Name)])...)
 			if !pinnedAdmission(ad) {
 				unpinned[key] = true
 			}
 		case ad == nil && hasSet && o.Status.ResolvedResources != nil && gpus(o.Status.ResolvedResources) > 0:
 			// A ServiceSet made before admissions were recorded: its resources hold the GPUs.
 			res := o.Status.ResolvedResources
-			replicas := res.Replicas - boundGPUPods(bound[ReleaseNamespace(o.Name)], corev1.ResourceName(res.GPUResourceName), "")
+			replicas := res.Replicas - boundGPUPods(bound[owned.ReleaseNamespace(o.Name)], corev1.ResourceName(res.GPUResourceName), "")
 			unpinned[key] = true
 			if replicas > 0 {
 				admitted = append(admitted, gpu.Reservation{Key: key, Vendor: res.PerReplica.GPUVendor,
@@ -439,7 +440,7 @@ func (r *Reconciler) workspacesWithServiceSets(ctx context.Context, cd types.Nam
 	out := make(map[string]*k0rdentv1beta1.ServiceSet, len(list.Items))
 	for i := range list.Items {
 		l := list.Items[i].Labels
-		if l[LabelStopped] == "true" {
+		if l[owned.LabelStopped] == "true" {
 			continue // scaled to zero: its release holds no GPU (stop.go)
 		}
 		out[l[workspacesv1.WorkspaceNamespaceLabel]+"/"+l[workspacesv1.WorkspaceLabel]] = &list.Items[i]

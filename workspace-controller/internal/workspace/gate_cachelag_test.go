@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 )
 
 // TestPendingAdmissionOfAFailedWorkspaceHoldsGPUs: a workspace that failed before its cluster's GPUs
@@ -42,8 +43,8 @@ func TestPendingAdmissionOfAFailedWorkspaceHoldsGPUs(t *testing.T) {
 
 	c, err := cache.New(mgmt.Config, cache.Options{Scheme: mgmt.Scheme})
 	must(t, err)
-	must(t, c.IndexField(ctx, &workspacesv1.WorkspaceDeployment{}, IndexCluster, func(o client.Object) []string {
-		return []string{ClusterKey(o.(*workspacesv1.WorkspaceDeployment)).String()}
+	must(t, c.IndexField(ctx, &workspacesv1.WorkspaceDeployment{}, owned.IndexCluster, func(o client.Object) []string {
+		return []string{owned.ClusterKey(o.(*workspacesv1.WorkspaceDeployment)).String()}
 	}))
 	go func() { _ = c.Start(ctx) }()
 	if !c.WaitForCacheSync(ctx) {

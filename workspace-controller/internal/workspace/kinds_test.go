@@ -17,6 +17,7 @@ import (
 	"github.com/exalsius/exalsius-operator/common/childcluster"
 	"github.com/exalsius/exalsius-operator/common/testing/childtest"
 	"github.com/exalsius/exalsius-operator/common/testing/testenv"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 )
 
 // Workspaces on k0rdent's other cluster kinds: an adopted cluster (no `<cd>-kubeconfig`; its
@@ -52,7 +53,7 @@ func runThenDelete(t *testing.T, ns, cd string, missing string, reveal func()) {
 	setServiceState(t, client.ObjectKeyFromObject(ss), k0rdentv1beta1.ServiceStateDeployed, "")
 	waitPhase(t, key, workspacesv1.PhaseRunning, workspacesv1.ReasonRunning)
 	// The release namespace exists on the child, as Sveltos would have made it.
-	err := child.Client.Create(ctxT(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ReleaseNamespace(key.Name)}})
+	err := child.Client.Create(ctxT(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: owned.ReleaseNamespace(key.Name)}})
 	must(t, client.IgnoreAlreadyExists(err))
 
 	must(t, k8s.Delete(ctxT(t), getWS(t, key)))

@@ -21,13 +21,14 @@ import (
 	"github.com/exalsius/exalsius-operator/common/testing/childtest"
 	"github.com/exalsius/exalsius-operator/common/testing/testenv"
 	"github.com/exalsius/exalsius-operator/common/text"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 )
 
 // childNamespace reads ws-<name> on a child.
 func childNamespace(t *testing.T, c client.Client, wsName string) (*corev1.Namespace, error) {
 	t.Helper()
 	ns := &corev1.Namespace{}
-	return ns, c.Get(ctxT(t), client.ObjectKey{Name: ReleaseNamespace(wsName)}, ns)
+	return ns, c.Get(ctxT(t), client.ObjectKey{Name: owned.ReleaseNamespace(wsName)}, ns)
 }
 
 // syncQuota plays the child's quota controller: it copies the GPU quota's hard limits to its status,
@@ -36,7 +37,7 @@ func syncQuota(t *testing.T, c client.Client, namespace string) *corev1.Resource
 	t.Helper()
 	q := &corev1.ResourceQuota{}
 	eventually(t, "GPU quota in "+namespace, func() error {
-		if err := c.Get(ctxT(t), client.ObjectKey{Namespace: namespace, Name: GPUQuotaName}, q); err != nil {
+		if err := c.Get(ctxT(t), client.ObjectKey{Namespace: namespace, Name: owned.GPUQuotaName}, q); err != nil {
 			return err
 		}
 		q.Status.Hard = q.Spec.Hard.DeepCopy()
@@ -72,7 +73,7 @@ func TestDeletingYoungerSameNameKeepsOlderNamespace(t *testing.T) {
 	cd := createCluster(t, cdNS, child.Kubeconfig)
 	first := createWorkspace(t, cdNS, class, cd.Name)
 	ws := waitPhase(t, first, workspacesv1.PhaseDeploying, "")
-	setServiceState(t, types.NamespacedName{Namespace: cdNS, Name: ServiceSetName(ws)}, k0rdentv1beta1.ServiceStateDeployed, "")
+	setServiceState(t, types.NamespacedName{Namespace: cdNS, Name: owned.ServiceSetName(ws)}, k0rdentv1beta1.ServiceStateDeployed, "")
 	ws = waitPhase(t, first, workspacesv1.PhaseRunning, workspacesv1.ReasonRunning)
 
 	second := createWorkspace(t, otherNS, class, cd.Name, func(w *workspacesv1.WorkspaceDeployment) {
@@ -124,7 +125,7 @@ func TestReleaseNamespaceEnforced(t *testing.T) {
 
 	childNS, err := childNamespace(t, child.Client, key.Name)
 	must(t, err)
-	if childNS.Labels[LabelPodSecurityEnforce] != "baseline" || childNS.Labels[workspacesv1.WorkspaceUIDLabel] != string(ws.UID) {
+	if childNS.Labels[owned.LabelPodSecurityEnforce] != "baseline" || childNS.Labels[workspacesv1.WorkspaceUIDLabel] != string(ws.UID) {
 		t.Errorf("namespace labels %v: want Pod Security baseline and the owner's uid", childNS.Labels)
 	}
 	q := syncQuota(t, child.Client, childNS.Name)
@@ -178,17 +179,17 @@ func TestClassAsksPodSecurityLevel(t *testing.T) {
 	waitPhase(t, key, workspacesv1.PhaseDeploying, "")
 	childNS, err := childNamespace(t, child.Client, key.Name)
 	must(t, err)
-	if childNS.Labels[LabelPodSecurityEnforce] != "restricted" {
+	if childNS.Labels[owned.LabelPodSecurityEnforce] != "restricted" {
 		t.Errorf("namespace labels %v: want Pod Security restricted", childNS.Labels)
 	}
 	q := &corev1.ResourceQuota{}
-	must(t, child.Client.Get(ctxT(t), client.ObjectKey{Namespace: childNS.Name, Name: GPUQuotaName}, q))
+	must(t, child.Client.Get(ctxT(t), client.ObjectKey{Namespace: childNS.Name, Name: owned.GPUQuotaName}, q))
 	if got := q.Spec.Hard[corev1.ResourceName("requests."+gpu.ResourceNVIDIA)]; got.Value() != 0 {
 		t.Errorf("quota %v: a workspace without GPUs gets none", q.Spec.Hard)
 	}
 	// Drift is corrected.
 	patch := client.MergeFrom(childNS.DeepCopy())
-	childNS.Labels[LabelPodSecurityEnforce] = "privileged"
+	childNS.Labels[owned.LabelPodSecurityEnforce] = "privileged"
 	must(t, child.Client.Patch(ctxT(t), childNS, patch))
 	ws := getWS(t, key)
 	wpatch := client.MergeFrom(ws.DeepCopy())
@@ -199,8 +200,8 @@ func TestClassAsksPodSecurityLevel(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if got.Labels[LabelPodSecurityEnforce] != "restricted" {
-			return fmt.Errorf("level %q", got.Labels[LabelPodSecurityEnforce])
+		if got.Labels[owned.LabelPodSecurityEnforce] != "restricted" {
+			return fmt.Errorf("level %q", got.Labels[owned.LabelPodSecurityEnforce])
 		}
 		return nil
 	})
@@ -220,7 +221,7 @@ func TestFailedBeforeInstallReleasesGPUs(t *testing.T) {
 	cd := createCluster(t, ns, child.Kubeconfig)
 	a := createWorkspace(t, ns, withPrereq, cd.Name, func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Resources = gpuResources(1, model) })
 	waitPhase(t, a, workspacesv1.PhaseInstallingPrerequisites, "")
-	setServiceState(t, types.NamespacedName{Namespace: ns, Name: PrerequisiteServiceSetName(cd.Name, prereq)}, k0rdentv1beta1.ServiceStateFailed, "image pull")
+	setServiceState(t, types.NamespacedName{Namespace: ns, Name: owned.PrerequisiteServiceSetName(cd.Name, prereq)}, k0rdentv1beta1.ServiceStateFailed, "image pull")
 	ws := waitPhase(t, a, workspacesv1.PhaseFailed, workspacesv1.ReasonPrerequisiteFailed)
 	if ws.Status.Admission != nil {
 		t.Errorf("a workspace failed before its install holds an admission: %+v", ws.Status.Admission)
@@ -310,7 +311,7 @@ func TestServiceSetNamesNeverShared(t *testing.T) {
 		Spec: workspacesv1.WorkspaceDeploymentSpec{ClusterDeploymentRef: workspacesv1.ClusterDeploymentRef{Name: "cd", Namespace: "clusters"}}}
 	seen := map[string]string{}
 	for _, ws := range []*workspacesv1.WorkspaceDeployment{a, b, c, d} {
-		n := ServiceSetName(ws)
+		n := owned.ServiceSetName(ws)
 		if prev, dup := seen[n]; dup {
 			t.Errorf("%s/%s and %s share ServiceSet %s", ws.Namespace, ws.Name, prev, n)
 		}
@@ -325,7 +326,7 @@ func TestServiceSetNamesNeverShared(t *testing.T) {
 	cd := createCluster(t, ns, child.Kubeconfig)
 	wsName := name("ws")
 	foreign := &k0rdentv1beta1.ServiceSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ServiceSetName(&workspacesv1.WorkspaceDeployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: owned.ServiceSetName(&workspacesv1.WorkspaceDeployment{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: wsName},
 			Spec:       workspacesv1.WorkspaceDeploymentSpec{ClusterDeploymentRef: workspacesv1.ClusterDeploymentRef{Name: cd.Name}}}),
 			Labels: map[string]string{workspacesv1.WorkspaceLabel: "someone-else", workspacesv1.WorkspaceNamespaceLabel: "elsewhere"}},
@@ -363,7 +364,7 @@ func TestResyncKeepsRunning(t *testing.T) {
 	setServiceState(t, client.ObjectKeyFromObject(ss), k0rdentv1beta1.ServiceStateDeployed, "")
 	waitPhase(t, key, workspacesv1.PhaseRunning, workspacesv1.ReasonRunning)
 	ss = waitServiceSet(t, getWS(t, key))
-	started, err := time.Parse(time.RFC3339, ss.Annotations[AnnotationRolloutStarted])
+	started, err := time.Parse(time.RFC3339, ss.Annotations[owned.AnnotationRolloutStarted])
 	must(t, err)
 	eventually(t, "the deployTimeout counted from the rollout has passed", func() error {
 		if left := time.Until(started.Add(2 * time.Second)); left > 0 {
@@ -554,7 +555,7 @@ func TestSharedPrerequisiteDriftAndConflicts(t *testing.T) {
 
 	a := createWorkspace(t, ns, first, cd.Name)
 	waitPhase(t, a, workspacesv1.PhaseInstallingPrerequisites, workspacesv1.ReasonPrerequisitesDeploying)
-	key := types.NamespacedName{Namespace: ns, Name: PrerequisiteServiceSetName(cd.Name, operator)}
+	key := types.NamespacedName{Namespace: ns, Name: owned.PrerequisiteServiceSetName(cd.Name, operator)}
 	setServiceState(t, key, k0rdentv1beta1.ServiceStateDeployed, "")
 	waitPhase(t, a, workspacesv1.PhaseDeploying, "")
 
@@ -591,7 +592,7 @@ func TestSharedPrerequisiteDriftAndConflicts(t *testing.T) {
 	if got.Spec.Services[0].Values != want {
 		t.Errorf("a conflicting class changed the shared prerequisite: %q", got.Spec.Services[0].Values)
 	}
-	if err := k8s.Get(ctxT(t), types.NamespacedName{Namespace: ns, Name: PrerequisiteServiceSetName(cd.Name, newer)}, &k0rdentv1beta1.ServiceSet{}); err == nil {
+	if err := k8s.Get(ctxT(t), types.NamespacedName{Namespace: ns, Name: owned.PrerequisiteServiceSetName(cd.Name, newer)}, &k0rdentv1beta1.ServiceSet{}); err == nil {
 		t.Error("a second version of the chart was installed in the same namespace")
 	}
 	if p := getWS(t, a).Status.Phase; p == workspacesv1.PhaseFailed {
@@ -656,8 +657,8 @@ func TestSpreadWorkspaceWaitsForBinding(t *testing.T) {
 		t.Error(err)
 	}
 	// The first workspace's pod is bound where it was counted: the spread one is admitted.
-	syncQuota(t, child.Client, ReleaseNamespace(a.Name))
-	gpuPod(t, child.Client, ReleaseNamespace(a.Name), n1, gpu.ResourceNVIDIA, 1)
+	syncQuota(t, child.Client, owned.ReleaseNamespace(a.Name))
+	gpuPod(t, child.Client, owned.ReleaseNamespace(a.Name), n1, gpu.ResourceNVIDIA, 1)
 	ws = waitPhase(t, b, workspacesv1.PhaseDeploying, "")
 	if ad := ws.Status.Admission; ad == nil || len(ad.Nodes) != 2 {
 		t.Fatalf("admission %+v: want 3 replicas counted on 2 nodes", ad)
@@ -682,7 +683,7 @@ func TestAdmissionCarriedByServiceSet(t *testing.T) {
 	cd := createCluster(t, ns, child.Kubeconfig)
 	a := createWorkspace(t, ns, class, cd.Name, func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Resources = gpuResources(1, model) })
 	ws := waitPhase(t, a, workspacesv1.PhaseDeploying, "")
-	carried := annotatedAdmission(waitServiceSet(t, ws))
+	carried := owned.AnnotatedAdmission(waitServiceSet(t, ws))
 	if carried == nil || carried.GPUs != 1 || len(carried.Nodes) != 1 || carried.Nodes[0].Name != node {
 		t.Fatalf("the ServiceSet carries admission %+v; want 1 GPU on %s", carried, node)
 	}

@@ -17,16 +17,7 @@ import (
 
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/gpu"
-)
-
-const (
-	// GPUQuotaName is the ResourceQuota in each release namespace that caps its GPU requests at what
-	// the gate admitted.
-	GPUQuotaName = "workspace-gpus"
-	// LabelPodSecurityEnforce is the Pod Security Admission label of a namespace.
-	LabelPodSecurityEnforce = "pod-security.kubernetes.io/enforce"
-	// labelManagedBy marks what the controller made on a child.
-	labelManagedBy = "app.kubernetes.io/managed-by"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 )
 
 // namespaceOwner says who a release namespace on the child belongs to, from its labels.
@@ -103,8 +94,8 @@ func (s *scope) desiredReleaseNamespace() *corev1.Namespace {
 			workspacesv1.WorkspaceLabel:          s.ws.Name,
 			workspacesv1.WorkspaceNamespaceLabel: s.ws.Namespace,
 			workspacesv1.WorkspaceUIDLabel:       string(s.ws.UID),
-			labelManagedBy:                       Component,
-			LabelPodSecurityEnforce:              s.podSecurityLevel(),
+			owned.LabelManagedBy:                 Component,
+			owned.LabelPodSecurityEnforce:        s.podSecurityLevel(),
 		},
 	}}
 }
@@ -121,7 +112,7 @@ func (s *scope) desiredQuota() *corev1.ResourceQuota {
 		hard[corev1.ResourceName("requests."+ad.GPUResourceName)] = *resource.NewQuantity(ad.GPUs, resource.DecimalSI)
 	}
 	return &corev1.ResourceQuota{
-		ObjectMeta: metav1.ObjectMeta{Namespace: s.releaseNamespace(), Name: GPUQuotaName, Labels: map[string]string{labelManagedBy: Component}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.releaseNamespace(), Name: owned.GPUQuotaName, Labels: map[string]string{owned.LabelManagedBy: Component}},
 		Spec:       corev1.ResourceQuotaSpec{Hard: hard},
 	}
 }
@@ -223,8 +214,8 @@ func (r *Reconciler) correctReleaseNamespace(ctx context.Context, cl client.Clie
 // neither adopted nor deleted. The evidence is the workspace's status and the upstream finalizer or
 // adopted ServiceSet, which only the controller writes or honours.
 func mayAdoptUnlabelled(ws *workspacesv1.WorkspaceDeployment) bool {
-	return ws.Status.ServiceSetName != "" || adoptedServiceSetName(ws) != "" ||
-		controllerutil.ContainsFinalizer(ws, LegacyFinalizer)
+	return ws.Status.ServiceSetName != "" || owned.AdoptedServiceSetName(ws) != "" ||
+		controllerutil.ContainsFinalizer(ws, workspacesv1.LegacyFinalizer)
 }
 
 // checkReleaseNamespaceOwner stops the pass when the existing ws-<name> is not this workspace's to
@@ -315,7 +306,7 @@ func (r *Reconciler) quotaRefusal(ctx context.Context, s *scope) string {
 	var latest *eventsv1.Event
 	for i := range list.Items {
 		e := &list.Items[i]
-		if !strings.Contains(e.Note, "exceeded quota") || !strings.Contains(e.Note, GPUQuotaName) {
+		if !strings.Contains(e.Note, "exceeded quota") || !strings.Contains(e.Note, owned.GPUQuotaName) {
 			continue
 		}
 		if latest == nil || eventTime(latest).Time.Before(eventTime(e).Time) {
@@ -377,12 +368,12 @@ func (r *Reconciler) deleteReleaseNamespace(ctx context.Context, s *scope, targe
 // olderSameName names an older workspace of the same name from another namespace on the cluster.
 func (r *Reconciler) olderSameName(ctx context.Context, s *scope) (string, error) {
 	var list workspacesv1.WorkspaceDeploymentList
-	if err := r.Client.List(ctx, &list, client.MatchingFields{IndexName: s.ws.Name}, client.UnsafeDisableDeepCopy); err != nil {
+	if err := r.Client.List(ctx, &list, client.MatchingFields{owned.IndexName: s.ws.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return "", fmt.Errorf("listing workspaces named %s: %w", s.ws.Name, err)
 	}
 	for i := range list.Items {
 		o := &list.Items[i]
-		if ClusterKey(o) != s.cdKey {
+		if owned.ClusterKey(o) != s.cdKey {
 			continue
 		}
 		if o.Name == s.ws.Name && o.Namespace != s.ws.Namespace && older(o, s.ws) {

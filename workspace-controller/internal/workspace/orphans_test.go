@@ -18,6 +18,7 @@ import (
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/childcluster"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 )
 
 // noInstallLeft fails unless the workspace's ServiceSets are gone or being deleted and ws-<name> on
@@ -33,7 +34,7 @@ func noInstallLeft(ctx context.Context, ns, name string) error {
 		}
 	}
 	var n corev1.Namespace
-	err := child.Client.Get(ctx, client.ObjectKey{Name: ReleaseNamespace(name)}, &n)
+	err := child.Client.Get(ctx, client.ObjectKey{Name: owned.ReleaseNamespace(name)}, &n)
 	if err == nil && n.DeletionTimestamp.IsZero() {
 		return fmt.Errorf("namespace %s on the child is left", n.Name)
 	}
@@ -48,7 +49,7 @@ func TestOrphanedServiceSetIsCollected(t *testing.T) {
 	ns := newNamespace(t)
 	cd := createCluster(t, ns, child.Kubeconfig)
 	ghost := name("ghost")
-	must(t, child.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ReleaseNamespace(ghost), Labels: map[string]string{
+	must(t, child.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: owned.ReleaseNamespace(ghost), Labels: map[string]string{
 		workspacesv1.WorkspaceLabel: ghost, workspacesv1.WorkspaceNamespaceLabel: ns, workspacesv1.WorkspaceUIDLabel: "0000-gone"}}}))
 	ss := &k0rdentv1beta1.ServiceSet{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cd.Name + "-ws-" + ghost, Labels: map[string]string{
@@ -56,7 +57,7 @@ func TestOrphanedServiceSetIsCollected(t *testing.T) {
 		Spec: k0rdentv1beta1.ServiceSetSpec{
 			Cluster:  cd.Name,
 			Provider: k0rdentv1beta1.StateManagementProviderConfig{Name: k0rdentv1beta1.DefaultStateManagementProvider},
-			Services: []k0rdentv1beta1.ServiceWithValues{{Name: ghost, Namespace: ReleaseNamespace(ghost), Template: "t-1-0-0"}},
+			Services: []k0rdentv1beta1.ServiceWithValues{{Name: ghost, Namespace: owned.ReleaseNamespace(ghost), Template: "t-1-0-0"}},
 		},
 	}
 	must(t, k8s.Create(ctx, ss))
@@ -132,7 +133,7 @@ func TestMadeNamespaceOfAVanishedWorkspaceIsCollected(t *testing.T) {
 	cd := createCluster(t, ns, child.Kubeconfig)
 	ghost := name("made")
 	key := types.NamespacedName{Namespace: ns, Name: ghost}
-	must(t, child.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ReleaseNamespace(ghost), Labels: map[string]string{
+	must(t, child.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: owned.ReleaseNamespace(ghost), Labels: map[string]string{
 		workspacesv1.WorkspaceLabel: ghost, workspacesv1.WorkspaceNamespaceLabel: ns, workspacesv1.WorkspaceUIDLabel: "0000-gone"}}}))
 	cache, err := childcluster.New(childcluster.Options{Reader: k8s})
 	must(t, err)
@@ -140,7 +141,7 @@ func TestMadeNamespaceOfAVanishedWorkspaceIsCollected(t *testing.T) {
 	r := &Reconciler{Client: k8s, APIReader: k8s, Children: CacheChildren{Cache: cache}, Options: DefaultOptions()}
 	released := func() bool {
 		got := &corev1.Namespace{}
-		err := child.Client.Get(ctx, types.NamespacedName{Name: ReleaseNamespace(ghost)}, got)
+		err := child.Client.Get(ctx, types.NamespacedName{Name: owned.ReleaseNamespace(ghost)}, got)
 		return apierrors.IsNotFound(err) || (err == nil && !got.DeletionTimestamp.IsZero())
 	}
 

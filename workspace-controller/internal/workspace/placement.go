@@ -19,6 +19,7 @@ import (
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/gpu"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 )
 
 // +kubebuilder:rbac:groups=infra.exalsius.ai,resources=colonies,verbs=get;list;watch
@@ -32,19 +33,6 @@ const placementRetry = time.Minute
 // controller picks its cluster.
 func placesItself(ws *workspacesv1.WorkspaceDeployment) bool {
 	return ws.Spec.ClusterDeploymentRef.Name == "" && (ws.Spec.ColonyRef != nil || ws.Spec.ClusterSelector != nil)
-}
-
-// placedKey is the cluster status.placement names, or an empty name while the workspace is unplaced.
-func placedKey(ws *workspacesv1.WorkspaceDeployment) types.NamespacedName {
-	p := ws.Status.Placement
-	if p == nil || p.Cluster == "" {
-		return types.NamespacedName{Namespace: ws.Namespace}
-	}
-	ns := p.Namespace
-	if ns == "" {
-		ns = ws.Namespace
-	}
-	return types.NamespacedName{Namespace: ns, Name: p.Cluster}
 }
 
 // placementMemory remembers the placements this process wrote until the cache shows them, so that a
@@ -227,7 +215,7 @@ func candidatesSummary(cands []candidate) string {
 func (r *Reconciler) place(ctx context.Context, s *scope) (stepResult, error) {
 	if !placesItself(s.ws) {
 		if s.ws.Status.Placement == nil || s.ws.Status.Placement.Reason != workspacesv1.PlacementNamed {
-			key := ClusterKey(s.ws)
+			key := owned.ClusterKey(s.ws)
 			t := metav1.NewTime(s.now.UTC().Truncate(time.Second))
 			s.ws.Status.Placement = &workspacesv1.Placement{Cluster: key.Name, Namespace: key.Namespace,
 				Reason: workspacesv1.PlacementNamed, Message: "spec.clusterDeploymentRef", PlacedAt: &t}
@@ -237,7 +225,7 @@ func (r *Reconciler) place(ctx context.Context, s *scope) (stepResult, error) {
 	}
 	if p := r.placed.current(s.ws); p != nil {
 		s.ws.Status.Placement = p
-		s.setTrue(workspacesv1.PlacedCondition, workspacesv1.ReasonPlaced, "placed on ClusterDeployment "+placedKey(s.ws).String())
+		s.setTrue(workspacesv1.PlacedCondition, workspacesv1.ReasonPlaced, "placed on ClusterDeployment "+owned.PlacedKey(s.ws).String())
 		return next, nil
 	}
 	keys, why, err := r.candidates(ctx, s)

@@ -19,11 +19,8 @@ import (
 
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 )
-
-// AnnotationUnusedSince records, on a shared prerequisite ServiceSet, when the last workspace that
-// needed it went away.
-const AnnotationUnusedSince = "workspaces.exalsius.ai/unused-since"
 
 // PrerequisiteCollector removes a shared prerequisite ServiceSet once no workspace on its cluster has
 // needed it for the grace period.
@@ -67,7 +64,7 @@ func (changesPrerequisiteUse) Update(e event.UpdateEvent) bool {
 		return true
 	}
 	return o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero() || o.Spec.WorkspaceClassRef != n.Spec.WorkspaceClassRef ||
-		ClusterKey(o) != ClusterKey(n)
+		owned.ClusterKey(o) != owned.ClusterKey(n)
 }
 
 // forWorkspace maps a workspace to the prerequisite ServiceSets of its cluster.
@@ -76,7 +73,7 @@ func (c *PrerequisiteCollector) forWorkspace(ctx context.Context, o client.Objec
 	if !ok {
 		return nil
 	}
-	cd := ClusterKey(ws)
+	cd := owned.ClusterKey(ws)
 	var list k0rdentv1beta1.ServiceSetList
 	if err := c.Client.List(ctx, &list, client.InNamespace(cd.Namespace), client.UnsafeDisableDeepCopy, // read-only
 		client.MatchingLabels{workspacesv1.ClusterDeploymentLabel: cd.Name}, client.HasLabels{workspacesv1.PrerequisiteLabel}); err != nil {
@@ -100,7 +97,7 @@ func (c *PrerequisiteCollector) Reconcile(ctx context.Context, req reconcile.Req
 	if !ss.DeletionTimestamp.IsZero() {
 		return c.finishDeletion(ctx, ss)
 	}
-	template := ss.Annotations[AnnotationPrerequisiteTemplate]
+	template := ss.Annotations[owned.AnnotationPrerequisiteTemplate]
 	if template == "" && len(ss.Spec.Services) > 0 {
 		template = ss.Spec.Services[0].Template
 	}
@@ -109,19 +106,19 @@ func (c *PrerequisiteCollector) Reconcile(ctx context.Context, req reconcile.Req
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	since, marked := ss.Annotations[AnnotationUnusedSince]
+	since, marked := ss.Annotations[owned.AnnotationUnusedSince]
 	patchBase := ss.DeepCopy()
 	switch {
 	case used && !marked:
 		return reconcile.Result{}, nil
 	case used:
-		delete(ss.Annotations, AnnotationUnusedSince)
+		delete(ss.Annotations, owned.AnnotationUnusedSince)
 		return reconcile.Result{}, c.patch(ctx, ss, patchBase)
 	case !marked:
 		if ss.Annotations == nil {
 			ss.Annotations = map[string]string{}
 		}
-		ss.Annotations[AnnotationUnusedSince] = c.now().UTC().Format(time.RFC3339)
+		ss.Annotations[owned.AnnotationUnusedSince] = c.now().UTC().Format(time.RFC3339)
 		if err := c.patch(ctx, ss, patchBase); err != nil {
 			return reconcile.Result{}, err
 		}
@@ -157,7 +154,7 @@ func (c *PrerequisiteCollector) finishDeletion(ctx context.Context, ss *k0rdentv
 // inUse reports whether a workspace on the cluster that is not being deleted needs the template.
 func (c *PrerequisiteCollector) inUse(ctx context.Context, cd types.NamespacedName, template string) (bool, error) {
 	var list workspacesv1.WorkspaceDeploymentList
-	if err := c.Client.List(ctx, &list, client.MatchingFields{IndexCluster: cd.String()}, client.UnsafeDisableDeepCopy); err != nil { // read-only
+	if err := c.Client.List(ctx, &list, client.MatchingFields{owned.IndexCluster: cd.String()}, client.UnsafeDisableDeepCopy); err != nil { // read-only
 		return false, fmt.Errorf("listing workspaces of %s: %w", cd, err)
 	}
 	for i := range list.Items {

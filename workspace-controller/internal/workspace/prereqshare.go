@@ -12,12 +12,8 @@ import (
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/helmvalues"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 )
-
-// AnnotationPrerequisiteValuesFrom records, on a shared prerequisite ServiceSet, the WorkspaceClass
-// whose values it carries. Another class that asks other values for the same prerequisite conflicts
-// with it while that class is in use on the cluster.
-const AnnotationPrerequisiteValuesFrom = "workspaces.exalsius.ai/prerequisite-values-from"
 
 // templateChart names the chart a ServiceTemplate installs, or "" when it cannot be told.
 func (r *Reconciler) templateChart(ctx context.Context, namespace, template string) (string, error) {
@@ -109,7 +105,7 @@ func (r *Reconciler) reconcileSharedPrerequisite(ctx context.Context, s *scope, 
 	if err != nil {
 		return "", err
 	}
-	owner := ss.Annotations[AnnotationPrerequisiteValuesFrom]
+	owner := ss.Annotations[owned.AnnotationPrerequisiteValuesFrom]
 	svc := ss.Spec.Services[0]
 	drift := valuesDigest(svc.Values) != valuesDigest(want) || svc.HelmOptions != nil || len(svc.ValuesFrom) > 0 || svc.HelmAction != nil
 	if owner != "" && owner != s.class.Name {
@@ -132,7 +128,7 @@ func (r *Reconciler) reconcileSharedPrerequisite(ctx context.Context, s *scope, 
 	if ss.Annotations == nil {
 		ss.Annotations = map[string]string{}
 	}
-	ss.Annotations[AnnotationPrerequisiteValuesFrom] = s.class.Name
+	ss.Annotations[owned.AnnotationPrerequisiteValuesFrom] = s.class.Name
 	ss.Spec.Services[0].Values = want
 	ss.Spec.Services[0].HelmOptions = nil
 	ss.Spec.Services[0].ValuesFrom = nil
@@ -147,7 +143,7 @@ func (r *Reconciler) reconcileSharedPrerequisite(ctx context.Context, s *scope, 
 // and names it.
 func (r *Reconciler) classUsedOn(ctx context.Context, s *scope, class string) (bool, string, error) {
 	var list workspacesv1.WorkspaceDeploymentList
-	if err := r.Client.List(ctx, &list, client.MatchingFields{IndexCluster: s.cdKey.String()}, client.UnsafeDisableDeepCopy); err != nil { // read-only
+	if err := r.Client.List(ctx, &list, client.MatchingFields{owned.IndexCluster: s.cdKey.String()}, client.UnsafeDisableDeepCopy); err != nil { // read-only
 		return false, "", fmt.Errorf("listing workspaces of %s: %w", s.cdKey, err)
 	}
 	for i := range list.Items {

@@ -13,13 +13,8 @@ import (
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/names"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 )
-
-// PrerequisiteServiceSetName is the name of the shared ServiceSet that installs a prerequisite on a
-// cluster: one per ClusterDeployment and ServiceTemplate.
-func PrerequisiteServiceSetName(cd, template string) string {
-	return names.DNSLabel(cd, "prereq", template)
-}
 
 // prerequisites makes sure every prerequisite of the class is deployed on the cluster, either by a
 // service the Colony put on the ClusterDeployment or by the shared per-cluster ServiceSet
@@ -95,7 +90,7 @@ func (r *Reconciler) waitForPrerequisites(s *scope, pending []string) stepResult
 func (r *Reconciler) prerequisite(ctx context.Context, s *scope, p workspacesv1.Prerequisite) (workspacesv1.PrerequisiteStatus, error) {
 	tmpl := p.ServiceTemplate.Name
 	st := workspacesv1.PrerequisiteStatus{ServiceTemplate: tmpl, Namespace: p.ReleaseNamespace()}
-	name := PrerequisiteServiceSetName(s.cdKey.Name, tmpl)
+	name := owned.PrerequisiteServiceSetName(s.cdKey.Name, tmpl)
 	ss := &k0rdentv1beta1.ServiceSet{}
 	err := r.Client.Get(ctx, types.NamespacedName{Namespace: s.cdKey.Namespace, Name: name}, ss)
 	if err != nil && !apierrors.IsNotFound(err) {
@@ -168,7 +163,7 @@ func (r *Reconciler) createPrerequisite(ctx context.Context, s *scope, p workspa
 				workspacesv1.PrerequisiteLabel:                     names.DNSLabel(p.ServiceTemplate.Name),
 				workspacesv1.ClusterDeploymentLabel:                s.cdKey.Name,
 			},
-			Annotations:     map[string]string{AnnotationPrerequisiteTemplate: p.ServiceTemplate.Name},
+			Annotations:     map[string]string{owned.AnnotationPrerequisiteTemplate: p.ServiceTemplate.Name},
 			OwnerReferences: []metav1.OwnerReference{clusterOwnerRef(s.cd)},
 		},
 		Spec: k0rdentv1beta1.ServiceSetSpec{

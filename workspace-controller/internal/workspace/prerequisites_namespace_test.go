@@ -10,6 +10,7 @@ import (
 
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 )
 
 // TestPrerequisiteWithoutNamespace: a prerequisite that names no namespace, as the published catalog
@@ -22,7 +23,7 @@ func TestPrerequisiteWithoutNamespace(t *testing.T) {
 	cd := createCluster(t, ns, child.Kubeconfig)
 	ws := waitPhase(t, createWorkspace(t, ns, ownClass, cd.Name), workspacesv1.PhaseInstallingPrerequisites, workspacesv1.ReasonPrerequisitesDeploying)
 	ss := &k0rdentv1beta1.ServiceSet{}
-	must(t, k8s.Get(ctxT(t), types.NamespacedName{Namespace: ns, Name: PrerequisiteServiceSetName(cd.Name, own)}, ss))
+	must(t, k8s.Get(ctxT(t), types.NamespacedName{Namespace: ns, Name: owned.PrerequisiteServiceSetName(cd.Name, own)}, ss))
 	if ss.Spec.Services[0].Namespace != "default" || ws.Status.Prerequisites[0].Namespace != "default" {
 		t.Errorf("release namespace %q (status %q), want default", ss.Spec.Services[0].Namespace, ws.Status.Prerequisites[0].Namespace)
 	}

@@ -11,6 +11,7 @@ import (
 
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 )
 
 func withPrereqs(spec workspacesv1.WorkspaceClassSpec, prereqs ...workspacesv1.Prerequisite) workspacesv1.WorkspaceClassSpec {
@@ -33,7 +34,7 @@ func TestSharedPrerequisite(t *testing.T) {
 	wb := createWorkspace(t, ns, classB, cd.Name)
 	for _, k := range []types.NamespacedName{wa, wb} {
 		ws := waitPhase(t, k, workspacesv1.PhaseInstallingPrerequisites, workspacesv1.ReasonPrerequisitesDeploying)
-		if len(ws.Status.Prerequisites) != 1 || ws.Status.Prerequisites[0].ServiceSetName != PrerequisiteServiceSetName(cd.Name, operator) {
+		if len(ws.Status.Prerequisites) != 1 || ws.Status.Prerequisites[0].ServiceSetName != owned.PrerequisiteServiceSetName(cd.Name, operator) {
 			t.Errorf("prerequisites %+v", ws.Status.Prerequisites)
 		}
 	}
@@ -82,7 +83,7 @@ func TestSharedPrerequisite(t *testing.T) {
 			got := &k0rdentv1beta1.ServiceSet{}
 			err := k8s.Get(ctxT(t), client.ObjectKeyFromObject(&ps), got)
 			if err == nil {
-				return fmt.Errorf("still there (unused since %q)", got.Annotations[AnnotationUnusedSince])
+				return fmt.Errorf("still there (unused since %q)", got.Annotations[owned.AnnotationUnusedSince])
 			}
 			return client.IgnoreNotFound(err)
 		})
@@ -112,7 +113,7 @@ func TestPrerequisiteProvidedByColony(t *testing.T) {
 	if ps := ws.Status.Prerequisites; len(ps) != 1 || !ps[0].ProvidedByCluster || ps[0].ServiceSetName != "" || ps[0].State != "Deployed" {
 		t.Errorf("prerequisites %+v", ps)
 	}
-	if err := k8s.Get(ctxT(t), types.NamespacedName{Namespace: ns, Name: PrerequisiteServiceSetName(cd.Name, v1)}, &k0rdentv1beta1.ServiceSet{}); client.IgnoreNotFound(err) != nil || err == nil {
+	if err := k8s.Get(ctxT(t), types.NamespacedName{Namespace: ns, Name: owned.PrerequisiteServiceSetName(cd.Name, v1)}, &k0rdentv1beta1.ServiceSet{}); client.IgnoreNotFound(err) != nil || err == nil {
 		t.Errorf("a prerequisite ServiceSet was made for a service the Colony provides (err %v)", err)
 	}
 
@@ -123,7 +124,7 @@ func TestPrerequisiteProvidedByColony(t *testing.T) {
 	if err := contains(ws.Status.Message, "two versions of one chart"); err != nil {
 		t.Error(err)
 	}
-	if err := k8s.Get(ctxT(t), types.NamespacedName{Namespace: ns, Name: PrerequisiteServiceSetName(cd.Name, v2)}, &k0rdentv1beta1.ServiceSet{}); client.IgnoreNotFound(err) != nil || err == nil {
+	if err := k8s.Get(ctxT(t), types.NamespacedName{Namespace: ns, Name: owned.PrerequisiteServiceSetName(cd.Name, v2)}, &k0rdentv1beta1.ServiceSet{}); client.IgnoreNotFound(err) != nil || err == nil {
 		t.Errorf("a second version of the chart was installed in the same namespace (err %v)", err)
 	}
 }
@@ -150,7 +151,7 @@ func TestPrerequisiteFailedAndTimeout(t *testing.T) {
 	class := createClass(t, withPrereqs(classSpec(name("f")), workspacesv1.Prerequisite{ServiceTemplate: workspacesv1.ServiceTemplateRef{Name: failing}, Namespace: "bad"}), ns)
 	key := createWorkspace(t, ns, class, cd.Name)
 	waitPhase(t, key, workspacesv1.PhaseInstallingPrerequisites, "")
-	setServiceState(t, types.NamespacedName{Namespace: ns, Name: PrerequisiteServiceSetName(cd.Name, failing)}, k0rdentv1beta1.ServiceStateFailed, "image pull backoff")
+	setServiceState(t, types.NamespacedName{Namespace: ns, Name: owned.PrerequisiteServiceSetName(cd.Name, failing)}, k0rdentv1beta1.ServiceStateFailed, "image pull backoff")
 	ws := waitPhase(t, key, workspacesv1.PhaseFailed, workspacesv1.ReasonPrerequisiteFailed)
 	if err := contains(ws.Status.Message, "image pull backoff"); err != nil {
 		t.Error(err)

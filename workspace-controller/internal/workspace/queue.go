@@ -17,6 +17,7 @@ import (
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/bootstrap"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 )
 
 // use makes the collector read the manager's cache.
@@ -49,7 +50,7 @@ func unplaced(ws *workspacesv1.WorkspaceDeployment) bool {
 // They are found through an index (IndexNamespaceWaiter): every admission wakes this, and listing a
 // namespace of many workspaces each time made a burst of admissions quadratic.
 func (r *Reconciler) namespaceWaiters(ctx context.Context, namespace string, skip client.ObjectKey) []reconcile.Request {
-	return r.workspaces(ctx, IndexNamespaceWaiter, namespace, func(w *workspacesv1.WorkspaceDeployment) bool {
+	return r.workspaces(ctx, owned.IndexNamespaceWaiter, namespace, func(w *workspacesv1.WorkspaceDeployment) bool {
 		return client.ObjectKeyFromObject(w) != skip
 	})
 }
@@ -179,7 +180,7 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 
 // clusterLabel is a workspace's cluster as a metrics label: namespace/name, empty while unplaced.
 func clusterLabel(w *workspacesv1.WorkspaceDeployment) string {
-	if k := ClusterKey(w); k.Name != "" {
+	if k := owned.ClusterKey(w); k.Name != "" {
 		return k.String()
 	}
 	return ""

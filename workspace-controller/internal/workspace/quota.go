@@ -20,6 +20,7 @@ import (
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/gpu"
 	"github.com/exalsius/exalsius-operator/common/status"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 )
 
 // +kubebuilder:rbac:groups=workspaces.exalsius.ai,resources=workspacequotas,verbs=get;list;watch
@@ -150,7 +151,7 @@ func namespaceUse(ctx context.Context, c client.Reader, namespace, self string,
 		}
 		set, hasSet := withSet[o.Name]
 		current, phase := state(o)
-		ad := admissionOf(current, set)
+		ad := owned.AdmissionOf(current, set)
 		if holdsGPUs(o, ad, phase, hasSet) {
 			held = append(held, chargeOf(key, ad))
 			continue

@@ -22,6 +22,7 @@ import (
 
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/routing"
 )
 
@@ -289,10 +290,7 @@ func newScope(ws *workspacesv1.WorkspaceDeployment, now time.Time) *scope {
 func (s *scope) key() string { return s.ws.Namespace + "/" + s.ws.Name }
 
 // releaseNamespace is the namespace of the workspace's Helm release on the child.
-func (s *scope) releaseNamespace() string { return ReleaseNamespace(s.ws.Name) }
-
-// ReleaseNamespace is the namespace of a workspace's Helm release on the child: ws-<name>.
-func ReleaseNamespace(name string) string { return "ws-" + name }
+func (s *scope) releaseNamespace() string { return owned.ReleaseNamespace(s.ws.Name) }
 
 func (r *Reconciler) admissionsFor() *admissions {
 	if r.admissions == nil {

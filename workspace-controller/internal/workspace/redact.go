@@ -10,6 +10,7 @@ import (
 
 	"github.com/exalsius/exalsius-operator/common/text"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/helmvalues"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 )
 
 // redactSecrets removes the workspace's secret values from what its status is about to say: the
@@ -49,16 +50,16 @@ func (r *Reconciler) storedSecretValues(ctx context.Context, s *scope) string {
 	if ss == nil {
 		ss = s.claimed
 	}
-	if ss == nil || ss.Annotations[AnnotationValuesHash] == "" || r.APIReader == nil {
+	if ss == nil || ss.Annotations[owned.AnnotationValuesHash] == "" || r.APIReader == nil {
 		return ""
 	}
 	sec := &corev1.Secret{}
-	key := types.NamespacedName{Namespace: ss.Namespace, Name: ValuesSecretName(s.ws)}
-	if err := r.APIReader.Get(ctx, key, sec); err != nil || !ownValuesSecret(sec, s.ws) {
+	key := types.NamespacedName{Namespace: ss.Namespace, Name: owned.ValuesSecretName(s.ws)}
+	if err := r.APIReader.Get(ctx, key, sec); err != nil || !owned.OwnValuesSecret(sec, s.ws) {
 		if err != nil {
 			log.FromContext(ctx).V(1).Info("values Secret not read for redaction", "secret", key.String(), "error", fmt.Sprint(err))
 		}
 		return ""
 	}
-	return string(sec.Data[ValuesSecretKey])
+	return string(sec.Data[owned.ValuesSecretKey])
 }

@@ -17,22 +17,9 @@ import (
 	"github.com/exalsius/exalsius-operator/common/childcluster"
 	"github.com/exalsius/exalsius-operator/common/gpu"
 	"github.com/exalsius/exalsius-operator/common/tenancy"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/workspaceclass"
 )
-
-// ClusterKey returns the namespace/name of the ClusterDeployment a workspace targets.
-// A workspace that names a Colony or a cluster selector targets the cluster status.placement names,
-// and none (an empty name) until it is placed.
-func ClusterKey(ws *workspacesv1.WorkspaceDeployment) types.NamespacedName {
-	if ws.Spec.ClusterDeploymentRef.Name == "" {
-		return placedKey(ws)
-	}
-	ns := ws.Spec.ClusterDeploymentRef.Namespace
-	if ns == "" {
-		ns = ws.Namespace
-	}
-	return types.NamespacedName{Namespace: ns, Name: ws.Spec.ClusterDeploymentRef.Name}
-}
 
 // resolveClass reads the WorkspaceClass. A missing or invalid class fails the workspace until the
 // class is fixed (the class watch brings the workspace back).
@@ -81,7 +68,7 @@ func (s *scope) installed() bool {
 // resolveCluster checks tenancy and reads the ClusterDeployment and its kubeconfig Secret. Anything
 // missing leaves the workspace Pending; it heals when the object appears.
 func (r *Reconciler) resolveCluster(ctx context.Context, s *scope) (stepResult, error) {
-	key := ClusterKey(s.ws)
+	key := owned.ClusterKey(s.ws)
 	s.cdKey = key
 	if !tenancy.SameNamespace(s.ws.Namespace, key.Namespace) {
 		ns := &metav1.PartialObjectMetadata{}
@@ -152,12 +139,12 @@ func kubeconfigMissing(err error) string {
 // used by an older workspace of the same name from another namespace.
 func (r *Reconciler) checkReleaseNamespace(ctx context.Context, s *scope) (stepResult, error) {
 	var list workspacesv1.WorkspaceDeploymentList
-	if err := r.Client.List(ctx, &list, client.MatchingFields{IndexName: s.ws.Name}, client.UnsafeDisableDeepCopy); err != nil {
+	if err := r.Client.List(ctx, &list, client.MatchingFields{owned.IndexName: s.ws.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return stop, fmt.Errorf("listing workspaces named %s: %w", s.ws.Name, err)
 	}
 	for i := range list.Items {
 		o := &list.Items[i]
-		if ClusterKey(o) != s.cdKey {
+		if owned.ClusterKey(o) != s.cdKey {
 			continue
 		}
 		if o.Name != s.ws.Name || o.Namespace == s.ws.Namespace || !older(o, s.ws) {

@@ -10,6 +10,7 @@ import (
 
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/routing"
 )
 
@@ -31,8 +32,8 @@ func (r *Reconciler) routingResync() time.Duration {
 func routingWorkspace(s *scope, cd *k0rdentv1beta1.ClusterDeployment) routing.Workspace {
 	w := routing.Workspace{
 		Namespace: s.ws.Namespace, Name: s.ws.Name, UID: s.ws.UID,
-		ClusterKey: ClusterKey(s.ws), Cluster: cd,
-		Release: ReleaseName(s.ws), ReleaseNamespace: s.releaseNamespace(),
+		ClusterKey: owned.ClusterKey(s.ws), Cluster: cd,
+		Release: owned.ReleaseName(s.ws), ReleaseNamespace: s.releaseNamespace(),
 	}
 	if s.class != nil {
 		w.Endpoints = s.class.Spec.AccessEndpoints

@@ -21,10 +21,6 @@ import (
 // "Cost of an admission"): one Event per pass, no pass on a cached workspace older than this process's
 // own last write, watches that wake workspaces only for changes that matter to them.
 
-// IndexName indexes workspaces by name, for the release-namespace check (ws-<name> is shared by
-// same-named workspaces of different namespaces).
-const IndexName = "workspace.name"
-
 // ownWrites remembers, per workspace, the resourceVersion of this process's last write to it, so
 // that a pass started from an older cached copy (the cache has not caught up with the write yet) is
 // put off instead of deciding, writing and recording Events again from stale state.

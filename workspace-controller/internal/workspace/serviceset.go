@@ -15,76 +15,25 @@ import (
 
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
-	"github.com/exalsius/exalsius-operator/common/names"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 )
-
-const (
-	// AnnotationRolloutStarted records, on a workspace's ServiceSet, when its spec last changed; the
-	// deployTimeout counts from there and older service states are not trusted as current.
-	AnnotationRolloutStarted = "workspaces.exalsius.ai/rollout-started"
-	// AnnotationRolloutDeployed records, on a workspace's ServiceSet, the rollout-started stamp of the
-	// last rollout k0rdent reported Deployed. A later Provisioning or Pending of the same rollout is a
-	// re-sync, not a new deployment, and no deadline applies to it.
-	AnnotationRolloutDeployed = "workspaces.exalsius.ai/rollout-deployed"
-	// AnnotationAdmission carries, on a workspace's ServiceSet, the GPU admission the release was made
-	// for (JSON, as status.admission). The status records it in the same pass; the annotation keeps it
-	// counted when that pass ended between the ServiceSet and the status write.
-	AnnotationAdmission = "workspaces.exalsius.ai/admission"
-	// AnnotationPrerequisiteTemplate records the full ServiceTemplate name on a prerequisite
-	// ServiceSet (the label value is bounded to 63 characters).
-	AnnotationPrerequisiteTemplate = "workspaces.exalsius.ai/prerequisite-template"
-)
-
-// ServiceSetName is the name of a workspace's ServiceSet, bounded to 63 characters: `<cd>-ws-<name>`
-// for a workspace in the ClusterDeployment's namespace, else `<cd>-ws-<namespace>-<name>-<hash>` with
-// a short hash of namespace/name, so that `team/x` and `team-x` never share one. It never equals the
-// `<cd>` ServiceSet KCM makes itself. A ServiceSet of that name is used only when its labels name the
-// workspace.
-func ServiceSetName(ws *workspacesv1.WorkspaceDeployment) string {
-	if n := adoptedServiceSetName(ws); n != "" {
-		return n // adopted from an earlier operator (adopt.go)
-	}
-	cd := ClusterKey(ws)
-	if cd.Namespace == ws.Namespace {
-		return names.DNSLabel(cd.Name, "ws", ws.Name)
-	}
-	return names.DNSLabel(cd.Name, "ws", ws.Namespace, ws.Name, names.ShortHash(ws.Namespace+"/"+ws.Name))
-}
-
-// labelledServiceSet reports whether a ServiceSet's labels name the workspace. Only the controller
-// (and the platform) may write ServiceSets, so the labels say whose it is; the deletion deletes only
-// such ServiceSets.
-func labelledServiceSet(ss *k0rdentv1beta1.ServiceSet, ws *workspacesv1.WorkspaceDeployment) bool {
-	return ss.Labels[workspacesv1.WorkspaceLabel] == ws.Name && ss.Labels[workspacesv1.WorkspaceNamespaceLabel] == ws.Namespace
-}
-
-// ownedServiceSet reports whether a ServiceSet is the workspace's: its labels name the workspace, or
-// it is the upstream operator's ServiceSet this workspace adopted (adopt.go), which carries none of
-// our labels until the adoption labels it; that one must have the upstream shape.
-func ownedServiceSet(ss *k0rdentv1beta1.ServiceSet, ws *workspacesv1.WorkspaceDeployment) bool {
-	if labelledServiceSet(ss, ws) {
-		return true
-	}
-	return adoptedServiceSetName(ws) == ss.Name && upstreamShape(ss, ws) &&
-		ss.Labels[workspacesv1.WorkspaceLabel] == "" && ss.Labels[workspacesv1.WorkspaceNamespaceLabel] == ""
-}
 
 // serviceSetName is the name the workspace's ServiceSet has: the one in its status when that
 // ServiceSet still exists and is the workspace's (made under an earlier naming), else ServiceSetName.
 func (r *Reconciler) serviceSetName(ctx context.Context, s *scope) (string, error) {
-	name := ServiceSetName(s.ws)
+	name := owned.ServiceSetName(s.ws)
 	prev := s.ws.Status.ServiceSetName
 	if prev == "" || prev == name {
 		return name, nil
 	}
 	ss := &k0rdentv1beta1.ServiceSet{}
-	err := r.Client.Get(ctx, types.NamespacedName{Namespace: ClusterKey(s.ws).Namespace, Name: prev}, ss)
+	err := r.Client.Get(ctx, types.NamespacedName{Namespace: owned.ClusterKey(s.ws).Namespace, Name: prev}, ss)
 	switch {
 	case apierrors.IsNotFound(err):
 		return name, nil
 	case err != nil:
-		return "", fmt.Errorf("reading ServiceSet %s/%s: %w", ClusterKey(s.ws).Namespace, prev, err)
-	case ownedServiceSet(ss, s.ws):
+		return "", fmt.Errorf("reading ServiceSet %s/%s: %w", owned.ClusterKey(s.ws).Namespace, prev, err)
+	case owned.OwnedServiceSet(ss, s.ws):
 		return prev, nil
 	}
 	return name, nil
@@ -104,54 +53,12 @@ func (r *Reconciler) claimServiceSet(ctx context.Context, s *scope) (stepResult,
 	if err != nil {
 		return stop, fmt.Errorf("reading ServiceSet %s/%s: %w", s.cdKey.Namespace, name, err)
 	}
-	if !ownedServiceSet(ss, s.ws) {
+	if !owned.OwnedServiceSet(ss, s.ws) {
 		s.failed(workspacesv1.HelmReleaseReadyCondition, workspacesv1.ReasonServiceSetConflict, serviceSetConflict(ss))
 		return stop, nil
 	}
 	s.claimed = ss
 	return next, nil
-}
-
-// setAdmissionAnnotation records the workspace's GPU admission on its ServiceSet, or removes a
-// recorded one when the workspace holds no GPUs or the ServiceSet is scaled to zero (a stopped
-// workspace's ServiceSet holds nothing; starting it again gates it anew).
-func setAdmissionAnnotation(ss *k0rdentv1beta1.ServiceSet, ad *workspacesv1.Admission) {
-	if ad == nil || ad.GPUs == 0 || ss.Labels[LabelStopped] == "true" {
-		delete(ss.Annotations, AnnotationAdmission)
-		return
-	}
-	raw, err := json.Marshal(ad)
-	if err != nil {
-		return // a struct of strings and numbers always marshals
-	}
-	if ss.Annotations == nil {
-		ss.Annotations = map[string]string{}
-	}
-	ss.Annotations[AnnotationAdmission] = string(raw)
-}
-
-// admissionOf is a workspace's admission: current (its status, or what this process wrote), or, when
-// there is none, the admission its ServiceSet carries, made by a pass that ended before it wrote the
-// status. ss may be nil. The annotation is only parsed when the status has none.
-func admissionOf(current *workspacesv1.Admission, ss *k0rdentv1beta1.ServiceSet) *workspacesv1.Admission {
-	if current != nil {
-		return current
-	}
-	return annotatedAdmission(ss)
-}
-
-// annotatedAdmission is the admission a ServiceSet carries (AnnotationAdmission), or nil when it
-// carries none, is scaled to zero, or carries one that does not parse (then the workspace's status is
-// what counts).
-func annotatedAdmission(ss *k0rdentv1beta1.ServiceSet) *workspacesv1.Admission {
-	if ss == nil || ss.Annotations[AnnotationAdmission] == "" || ss.Labels[LabelStopped] == "true" {
-		return nil
-	}
-	ad := &workspacesv1.Admission{}
-	if err := json.Unmarshal([]byte(ss.Annotations[AnnotationAdmission]), ad); err != nil || ad.GPUs <= 0 {
-		return nil
-	}
-	return ad
 }
 
 func serviceSetConflict(ss *k0rdentv1beta1.ServiceSet) string {
@@ -160,14 +67,6 @@ func serviceSetConflict(ss *k0rdentv1beta1.ServiceSet) string {
 		owner = "workspace " + ss.Labels[workspacesv1.WorkspaceNamespaceLabel] + "/" + n
 	}
 	return fmt.Sprintf("ServiceSet %s/%s exists and its labels name %s; it is not adopted. Remove it or rename this workspace", ss.Namespace, ss.Name, owner)
-}
-
-// ReleaseName is the Helm release name of a workspace, at most 53 characters.
-func ReleaseName(ws *workspacesv1.WorkspaceDeployment) string {
-	if n := adoptedReleaseName(ws); n != "" {
-		return n // adopted from an earlier operator (adopt.go)
-	}
-	return names.HelmRelease(ws.Name)
 }
 
 func clusterOwnerRef(cd *k0rdentv1beta1.ClusterDeployment) metav1.OwnerReference {
@@ -209,7 +108,7 @@ func (s *scope) desiredServiceSet(name string) *k0rdentv1beta1.ServiceSet {
 			Cluster:  s.cdKey.Name,
 			Provider: k0rdentv1beta1.StateManagementProviderConfig{Name: k0rdentv1beta1.DefaultStateManagementProvider},
 			Services: []k0rdentv1beta1.ServiceWithValues{{
-				Name:        ReleaseName(s.ws),
+				Name:        owned.ReleaseName(s.ws),
 				Namespace:   s.releaseNamespace(),
 				Template:    s.class.Spec.ServiceTemplate.Name,
 				Values:      s.values,
@@ -219,7 +118,7 @@ func (s *scope) desiredServiceSet(name string) *k0rdentv1beta1.ServiceSet {
 		},
 	}
 	if s.stopping {
-		ss.Labels[LabelStopped] = "true"
+		ss.Labels[owned.LabelStopped] = "true"
 	}
 	return ss
 }
@@ -239,7 +138,7 @@ func (r *Reconciler) serviceSet(ctx context.Context, s *scope) (stepResult, erro
 	stamp := s.now.UTC().Format(time.RFC3339Nano)
 
 	if h := valuesHash(s.secretValues); h != "" {
-		want.Annotations = map[string]string{AnnotationValuesHash: h}
+		want.Annotations = map[string]string{owned.AnnotationValuesHash: h}
 	}
 
 	got := &k0rdentv1beta1.ServiceSet{}
@@ -253,8 +152,8 @@ func (r *Reconciler) serviceSet(ctx context.Context, s *scope) (stepResult, erro
 		if want.Annotations == nil {
 			want.Annotations = map[string]string{}
 		}
-		want.Annotations[AnnotationRolloutStarted] = stamp
-		setAdmissionAnnotation(want, s.ws.Status.Admission)
+		want.Annotations[owned.AnnotationRolloutStarted] = stamp
+		owned.SetAdmissionAnnotation(want, s.ws.Status.Admission)
 		if err := r.Client.Create(ctx, want); err != nil {
 			if apierrors.IsAlreadyExists(err) {
 				return stopAfter(time.Second), nil // created by a pass whose cache we have not seen yet
@@ -270,7 +169,7 @@ func (r *Reconciler) serviceSet(ctx context.Context, s *scope) (stepResult, erro
 	if err != nil {
 		return stop, fmt.Errorf("reading ServiceSet %s/%s: %w", want.Namespace, want.Name, err)
 	}
-	if !ownedServiceSet(got, s.ws) {
+	if !owned.OwnedServiceSet(got, s.ws) {
 		s.failed(workspacesv1.HelmReleaseReadyCondition, workspacesv1.ReasonServiceSetConflict, serviceSetConflict(got))
 		return stop, nil
 	}
@@ -298,8 +197,8 @@ func (r *Reconciler) serviceSet(ctx context.Context, s *scope) (stepResult, erro
 		}
 		got.Labels[k] = v
 	}
-	if want.Labels[LabelStopped] == "" {
-		delete(got.Labels, LabelStopped)
+	if want.Labels[owned.LabelStopped] == "" {
+		delete(got.Labels, owned.LabelStopped)
 	}
 	if !hasOwner(got, want.OwnerReferences[0]) {
 		got.OwnerReferences = append(got.OwnerReferences, want.OwnerReferences[0])
@@ -311,13 +210,13 @@ func (r *Reconciler) serviceSet(ctx context.Context, s *scope) (stepResult, erro
 		if got.Annotations == nil {
 			got.Annotations = map[string]string{}
 		}
-		got.Annotations[AnnotationRolloutStarted] = stamp
-		if h := want.Annotations[AnnotationValuesHash]; h != "" {
-			got.Annotations[AnnotationValuesHash] = h
+		got.Annotations[owned.AnnotationRolloutStarted] = stamp
+		if h := want.Annotations[owned.AnnotationValuesHash]; h != "" {
+			got.Annotations[owned.AnnotationValuesHash] = h
 		} else {
-			delete(got.Annotations, AnnotationValuesHash)
+			delete(got.Annotations, owned.AnnotationValuesHash)
 		}
-		setAdmissionAnnotation(got, s.ws.Status.Admission)
+		owned.SetAdmissionAnnotation(got, s.ws.Status.Admission)
 	}
 	if err := r.Client.Patch(ctx, got, client.MergeFrom(patchBase)); err != nil {
 		return stop, fmt.Errorf("updating ServiceSet %s/%s: %w", got.Namespace, got.Name, err)
@@ -341,7 +240,7 @@ func drift(got, want *k0rdentv1beta1.ServiceSet) (spec, meta bool) {
 			meta = true
 		}
 	}
-	if got.Labels[LabelStopped] != want.Labels[LabelStopped] {
+	if got.Labels[owned.LabelStopped] != want.Labels[owned.LabelStopped] {
 		meta = true
 	}
 	if !hasOwner(got, want.OwnerReferences[0]) {
@@ -349,7 +248,7 @@ func drift(got, want *k0rdentv1beta1.ServiceSet) (spec, meta bool) {
 	}
 	if got.Spec.Cluster != want.Spec.Cluster || got.Spec.Provider.Name != want.Spec.Provider.Name ||
 		len(got.Spec.Services) != len(want.Spec.Services) ||
-		got.Annotations[AnnotationValuesHash] != want.Annotations[AnnotationValuesHash] {
+		got.Annotations[owned.AnnotationValuesHash] != want.Annotations[owned.AnnotationValuesHash] {
 		return true, meta
 	}
 	for i := range want.Spec.Services {
@@ -473,10 +372,10 @@ type rollout struct {
 
 func (r *Reconciler) rolloutOf(s *scope) rollout {
 	ss := s.svcSet
-	release, ns := ReleaseName(s.ws), s.releaseNamespace()
+	release, ns := owned.ReleaseName(s.ws), s.releaseNamespace()
 	ro := rollout{started: s.now,
 		where: fmt.Sprintf("release %s in namespace %s (ServiceSet %s/%s)", release, ns, ss.Namespace, ss.Name)}
-	stamp := ss.Annotations[AnnotationRolloutStarted]
+	stamp := ss.Annotations[owned.AnnotationRolloutStarted]
 	if t, err := time.Parse(time.RFC3339, stamp); err == nil {
 		ro.started = t
 	}
@@ -488,18 +387,18 @@ func (r *Reconciler) rolloutOf(s *scope) rollout {
 	ro.current = ro.state != nil && (ro.state.LastStateTransitionTime == nil ||
 		!ro.state.LastStateTransitionTime.Time.Before(ro.started.Truncate(time.Second)) ||
 		s.now.Sub(ro.started) >= r.Options.RolloutSettle)
-	ro.deployedBefore = stamp != "" && ss.Annotations[AnnotationRolloutDeployed] == stamp
+	ro.deployedBefore = stamp != "" && ss.Annotations[owned.AnnotationRolloutDeployed] == stamp
 	return ro
 }
 
 // markDeployed records on the ServiceSet that its current rollout was deployed.
 func (r *Reconciler) markDeployed(ctx context.Context, ss *k0rdentv1beta1.ServiceSet) error {
-	stamp := ss.Annotations[AnnotationRolloutStarted]
-	if stamp == "" || ss.Annotations[AnnotationRolloutDeployed] == stamp {
+	stamp := ss.Annotations[owned.AnnotationRolloutStarted]
+	if stamp == "" || ss.Annotations[owned.AnnotationRolloutDeployed] == stamp {
 		return nil
 	}
 	patchBase := ss.DeepCopy()
-	ss.Annotations[AnnotationRolloutDeployed] = stamp
+	ss.Annotations[owned.AnnotationRolloutDeployed] = stamp
 	if err := r.Client.Patch(ctx, ss, client.MergeFrom(patchBase)); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("marking ServiceSet %s/%s deployed: %w", ss.Namespace, ss.Name, err)
 	}

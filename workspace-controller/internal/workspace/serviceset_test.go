@@ -15,6 +15,7 @@ import (
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/gpu"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 )
 
 // TestWorkspaceRunsThroughServiceSet walks the happy path: Pending, Deploying with a ServiceSet that
@@ -215,7 +216,7 @@ func TestRunningWorkspaceFollowsServiceSet(t *testing.T) {
 			if err := k8s.Get(ctxT(t), ssKey, got); err != nil {
 				return err
 			}
-			if got.Annotations[AnnotationRolloutStarted] == before.Annotations[AnnotationRolloutStarted] {
+			if got.Annotations[owned.AnnotationRolloutStarted] == before.Annotations[owned.AnnotationRolloutStarted] {
 				return fmt.Errorf("rollout stamp unchanged")
 			}
 			return contains(got.Spec.Services[0].Values, "greeting: hello")
@@ -257,7 +258,7 @@ func TestRestartPartWayMakesNoDuplicates(t *testing.T) {
 	cd := createCluster(t, ns, child.Kubeconfig)
 	key := createWorkspace(t, ns, class, cd.Name)
 	waitPhase(t, key, workspacesv1.PhaseInstallingPrerequisites, workspacesv1.ReasonPrerequisitesDeploying)
-	prereqKey := types.NamespacedName{Namespace: ns, Name: PrerequisiteServiceSetName(cd.Name, prereq)}
+	prereqKey := types.NamespacedName{Namespace: ns, Name: owned.PrerequisiteServiceSetName(cd.Name, prereq)}
 	setServiceState(t, prereqKey, k0rdentv1beta1.ServiceStateDeployed, "")
 	ws := waitPhase(t, key, workspacesv1.PhaseDeploying, "")
 	waitServiceSet(t, ws)
@@ -271,12 +272,12 @@ func TestRestartPartWayMakesNoDuplicates(t *testing.T) {
 	must(t, k8s.Patch(ctxT(t), ws, patch))
 	eventually(t, "new values after the restart", func() error {
 		ss := &k0rdentv1beta1.ServiceSet{}
-		if err := k8s.Get(ctxT(t), types.NamespacedName{Namespace: ns, Name: ServiceSetName(ws)}, ss); err != nil {
+		if err := k8s.Get(ctxT(t), types.NamespacedName{Namespace: ns, Name: owned.ServiceSetName(ws)}, ss); err != nil {
 			return err
 		}
 		return contains(ss.Spec.Services[0].Values, "after: restart")
 	})
-	setServiceState(t, types.NamespacedName{Namespace: ns, Name: ServiceSetName(ws)}, k0rdentv1beta1.ServiceStateDeployed, "")
+	setServiceState(t, types.NamespacedName{Namespace: ns, Name: owned.ServiceSetName(ws)}, k0rdentv1beta1.ServiceStateDeployed, "")
 	waitPhase(t, key, workspacesv1.PhaseRunning, workspacesv1.ReasonRunning)
 
 	var all k0rdentv1beta1.ServiceSetList

@@ -14,17 +14,6 @@ import (
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 )
 
-const (
-	// LabelStopped marks a workspace's ServiceSet whose values scale the release to zero replicas. The
-	// GPU gate does not count such a ServiceSet as holding GPUs: pods still terminating are counted
-	// live on the child, and the workspace's admission is kept until k0rdent reports the release scaled.
-	LabelStopped = "workspaces.exalsius.ai/stopped"
-	// AnnotationAutoStopped records on a workspace when the controller set spec.stopped because
-	// spec.stopAfter elapsed without a spec change. The controller removes it once the workspace is
-	// started again.
-	AnnotationAutoStopped = "workspaces.exalsius.ai/auto-stopped"
-)
-
 // stopWorkspace is the step that stops a workspace whose spec.stopped is set (docs/stop-start.md). The
 // release is kept and scaled to zero through the `_exalsius` contract (resources.replicas 0, and the
 // class's replicas injection paths), so its volumes stay; its routes are left alone, so its URLs stay
@@ -104,7 +93,7 @@ func (s *scope) stopped(reason, message string) {
 
 // stopCause says who stopped the workspace.
 func (s *scope) stopCause() string {
-	if at := s.ws.Annotations[AnnotationAutoStopped]; at != "" && s.ws.Spec.StopAfter != nil {
+	if at := s.ws.Annotations[workspacesv1.AutoStoppedAnnotation]; at != "" && s.ws.Spec.StopAfter != nil {
 		return fmt.Sprintf("the workspace was stopped at %s after spec.stopAfter (%s) passed without a spec change (spec.stopped)",
 			at, s.ws.Spec.StopAfter.Duration)
 	}
@@ -113,13 +102,13 @@ func (s *scope) stopCause() string {
 
 // clearAutoStopped removes the auto-stop annotation of a workspace that was started again.
 func (r *Reconciler) clearAutoStopped(ctx context.Context, s *scope) error {
-	if _, ok := s.ws.Annotations[AnnotationAutoStopped]; !ok {
+	if _, ok := s.ws.Annotations[workspacesv1.AutoStoppedAnnotation]; !ok {
 		return nil
 	}
 	base := s.ws.DeepCopy()
-	delete(s.ws.Annotations, AnnotationAutoStopped)
+	delete(s.ws.Annotations, workspacesv1.AutoStoppedAnnotation)
 	if err := r.Client.Patch(ctx, s.ws, client.MergeFrom(base)); err != nil {
-		return fmt.Errorf("removing annotation %s: %w", AnnotationAutoStopped, err)
+		return fmt.Errorf("removing annotation %s: %w", workspacesv1.AutoStoppedAnnotation, err)
 	}
 	return nil
 }
@@ -166,7 +155,7 @@ func (r *Reconciler) stopWhenIdle(ctx context.Context, s *scope) (bool, error) {
 		s.ws.Annotations = map[string]string{}
 	}
 	at := s.now.UTC().Format(time.RFC3339)
-	s.ws.Annotations[AnnotationAutoStopped] = at
+	s.ws.Annotations[workspacesv1.AutoStoppedAnnotation] = at
 	if err := r.Client.Patch(ctx, s.ws, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 		return true, fmt.Errorf("stopping after spec.stopAfter: %w", err)
 	}

@@ -14,6 +14,7 @@ import (
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/gpu"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 )
 
 // setStopped sets spec.stopped of a workspace.
@@ -51,7 +52,7 @@ func waitReplicas(t *testing.T, key types.NamespacedName, n int64) *k0rdentv1bet
 	t.Helper()
 	ss := &k0rdentv1beta1.ServiceSet{}
 	ws := getWS(t, key)
-	ssKey := types.NamespacedName{Namespace: ClusterKey(ws).Namespace, Name: ServiceSetName(ws)}
+	ssKey := types.NamespacedName{Namespace: owned.ClusterKey(ws).Namespace, Name: owned.ServiceSetName(ws)}
 	eventually(t, fmt.Sprintf("ServiceSet %s with %d replicas", ssKey, n), func() error {
 		if err := k8s.Get(ctxT(t), ssKey, ss); err != nil {
 			return err
@@ -63,8 +64,8 @@ func waitReplicas(t *testing.T, key types.NamespacedName, n int64) *k0rdentv1bet
 		if got != n {
 			return fmt.Errorf("replicas %d", got)
 		}
-		if stopped := ss.Labels[LabelStopped] == "true"; stopped != (n == 0) {
-			return fmt.Errorf("label %s=%q with %d replicas", LabelStopped, ss.Labels[LabelStopped], n)
+		if stopped := ss.Labels[owned.LabelStopped] == "true"; stopped != (n == 0) {
+			return fmt.Errorf("label %s=%q with %d replicas", owned.LabelStopped, ss.Labels[owned.LabelStopped], n)
 		}
 		return nil
 	})
@@ -187,9 +188,9 @@ func TestStopAfterStopsAtTheDeadline(t *testing.T) {
 		}
 		return nil
 	})
-	at, err := time.Parse(time.RFC3339, stopped.Annotations[AnnotationAutoStopped])
+	at, err := time.Parse(time.RFC3339, stopped.Annotations[workspacesv1.AutoStoppedAnnotation])
 	if err != nil {
-		t.Fatalf("annotation %s: %v", AnnotationAutoStopped, err)
+		t.Fatalf("annotation %s: %v", workspacesv1.AutoStoppedAnnotation, err)
 	}
 	first := ws.Status.LastSpecChange
 	if first == nil || first.Generation != ws.Generation {
@@ -210,7 +211,7 @@ func TestStopAfterStopsAtTheDeadline(t *testing.T) {
 	setStopped(t, key, false)
 	eventually(t, "annotation removed and clock restarted", func() error {
 		ws = getWS(t, key)
-		if _, ok := ws.Annotations[AnnotationAutoStopped]; ok && !ws.Spec.Stopped {
+		if _, ok := ws.Annotations[workspacesv1.AutoStoppedAnnotation]; ok && !ws.Spec.Stopped {
 			return fmt.Errorf("annotation still there")
 		}
 		if c := ws.Status.LastSpecChange; c == nil || c.Generation <= stopped.Generation {
@@ -226,7 +227,7 @@ func TestStopAfterStopsAtTheDeadline(t *testing.T) {
 		}
 		return nil
 	})
-	at, err = time.Parse(time.RFC3339, ws.Annotations[AnnotationAutoStopped])
+	at, err = time.Parse(time.RFC3339, ws.Annotations[workspacesv1.AutoStoppedAnnotation])
 	must(t, err)
 	if at.Before(restarted.Time.Add(after)) {
 		t.Errorf("stopped again at %s, before the deadline %s", at, restarted.Time.Add(after))

@@ -32,6 +32,7 @@ import (
 	"github.com/exalsius/exalsius-operator/common/gpu"
 	"github.com/exalsius/exalsius-operator/common/testing/childtest"
 	"github.com/exalsius/exalsius-operator/common/testing/testenv"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 )
 
 const (
@@ -328,7 +329,7 @@ func waitPhase(t *testing.T, key types.NamespacedName, phase workspacesv1.Worksp
 func waitServiceSet(t *testing.T, ws *workspacesv1.WorkspaceDeployment) *k0rdentv1beta1.ServiceSet {
 	t.Helper()
 	ss := &k0rdentv1beta1.ServiceSet{}
-	key := types.NamespacedName{Namespace: ClusterKey(ws).Namespace, Name: ServiceSetName(ws)}
+	key := types.NamespacedName{Namespace: owned.ClusterKey(ws).Namespace, Name: owned.ServiceSetName(ws)}
 	eventually(t, "ServiceSet "+key.String(), func() error { return k8s.Get(ctxT(t), key, ss) })
 	return ss
 }

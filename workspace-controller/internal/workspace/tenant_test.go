@@ -15,6 +15,7 @@ import (
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/conditions"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 )
 
 // tenantRules are what a tenant may do in its own namespace here: write WorkspaceDeployments (their
@@ -82,7 +83,7 @@ func TestTenantCannotTakeOverAServiceSetByAnnotation(t *testing.T) {
 		}
 	})
 	tenant, key := tenantWorkspace(t, ns, class, "", cd.Name, name("evil"), func(ws *workspacesv1.WorkspaceDeployment) {
-		ws.Annotations = map[string]string{AnnotationServiceSetName: cd.Name, AnnotationReleaseName: "Not_A/Release"}
+		ws.Annotations = map[string]string{workspacesv1.ServiceSetNameAnnotation: cd.Name, workspacesv1.ReleaseNameAnnotation: "Not_A/Release"}
 	})
 	var ws *workspacesv1.WorkspaceDeployment
 	eventually(t, "the workspace's own ServiceSet named on status", func() error {
@@ -128,7 +129,7 @@ func TestTenantDeletionOutsideItsGrantRemovesNothingUnlabelled(t *testing.T) {
 	}
 	must(t, k8s.Create(ctxT(t), legacy))
 	tenant, key := tenantWorkspace(t, ns, class, other, cd.Name, wsName, func(ws *workspacesv1.WorkspaceDeployment) {
-		ws.Finalizers = []string{LegacyFinalizer}
+		ws.Finalizers = []string{workspacesv1.LegacyFinalizer}
 	})
 	waitPhase(t, key, workspacesv1.PhasePending, workspacesv1.ReasonNamespaceNotAllowed)
 	eventually(t, "the workspace-controller's finalizer added", func() error {
@@ -154,7 +155,7 @@ func TestTenantCannotAdoptAnUnlabelledReleaseNamespace(t *testing.T) {
 	class := createClass(t, classSpec(name("adopt")), ns)
 	cd := createCluster(t, ns, child.Kubeconfig)
 	wsName := name("platform")
-	theirs := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ReleaseNamespace(wsName), Labels: map[string]string{"team": "platform"}}}
+	theirs := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: owned.ReleaseNamespace(wsName), Labels: map[string]string{"team": "platform"}}}
 	must(t, child.Client.Create(ctxT(t), theirs))
 	t.Cleanup(func() { _ = child.Client.Delete(ctxT(t), theirs) })
 
@@ -178,20 +179,20 @@ func TestTenantCannotAdoptAnUnlabelledReleaseNamespace(t *testing.T) {
 func TestAdoptionAnnotationsHonouredOnlyForTheUpstreamName(t *testing.T) {
 	ws := &workspacesv1.WorkspaceDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "nb"},
 		Spec: workspacesv1.WorkspaceDeploymentSpec{ClusterDeploymentRef: workspacesv1.ClusterDeploymentRef{Name: "cd"}}}
-	def, defRelease := ServiceSetName(ws), ReleaseName(ws)
+	def, defRelease := owned.ServiceSetName(ws), owned.ReleaseName(ws)
 	for _, tc := range []struct {
 		ss, release         string
 		wantSS, wantRelease string
 	}{
-		{"cd", "x", def, defRelease},                                          // KCM's own ServiceSet
-		{"cd-ws-other", "x", def, defRelease},                                 // another workspace's
-		{LegacyName(ws), "wsd-cd-nb", LegacyName(ws), "wsd-cd-nb"},            // the upstream one
-		{LegacyName(ws), "Not_Valid", LegacyName(ws), defRelease},             // invalid release name
-		{LegacyName(ws), strings.Repeat("a", 54), LegacyName(ws), defRelease}, // too long for Helm
-		{"", "wsd-cd-nb", def, defRelease},                                    // release without adoption
+		{"cd", "x", def, defRelease},                                                      // KCM's own ServiceSet
+		{"cd-ws-other", "x", def, defRelease},                                             // another workspace's
+		{owned.LegacyName(ws), "wsd-cd-nb", owned.LegacyName(ws), "wsd-cd-nb"},            // the upstream one
+		{owned.LegacyName(ws), "Not_Valid", owned.LegacyName(ws), defRelease},             // invalid release name
+		{owned.LegacyName(ws), strings.Repeat("a", 54), owned.LegacyName(ws), defRelease}, // too long for Helm
+		{"", "wsd-cd-nb", def, defRelease},                                                // release without adoption
 	} {
-		ws.Annotations = map[string]string{AnnotationServiceSetName: tc.ss, AnnotationReleaseName: tc.release}
-		if got, rel := ServiceSetName(ws), ReleaseName(ws); got != tc.wantSS || rel != tc.wantRelease {
+		ws.Annotations = map[string]string{workspacesv1.ServiceSetNameAnnotation: tc.ss, workspacesv1.ReleaseNameAnnotation: tc.release}
+		if got, rel := owned.ServiceSetName(ws), owned.ReleaseName(ws); got != tc.wantSS || rel != tc.wantRelease {
 			t.Errorf("annotations %q/%q: ServiceSet %q release %q, want %q %q", tc.ss, tc.release, got, rel, tc.wantSS, tc.wantRelease)
 		}
 	}
@@ -201,12 +202,12 @@ func TestOwnValuesSecretNeedsNameAndNamespace(t *testing.T) {
 	ws := &workspacesv1.WorkspaceDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "nb"}}
 	sec := func(name, namespace string) *corev1.Secret {
 		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{
-			LabelValuesSecret: "true", workspacesv1.WorkspaceLabel: name, workspacesv1.WorkspaceNamespaceLabel: namespace}}}
+			owned.LabelValuesSecret: "true", workspacesv1.WorkspaceLabel: name, workspacesv1.WorkspaceNamespaceLabel: namespace}}}
 	}
-	if !ownValuesSecret(sec("nb", "team-a"), ws) {
+	if !owned.OwnValuesSecret(sec("nb", "team-a"), ws) {
 		t.Error("the workspace's own values Secret is not recognised")
 	}
-	if ownValuesSecret(sec("nb", "team-b"), ws) || ownValuesSecret(sec("nb", ""), ws) {
+	if owned.OwnValuesSecret(sec("nb", "team-b"), ws) || owned.OwnValuesSecret(sec("nb", ""), ws) {
 		t.Error("a values Secret of another namespace's workspace of the same name is taken as this one's")
 	}
 }

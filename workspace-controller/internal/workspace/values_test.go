@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 )
 
 func rawJSON(s string) *apiextensionsv1.JSON { return &apiextensionsv1.JSON{Raw: []byte(s)} }
@@ -39,16 +40,16 @@ func TestNamesNeverCollideWithKCM(t *testing.T) {
 	long := strings.Repeat("x", 60)
 	ws := &workspacesv1.WorkspaceDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: long},
 		Spec: workspacesv1.WorkspaceDeploymentSpec{ClusterDeploymentRef: workspacesv1.ClusterDeploymentRef{Name: strings.Repeat("c", 63)}}}
-	ss := ServiceSetName(ws)
+	ss := owned.ServiceSetName(ws)
 	if len(ss) > 63 || ss == ws.Spec.ClusterDeploymentRef.Name {
 		t.Errorf("ServiceSet name %q", ss)
 	}
-	if r := ReleaseName(ws); len(r) > 53 {
+	if r := owned.ReleaseName(ws); len(r) > 53 {
 		t.Errorf("release name %q longer than 53", r)
 	}
 	other := ws.DeepCopy()
 	other.Spec.ClusterDeploymentRef.Namespace = "clusters"
-	if ServiceSetName(other) == ss {
+	if owned.ServiceSetName(other) == ss {
 		t.Error("a workspace from another namespace gets the same ServiceSet name")
 	}
 }

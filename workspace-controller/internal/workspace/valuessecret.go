@@ -14,27 +14,15 @@ import (
 
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 )
 
 const (
-	// ValuesSecretKey is the key of the values document in a workspace's values Secret.
-	ValuesSecretKey = "values.yaml"
-	// AnnotationValuesHash records, on a workspace's ServiceSet, a hash of its values Secret; a change
-	// (a rotated password) counts as a rollout.
-	AnnotationValuesHash = "workspaces.exalsius.ai/values-hash"
-	// LabelValuesSecret marks a workspace's values Secret.
-	LabelValuesSecret = "workspaces.exalsius.ai/values-secret"
 	// sveltosTemplateAnnotation asks Sveltos to render a valuesFrom source as a template, as it always
 	// renders inline values; the values are escaped for that, so every Sveltos version reads them back
 	// verbatim.
 	sveltosTemplateAnnotation = "projectsveltos.io/template"
 )
-
-// ValuesSecretName is the name of the Secret, next to a workspace's ServiceSet, that holds the values
-// which must not travel inline: `<serviceset>-values`.
-func ValuesSecretName(ws *workspacesv1.WorkspaceDeployment) string {
-	return ServiceSetName(ws) + "-values"
-}
 
 // valuesHash is a short content hash of the secret values, empty when there are none.
 func valuesHash(secretValues string) string {
@@ -50,7 +38,7 @@ func (s *scope) valuesFrom() []k0rdentv1beta1.ValuesFrom {
 	if s.secretValues == "" {
 		return nil
 	}
-	return []k0rdentv1beta1.ValuesFrom{{Kind: k0rdentv1beta1.ValuesFromSecret, Name: ValuesSecretName(s.ws)}}
+	return []k0rdentv1beta1.ValuesFrom{{Kind: k0rdentv1beta1.ValuesFromSecret, Name: owned.ValuesSecretName(s.ws)}}
 }
 
 // desiredValuesSecret is the workspace's values Secret. Its owner is the workspace's ServiceSet (the
@@ -58,17 +46,17 @@ func (s *scope) valuesFrom() []k0rdentv1beta1.ValuesFrom {
 func (s *scope) desiredValuesSecret(owner *k0rdentv1beta1.ServiceSet) *corev1.Secret {
 	sec := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      ValuesSecretName(s.ws),
+			Name:      owned.ValuesSecretName(s.ws),
 			Namespace: s.cdKey.Namespace,
 			Labels: map[string]string{
-				LabelValuesSecret:                    "true",
+				owned.LabelValuesSecret:              "true",
 				workspacesv1.WorkspaceLabel:          s.ws.Name,
 				workspacesv1.WorkspaceNamespaceLabel: s.ws.Namespace,
 			},
 			Annotations: map[string]string{sveltosTemplateAnnotation: "ok"},
 		},
 		Type: corev1.SecretTypeOpaque,
-		Data: map[string][]byte{ValuesSecretKey: []byte(s.secretValues)},
+		Data: map[string][]byte{owned.ValuesSecretKey: []byte(s.secretValues)},
 	}
 	if owner != nil && owner.UID != "" {
 		t := true
@@ -84,7 +72,7 @@ func (s *scope) desiredValuesSecret(owner *k0rdentv1beta1.ServiceSet) *corev1.Se
 // workspace has no secret values. owner is the ServiceSet when it exists. The Secret is read from the
 // API server: Secrets are not cached.
 func (r *Reconciler) ensureValuesSecret(ctx context.Context, s *scope, owner *k0rdentv1beta1.ServiceSet) error {
-	key := types.NamespacedName{Namespace: s.cdKey.Namespace, Name: ValuesSecretName(s.ws)}
+	key := types.NamespacedName{Namespace: s.cdKey.Namespace, Name: owned.ValuesSecretName(s.ws)}
 	if s.secretValues == "" {
 		// Nothing to write: only a leftover Secret is removed. The Secrets' metadata is cached (the
 		// controller watches it), so a workspace without secret values costs no request here; a
@@ -104,7 +92,7 @@ func (r *Reconciler) ensureValuesSecret(ctx context.Context, s *scope, owner *k0
 	if s.secretValues == "" {
 		// Only a Secret whose labels name this very workspace (name and namespace) is removed: a
 		// Secret of that name belonging to someone else is left alone.
-		if exists && ownValuesSecret(got, s.ws) {
+		if exists && owned.OwnValuesSecret(got, s.ws) {
 			if err := r.Client.Delete(ctx, got, client.Preconditions{UID: &got.UID}); err != nil && !apierrors.IsNotFound(err) {
 				return fmt.Errorf("removing values Secret %s: %w", key, err)
 			}
@@ -118,11 +106,11 @@ func (r *Reconciler) ensureValuesSecret(ctx context.Context, s *scope, owner *k0
 		}
 		return nil
 	}
-	if !ownValuesSecret(got, s.ws) {
+	if !owned.OwnValuesSecret(got, s.ws) {
 		return fmt.Errorf("secret %s exists and does not belong to workspace %s; remove or rename it", key, s.key())
 	}
 	patchBase := got.DeepCopy()
-	changed := string(got.Data[ValuesSecretKey]) != s.secretValues || len(got.Data) != 1 ||
+	changed := string(got.Data[owned.ValuesSecretKey]) != s.secretValues || len(got.Data) != 1 ||
 		got.Annotations[sveltosTemplateAnnotation] != "ok"
 	got.Data = want.Data
 	if got.Annotations == nil {
@@ -140,12 +128,6 @@ func (r *Reconciler) ensureValuesSecret(ctx context.Context, s *scope, owner *k0
 		return fmt.Errorf("updating values Secret %s: %w", key, err)
 	}
 	return nil
-}
-
-// ownValuesSecret reports whether a Secret's labels mark it as this workspace's values Secret.
-func ownValuesSecret(sec *corev1.Secret, ws *workspacesv1.WorkspaceDeployment) bool {
-	return sec.Labels[LabelValuesSecret] == "true" && sec.Labels[workspacesv1.WorkspaceLabel] == ws.Name &&
-		sec.Labels[workspacesv1.WorkspaceNamespaceLabel] == ws.Namespace
 }
 
 func hasOwnerRef(refs []metav1.OwnerReference, ref metav1.OwnerReference) bool {

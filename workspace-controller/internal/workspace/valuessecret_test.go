@@ -16,6 +16,7 @@ import (
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/valuepath"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 )
 
 // secretClassSpec is a class with a required secret password and a defaulted UI setting.
@@ -66,8 +67,8 @@ func TestSecretValuesNeverInline(t *testing.T) {
 	if values["notebook"].(map[string]any)["ui"] != "lab" {
 		t.Errorf("the userFacingConfig default was not applied: %v", values["notebook"])
 	}
-	if len(svc.ValuesFrom) != 1 || svc.ValuesFrom[0].Kind != k0rdentv1beta1.ValuesFromSecret || svc.ValuesFrom[0].Name != ValuesSecretName(ws) {
-		t.Fatalf("valuesFrom %+v, want the values Secret %s", svc.ValuesFrom, ValuesSecretName(ws))
+	if len(svc.ValuesFrom) != 1 || svc.ValuesFrom[0].Kind != k0rdentv1beta1.ValuesFromSecret || svc.ValuesFrom[0].Name != owned.ValuesSecretName(ws) {
+		t.Fatalf("valuesFrom %+v, want the values Secret %s", svc.ValuesFrom, owned.ValuesSecretName(ws))
 	}
 	var sec *corev1.Secret
 	eventually(t, "values Secret owned by the ServiceSet", func() error {
@@ -78,11 +79,11 @@ func TestSecretValuesNeverInline(t *testing.T) {
 		return nil
 	})
 	got := map[string]any{}
-	must(t, yaml.Unmarshal(sec.Data[ValuesSecretKey], &got))
+	must(t, yaml.Unmarshal(sec.Data[owned.ValuesSecretKey], &got))
 	if got["notebook"].(map[string]any)["password"] != "inline-pw-4242" || got["db"].(map[string]any)["password"] != "db-pw-7731" {
 		t.Errorf("values Secret content %v", got)
 	}
-	hash := ss.Annotations[AnnotationValuesHash]
+	hash := ss.Annotations[owned.AnnotationValuesHash]
 	if hash == "" {
 		t.Error("no values hash on the ServiceSet")
 	}
@@ -91,12 +92,12 @@ func TestSecretValuesNeverInline(t *testing.T) {
 	src.Data = map[string][]byte{"values.yaml": []byte("db:\n  password: rotated-9\n")}
 	must(t, k8s.Update(ctxT(t), src))
 	eventually(t, "rotation reaches the values Secret and the ServiceSet", func() error {
-		if !strings.Contains(string(valuesSecret(t, ss).Data[ValuesSecretKey]), "rotated-9") {
+		if !strings.Contains(string(valuesSecret(t, ss).Data[owned.ValuesSecretKey]), "rotated-9") {
 			return fmt.Errorf("values Secret not updated")
 		}
 		cur := &k0rdentv1beta1.ServiceSet{}
 		must(t, k8s.Get(ctxT(t), client.ObjectKeyFromObject(ss), cur))
-		if cur.Annotations[AnnotationValuesHash] == hash {
+		if cur.Annotations[owned.AnnotationValuesHash] == hash {
 			return fmt.Errorf("values hash unchanged")
 		}
 		return nil
@@ -104,10 +105,10 @@ func TestSecretValuesNeverInline(t *testing.T) {
 
 	// Drift of the values Secret is corrected.
 	sec = valuesSecret(t, ss)
-	sec.Data[ValuesSecretKey] = []byte("tampered: true\n")
+	sec.Data[owned.ValuesSecretKey] = []byte("tampered: true\n")
 	must(t, k8s.Update(ctxT(t), sec))
 	eventually(t, "values Secret drift corrected", func() error {
-		if strings.Contains(string(valuesSecret(t, ss).Data[ValuesSecretKey]), "tampered") {
+		if strings.Contains(string(valuesSecret(t, ss).Data[owned.ValuesSecretKey]), "tampered") {
 			return fmt.Errorf("still tampered")
 		}
 		return nil
@@ -144,8 +145,8 @@ func TestValuesSecretRemovedWhenUnneeded(t *testing.T) {
 		}
 		cur := &k0rdentv1beta1.ServiceSet{}
 		must(t, k8s.Get(ctxT(t), client.ObjectKeyFromObject(ss), cur))
-		if len(cur.Spec.Services[0].ValuesFrom) != 0 || cur.Annotations[AnnotationValuesHash] != "" {
-			return fmt.Errorf("valuesFrom %+v hash %q", cur.Spec.Services[0].ValuesFrom, cur.Annotations[AnnotationValuesHash])
+		if len(cur.Spec.Services[0].ValuesFrom) != 0 || cur.Annotations[owned.AnnotationValuesHash] != "" {
+			return fmt.Errorf("valuesFrom %+v hash %q", cur.Spec.Services[0].ValuesFrom, cur.Annotations[owned.AnnotationValuesHash])
 		}
 		return nil
 	})

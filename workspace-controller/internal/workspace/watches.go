@@ -22,22 +22,8 @@ import (
 
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/workspaceclass"
-)
-
-// Field indexes on WorkspaceDeployments.
-const (
-	// IndexCluster indexes workspaces by "<namespace>/<name>" of their ClusterDeployment.
-	IndexCluster = "workspace.cluster"
-	// IndexNamespaceWaiter indexes, by their namespace, the workspaces that wait for placement or for
-	// their namespace's quota (namespaceWaiters), so that a watch event finds them without listing
-	// the namespace.
-	IndexNamespaceWaiter = "workspace.namespaceWaiter"
-	// IndexClusterNamespace indexes workspaces by their ClusterDeployment's namespace.
-	IndexClusterNamespace = "workspace.clusterNamespace"
-	// IndexValuesFrom indexes workspaces by "<Kind>/<namespace>/<name>" of their spec.valuesFrom
-	// sources.
-	IndexValuesFrom = "workspace.valuesFrom"
 )
 
 // SetupWithManager registers the indexes, the metrics and the controller. childChanges is the
@@ -51,17 +37,17 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager, 
 		return err
 	}
 	idx := mgr.GetFieldIndexer()
-	if err := idx.IndexField(ctx, &workspacesv1.WorkspaceDeployment{}, IndexCluster, func(o client.Object) []string {
-		return []string{ClusterKey(o.(*workspacesv1.WorkspaceDeployment)).String()}
+	if err := idx.IndexField(ctx, &workspacesv1.WorkspaceDeployment{}, owned.IndexCluster, func(o client.Object) []string {
+		return []string{owned.ClusterKey(o.(*workspacesv1.WorkspaceDeployment)).String()}
 	}); err != nil {
 		return fmt.Errorf("indexing workspaces by cluster: %w", err)
 	}
-	if err := idx.IndexField(ctx, &workspacesv1.WorkspaceDeployment{}, IndexClusterNamespace, func(o client.Object) []string {
-		return []string{ClusterKey(o.(*workspacesv1.WorkspaceDeployment)).Namespace}
+	if err := idx.IndexField(ctx, &workspacesv1.WorkspaceDeployment{}, owned.IndexClusterNamespace, func(o client.Object) []string {
+		return []string{owned.ClusterKey(o.(*workspacesv1.WorkspaceDeployment)).Namespace}
 	}); err != nil {
 		return fmt.Errorf("indexing workspaces by cluster namespace: %w", err)
 	}
-	if err := idx.IndexField(ctx, &workspacesv1.WorkspaceDeployment{}, IndexNamespaceWaiter, func(o client.Object) []string {
+	if err := idx.IndexField(ctx, &workspacesv1.WorkspaceDeployment{}, owned.IndexNamespaceWaiter, func(o client.Object) []string {
 		if ws := o.(*workspacesv1.WorkspaceDeployment); unplaced(ws) || waitingForQuota(ws) {
 			return []string{ws.Namespace}
 		}
@@ -69,16 +55,16 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager, 
 	}); err != nil {
 		return fmt.Errorf("indexing the workspaces waiting in a namespace: %w", err)
 	}
-	if err := idx.IndexField(ctx, &workspacesv1.WorkspaceDeployment{}, IndexName, func(o client.Object) []string {
+	if err := idx.IndexField(ctx, &workspacesv1.WorkspaceDeployment{}, owned.IndexName, func(o client.Object) []string {
 		return []string{o.GetName()}
 	}); err != nil {
 		return fmt.Errorf("indexing workspaces by name: %w", err)
 	}
-	if err := idx.IndexField(ctx, &workspacesv1.WorkspaceDeployment{}, IndexValuesFrom, func(o client.Object) []string {
+	if err := idx.IndexField(ctx, &workspacesv1.WorkspaceDeployment{}, owned.IndexValuesFrom, func(o client.Object) []string {
 		ws := o.(*workspacesv1.WorkspaceDeployment)
 		keys := make([]string, 0, len(ws.Spec.ValuesFrom))
 		for _, v := range ws.Spec.ValuesFrom {
-			keys = append(keys, valuesFromKey(string(v.Kind), ws.Namespace, v.Name))
+			keys = append(keys, owned.ValuesFromKey(string(v.Kind), ws.Namespace, v.Name))
 		}
 		return keys
 	}); err != nil {
@@ -154,13 +140,13 @@ func (r *Reconciler) forServiceSet(ctx context.Context, o client.Object) []recon
 	}
 	if _, ok := l[workspacesv1.PrerequisiteLabel]; ok {
 		key := types.NamespacedName{Namespace: o.GetNamespace(), Name: l[workspacesv1.ClusterDeploymentLabel]}
-		return r.workspaces(ctx, IndexCluster, key.String(), nil)
+		return r.workspaces(ctx, owned.IndexCluster, key.String(), nil)
 	}
 	return nil
 }
 
 func (r *Reconciler) forCluster(ctx context.Context, o client.Object) []reconcile.Request {
-	return append(r.workspaces(ctx, IndexCluster, client.ObjectKeyFromObject(o).String(), nil),
+	return append(r.workspaces(ctx, owned.IndexCluster, client.ObjectKeyFromObject(o).String(), nil),
 		r.namespaceWaiters(ctx, o.GetNamespace(), client.ObjectKey{})...)
 }
 
@@ -170,19 +156,17 @@ func (r *Reconciler) forClass(ctx context.Context, o client.Object) []reconcile.
 
 // forTemplate brings back the workspaces waiting for a template in their cluster's namespace.
 func (r *Reconciler) forTemplate(ctx context.Context, o client.Object) []reconcile.Request {
-	return r.workspaces(ctx, IndexClusterNamespace, o.GetNamespace(), func(ws *workspacesv1.WorkspaceDeployment) bool {
+	return r.workspaces(ctx, owned.IndexClusterNamespace, o.GetNamespace(), func(ws *workspacesv1.WorkspaceDeployment) bool {
 		return ws.Status.Phase != workspacesv1.PhaseRunning
 	})
 }
-
-func valuesFromKey(kind, namespace, name string) string { return kind + "/" + namespace + "/" + name }
 
 // forValuesSource maps a Secret or ConfigMap to the workspaces that read values from it, and a
 // workspace's own values Secret to its workspace.
 func (r *Reconciler) forValuesSource(kind string) handler.MapFunc {
 	return func(ctx context.Context, o client.Object) []reconcile.Request {
-		out := r.workspaces(ctx, IndexValuesFrom, valuesFromKey(kind, o.GetNamespace(), o.GetName()), nil)
-		if l := o.GetLabels(); kind == "Secret" && l[LabelValuesSecret] == "true" && l[workspacesv1.WorkspaceLabel] != "" {
+		out := r.workspaces(ctx, owned.IndexValuesFrom, owned.ValuesFromKey(kind, o.GetNamespace(), o.GetName()), nil)
+		if l := o.GetLabels(); kind == "Secret" && l[owned.LabelValuesSecret] == "true" && l[workspacesv1.WorkspaceLabel] != "" {
 			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{
 				Namespace: l[workspacesv1.WorkspaceNamespaceLabel], Name: l[workspacesv1.WorkspaceLabel]}})
 		}
@@ -194,9 +178,9 @@ func (r *Reconciler) forValuesSource(kind string) handler.MapFunc {
 // default `<cd>-sveltos-kubeconfig` to those on cd too.
 func (r *Reconciler) forKubeconfigSecret(ctx context.Context, o client.Object) []reconcile.Request {
 	cd := strings.TrimSuffix(o.GetName(), k0rdentv1beta1.KubeconfigSecretSuffix)
-	out := r.workspaces(ctx, IndexCluster, types.NamespacedName{Namespace: o.GetNamespace(), Name: cd}.String(), nil)
+	out := r.workspaces(ctx, owned.IndexCluster, types.NamespacedName{Namespace: o.GetNamespace(), Name: cd}.String(), nil)
 	if adopted, ok := strings.CutSuffix(cd, "-sveltos"); ok && adopted != "" {
-		out = append(out, r.workspaces(ctx, IndexCluster, types.NamespacedName{Namespace: o.GetNamespace(), Name: adopted}.String(), nil)...)
+		out = append(out, r.workspaces(ctx, owned.IndexCluster, types.NamespacedName{Namespace: o.GetNamespace(), Name: adopted}.String(), nil)...)
 	}
 	return out
 }
@@ -204,7 +188,7 @@ func (r *Reconciler) forKubeconfigSecret(ctx context.Context, o client.Object) [
 // forNamespace brings back the workspaces of other namespaces that target clusters in a namespace
 // whose tenancy annotation changed.
 func (r *Reconciler) forNamespace(ctx context.Context, o client.Object) []reconcile.Request {
-	return r.workspaces(ctx, IndexClusterNamespace, o.GetName(), func(ws *workspacesv1.WorkspaceDeployment) bool {
+	return r.workspaces(ctx, owned.IndexClusterNamespace, o.GetName(), func(ws *workspacesv1.WorkspaceDeployment) bool {
 		return ws.Namespace != o.GetName()
 	})
 }
@@ -234,7 +218,7 @@ func (r *Reconciler) forWaiters(ctx context.Context, o client.Object) []reconcil
 	if !ok {
 		return nil
 	}
-	out := r.workspaces(ctx, IndexCluster, ClusterKey(ws).String(), func(w *workspacesv1.WorkspaceDeployment) bool {
+	out := r.workspaces(ctx, owned.IndexCluster, owned.ClusterKey(ws).String(), func(w *workspacesv1.WorkspaceDeployment) bool {
 		return w.Status.Phase == workspacesv1.PhaseWaiting && (w.Namespace != ws.Namespace || w.Name != ws.Name)
 	})
 	// Freed quota and freed GPUs also wake the namespace's quota waiters and unplaced workspaces.
@@ -246,7 +230,7 @@ func (r *Reconciler) forWaiters(ctx context.Context, o client.Object) []reconcil
 // on an unreachable child, or being deleted.
 func (r *Reconciler) forChildEvent(ctx context.Context, o client.Object) []reconcile.Request {
 	// The unplaced workspaces of the cluster's namespace may fit on it now.
-	return append(r.namespaceWaiters(ctx, o.GetNamespace(), client.ObjectKey{}), r.workspaces(ctx, IndexCluster, client.ObjectKeyFromObject(o).String(), func(ws *workspacesv1.WorkspaceDeployment) bool {
+	return append(r.namespaceWaiters(ctx, o.GetNamespace(), client.ObjectKey{}), r.workspaces(ctx, owned.IndexCluster, client.ObjectKeyFromObject(o).String(), func(ws *workspacesv1.WorkspaceDeployment) bool {
 		if !ws.DeletionTimestamp.IsZero() {
 			return true // a deletion may wait for the child
 		}

@@ -26,6 +26,13 @@ const (
 	// ReleaseNameAnnotation pins the Helm release name of the adopted ServiceSet. Only the
 	// workspace-controller sets it: the webhook refuses it from anyone else.
 	ReleaseNameAnnotation = "workspaces.exalsius.ai/release-name"
+	// AutoStoppedAnnotation records, on a WorkspaceDeployment, when the workspace-controller set
+	// spec.stopped because spec.stopAfter elapsed without a spec change; it is removed once the
+	// workspace is started again.
+	AutoStoppedAnnotation = "workspaces.exalsius.ai/auto-stopped"
+	// LegacyFinalizer is the finalizer the upstream exalsius-operator 0.11 put on WorkspaceDeployments.
+	// Nothing else removes it after a switch, so the workspace-controller does, once its own is on.
+	LegacyFinalizer = "workspaces.exalsius.ai/deployment"
 )
 
 // Condition types of a WorkspaceDeployment.

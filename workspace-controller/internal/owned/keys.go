@@ -1,0 +1,67 @@
+package owned
+
+// Labels and annotations the workspace-controller writes on what a workspace owns. Only the
+// controller (and the platform) writes ServiceSets and release namespaces, so these say whose an
+// object is and what state it is in; a tenant can never set them.
+const (
+	// LabelStopped marks a workspace's ServiceSet whose values scale the release to zero replicas. The
+	// GPU gate does not count such a ServiceSet as holding GPUs: pods still terminating are counted
+	// live on the child, and the workspace's admission is kept until k0rdent reports the release scaled.
+	LabelStopped = "workspaces.exalsius.ai/stopped"
+	// LabelValuesSecret marks a workspace's values Secret.
+	LabelValuesSecret = "workspaces.exalsius.ai/values-secret"
+	// LabelManagedBy marks what the controller made on a child.
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	// LabelPodSecurityEnforce is the Pod Security Admission label of a namespace.
+	LabelPodSecurityEnforce = "pod-security.kubernetes.io/enforce"
+
+	// AnnotationRolloutStarted records, on a workspace's ServiceSet, when its spec last changed; the
+	// deployTimeout counts from there and older service states are not trusted as current.
+	AnnotationRolloutStarted = "workspaces.exalsius.ai/rollout-started"
+	// AnnotationRolloutDeployed records, on a workspace's ServiceSet, the rollout-started stamp of the
+	// last rollout k0rdent reported Deployed. A later Provisioning or Pending of the same rollout is a
+	// re-sync, not a new deployment, and no deadline applies to it.
+	AnnotationRolloutDeployed = "workspaces.exalsius.ai/rollout-deployed"
+	// AnnotationAdmission carries, on a workspace's ServiceSet, the GPU admission the release was made
+	// for (JSON, as status.admission). The status records it in the same pass; the annotation keeps it
+	// counted when that pass ended between the ServiceSet and the status write.
+	AnnotationAdmission = "workspaces.exalsius.ai/admission"
+	// AnnotationValuesHash records, on a workspace's ServiceSet, a hash of its values Secret; a change
+	// (a rotated password) counts as a rollout.
+	AnnotationValuesHash = "workspaces.exalsius.ai/values-hash"
+	// AnnotationPrerequisiteTemplate records the full ServiceTemplate name on a prerequisite
+	// ServiceSet (the label value is bounded to 63 characters).
+	AnnotationPrerequisiteTemplate = "workspaces.exalsius.ai/prerequisite-template"
+	// AnnotationPrerequisiteValuesFrom records, on a shared prerequisite ServiceSet, the WorkspaceClass
+	// whose prerequisite values it carries.
+	AnnotationPrerequisiteValuesFrom = "workspaces.exalsius.ai/prerequisite-values-from"
+	// AnnotationUnusedSince records, on a shared prerequisite ServiceSet, when the last workspace that
+	// used it went away.
+	AnnotationUnusedSince = "workspaces.exalsius.ai/unused-since"
+
+	// ValuesSecretKey is the key of the values document in a workspace's values Secret.
+	ValuesSecretKey = "values.yaml"
+	// GPUQuotaName is the ResourceQuota in each release namespace that caps its GPU requests at what
+	// the gate admitted.
+	GPUQuotaName = "workspace-gpus"
+)
+
+// Field indexes on WorkspaceDeployments, registered by the workspace controller's setup.
+const (
+	// IndexCluster indexes workspaces by "<namespace>/<name>" of their ClusterDeployment.
+	IndexCluster = "workspace.cluster"
+	// IndexNamespaceWaiter indexes, by their namespace, the workspaces that wait for placement or for
+	// their namespace's quota, so that a watch event finds them without listing the namespace.
+	IndexNamespaceWaiter = "workspace.namespaceWaiter"
+	// IndexClusterNamespace indexes workspaces by their ClusterDeployment's namespace.
+	IndexClusterNamespace = "workspace.clusterNamespace"
+	// IndexValuesFrom indexes workspaces by "<Kind>/<namespace>/<name>" of their spec.valuesFrom
+	// sources (ValuesFromKey).
+	IndexValuesFrom = "workspace.valuesFrom"
+	// IndexName indexes workspaces by name, for the release-namespace check (ws-<name> is shared by
+	// same-named workspaces of different namespaces).
+	IndexName = "workspace.name"
+)
+
+// ValuesFromKey is the IndexValuesFrom value of one spec.valuesFrom source.
+func ValuesFromKey(kind, namespace, name string) string { return kind + "/" + namespace + "/" + name }

@@ -1,0 +1,122 @@
+package owned
+
+import (
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/common/names"
+)
+
+// ReleaseNamespace is the namespace of a workspace's Helm release on the child: ws-<name>.
+func ReleaseNamespace(name string) string { return "ws-" + name }
+
+// ClusterKey returns the namespace/name of the ClusterDeployment a workspace targets.
+// A workspace that names a Colony or a cluster selector targets the cluster status.placement names,
+// and none (an empty name) until it is placed.
+func ClusterKey(ws *workspacesv1.WorkspaceDeployment) types.NamespacedName {
+	if ws.Spec.ClusterDeploymentRef.Name == "" {
+		return PlacedKey(ws)
+	}
+	ns := ws.Spec.ClusterDeploymentRef.Namespace
+	if ns == "" {
+		ns = ws.Namespace
+	}
+	return types.NamespacedName{Namespace: ns, Name: ws.Spec.ClusterDeploymentRef.Name}
+}
+
+// PlacedKey is the cluster status.placement names, or an empty name while the workspace is unplaced.
+func PlacedKey(ws *workspacesv1.WorkspaceDeployment) types.NamespacedName {
+	p := ws.Status.Placement
+	if p == nil || p.Cluster == "" {
+		return types.NamespacedName{Namespace: ws.Namespace}
+	}
+	ns := p.Namespace
+	if ns == "" {
+		ns = ws.Namespace
+	}
+	return types.NamespacedName{Namespace: ns, Name: p.Cluster}
+}
+
+// ServiceSetName is the name of a workspace's ServiceSet, bounded to 63 characters: `<cd>-ws-<name>`
+// for a workspace in the ClusterDeployment's namespace, else `<cd>-ws-<namespace>-<name>-<hash>` with
+// a short hash of namespace/name, so that `team/x` and `team-x` never share one. It never equals the
+// `<cd>` ServiceSet KCM makes itself. A ServiceSet of that name is used only when its labels name the
+// workspace.
+func ServiceSetName(ws *workspacesv1.WorkspaceDeployment) string {
+	if n := AdoptedServiceSetName(ws); n != "" {
+		return n // adopted from an earlier operator
+	}
+	cd := ClusterKey(ws)
+	if cd.Namespace == ws.Namespace {
+		return names.DNSLabel(cd.Name, "ws", ws.Name)
+	}
+	return names.DNSLabel(cd.Name, "ws", ws.Namespace, ws.Name, names.ShortHash(ws.Namespace+"/"+ws.Name))
+}
+
+// ReleaseName is the Helm release name of a workspace, at most 53 characters.
+func ReleaseName(ws *workspacesv1.WorkspaceDeployment) string {
+	if n := AdoptedReleaseName(ws); n != "" {
+		return n // adopted from an earlier operator
+	}
+	return names.HelmRelease(ws.Name)
+}
+
+// ValuesSecretName is the name of the Secret, next to a workspace's ServiceSet, that holds the values
+// which must not travel inline: `<serviceset>-values`.
+func ValuesSecretName(ws *workspacesv1.WorkspaceDeployment) string {
+	return ServiceSetName(ws) + "-values"
+}
+
+// PrerequisiteServiceSetName is the name of the shared ServiceSet that installs a prerequisite on a
+// cluster: one per ClusterDeployment and ServiceTemplate.
+func PrerequisiteServiceSetName(cd, template string) string {
+	return names.DNSLabel(cd, "prereq", template)
+}
+
+// LegacyName is the ServiceSet and Helm release name the upstream operator 0.11 gave a workspace:
+// `wsd-<cluster deployment>-<name>`.
+func LegacyName(ws *workspacesv1.WorkspaceDeployment) string {
+	return "wsd-" + ws.Spec.ClusterDeploymentRef.Name + "-" + ws.Name
+}
+
+// AdoptedServiceSetName is the name of the upstream ServiceSet the workspace adopted, or "". The
+// annotation that pins it is written by the adoption, but whoever may edit the workspace can write
+// it too: it is honoured only when it names the one ServiceSet adoption can ever take,
+// LegacyName(ws), so it can never point the controller at KCM's `<cd>` ServiceSet, a prerequisite's
+// or another workspace's.
+func AdoptedServiceSetName(ws *workspacesv1.WorkspaceDeployment) string {
+	if n := ws.Annotations[workspacesv1.ServiceSetNameAnnotation]; n != "" && n == LegacyName(ws) {
+		return n
+	}
+	return ""
+}
+
+// AdoptedReleaseName is the Helm release name of the adopted upstream ServiceSet, or "": the pinned
+// annotation, honoured only next to an honoured ServiceSet annotation and only when it is a valid
+// Helm release name.
+func AdoptedReleaseName(ws *workspacesv1.WorkspaceDeployment) string {
+	n := ws.Annotations[workspacesv1.ReleaseNameAnnotation]
+	if n == "" || AdoptedServiceSetName(ws) == "" || ValidateReleaseName(n) != nil {
+		return ""
+	}
+	return n
+}
+
+// maxReleaseName is Helm's limit on a release name.
+const maxReleaseName = 53
+
+// ValidateReleaseName checks a Helm release name: at most 53 characters, lower-case alphanumerics and
+// '-' or '.', starting and ending with an alphanumeric (Helm's own rule).
+func ValidateReleaseName(n string) error {
+	if len(n) == 0 || len(n) > maxReleaseName {
+		return fmt.Errorf("a Helm release name has 1 to %d characters, got %d", maxReleaseName, len(n))
+	}
+	if errs := validation.IsDNS1123Subdomain(n); len(errs) > 0 {
+		return fmt.Errorf("not a valid Helm release name: %s", strings.Join(errs, "; "))
+	}
+	return nil
+}
