@@ -3,7 +3,9 @@ package childcluster
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -114,6 +116,39 @@ func (c *Cache) setSources(key types.NamespacedName, secrets []types.NamespacedN
 	}
 }
 
+// adoptedKubeconfigSuffix follows an adopted cluster's name in the default name of its SveltosCluster
+// kubeconfig Secret.
+const adoptedKubeconfigSuffix = "-sveltos" + k0rdentv1beta1.KubeconfigSecretSuffix
+
+// ClustersForSecret is the one reverse mapping from a kubeconfig Secret to the ClusterDeployments it
+// may be the kubeconfig of, by its name alone: `<cd>-kubeconfig`, and an adopted cluster's default
+// `<cd>-sveltos-kubeconfig` (both namings are listed; a lookup that finds no such cluster costs
+// nothing). Secrets named freely (a SveltosCluster's spec.kubeconfigName, a Region's) are found by
+// Cache.ClustersForSecret, which adds what the cache's lookups read.
+func ClustersForSecret(secret types.NamespacedName) []types.NamespacedName {
+	cd, ok := strings.CutSuffix(secret.Name, k0rdentv1beta1.KubeconfigSecretSuffix)
+	if !ok || cd == "" {
+		return nil
+	}
+	out := []types.NamespacedName{{Namespace: secret.Namespace, Name: cd}}
+	if adopted, ok := strings.CutSuffix(secret.Name, adoptedKubeconfigSuffix); ok && adopted != "" {
+		out = append(out, types.NamespacedName{Namespace: secret.Namespace, Name: adopted})
+	}
+	return out
+}
+
+// ClustersForSecret is ClustersForSecret by name and the clusters whose last lookup read, or looked
+// for, the Secret (Using), without repeats.
+func (c *Cache) ClustersForSecret(secret types.NamespacedName) []types.NamespacedName {
+	out := ClustersForSecret(secret)
+	for _, k := range c.Using(secret) {
+		if !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 // Using returns the adopted and regional ClusterDeployments whose last lookup read (or looked for) the
 // management-cluster Secret secret: an adopted cluster's SveltosCluster Secret, a Region's kubeconfig
 // Secret. A controller that watches Secret metadata maps a changed Secret to them, so that a rotation
@@ -169,7 +204,7 @@ func (l *Locator) readAdopted(ctx context.Context, key types.NamespacedName) ([]
 	}
 	name, _, _ := unstructured.NestedString(sc.Object, "spec", "kubeconfigName")
 	if name == "" {
-		name = key.Name + "-sveltos-kubeconfig"
+		name = key.Name + adoptedKubeconfigSuffix
 	}
 	dataKey, _, _ := unstructured.NestedString(sc.Object, "spec", "kubeconfigKeyName")
 	secret := &corev1.Secret{}

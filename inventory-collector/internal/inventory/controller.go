@@ -161,14 +161,7 @@ func (r *Reconciler) colonyForClusterDeployment(ctx context.Context, obj client.
 // Secret the last lookup of an adopted or regional cluster read or looked for (a SveltosCluster's
 // named Secret, a Region's kubeconfig) through the cache's record of it (childcluster.Cache.Using).
 func (r *Reconciler) colonyForSecret(ctx context.Context, obj client.Object) []reconcile.Request {
-	var cds []types.NamespacedName
-	if cd, ok := strings.CutSuffix(obj.GetName(), k0rdentv1beta1.KubeconfigSecretSuffix); ok {
-		cds = append(cds, types.NamespacedName{Namespace: obj.GetNamespace(), Name: cd})
-		if adopted, ok := strings.CutSuffix(cd, "-sveltos"); ok && adopted != "" {
-			cds = append(cds, types.NamespacedName{Namespace: obj.GetNamespace(), Name: adopted})
-		}
-	}
-	cds = append(cds, r.Clusters.Using(client.ObjectKeyFromObject(obj))...)
+	cds := r.Clusters.ClustersForSecret(client.ObjectKeyFromObject(obj))
 	seen := map[types.NamespacedName]bool{}
 	var out []reconcile.Request
 	for _, key := range cds {

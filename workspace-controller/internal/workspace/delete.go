@@ -135,7 +135,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (reconcile.R
 			cleanupIncompleteNote(r.Options.UnreachableDeleteTimeout, s.cdKey, left, cause))
 	}
 
-	r.admissionsFor().forget(s.key())
+	r.gateFor().Forget(s.key())
 	patchBase := ws.DeepCopy()
 	controllerutil.RemoveFinalizer(ws, workspacesv1.WorkspaceFinalizer)
 	controllerutil.RemoveFinalizer(ws, workspacesv1.LegacyFinalizer) // the upstream operator's, if never adopted (adopt.go)

@@ -3,13 +3,17 @@ package workspace
 import (
 	"context"
 	"testing"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/gate"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 )
 
@@ -60,19 +64,40 @@ func TestPendingAdmissionOfAFailedWorkspaceHoldsGPUs(t *testing.T) {
 		return contains(string(got.Status.Phase), string(workspacesv1.PhaseFailed))
 	})
 
-	r := &Reconciler{Client: cached}
-	// The healing workspace's pass has admitted it onto node n1 and is making its ServiceSet.
-	r.admissionsFor().pend(ns+"/healing", &workspacesv1.Admission{Cluster: cd.String(), Replicas: 1,
-		GPUResourceName: "nvidia.com/gpu", GPUVendor: workspacesv1.GPUVendorNVIDIA, GPUsPerReplica: 1, GPUs: 1,
-		Nodes: []workspacesv1.AdmittedNode{{Name: "n1", Replicas: 1}}})
-
-	other := &workspacesv1.WorkspaceDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "other"}}
-	held, err := r.reservations(ctx, &scope{ws: other, cdKey: cd, resources: res}, nil)
+	// The child: one node with one GPU, free.
+	node := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{corev1.LabelHostname: "n1"}},
+		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")},
+			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+	g := gate.New(cached, snapshot{nodes: []corev1.Node{node}})
+	noServiceSet := func(context.Context) (bool, error) { return false, nil }
+	// The healing workspace's pass admits it onto n1 and goes on to make its ServiceSet: its
+	// admission is pending, not written, and the cache still shows it Failed.
+	healingNow := healing.DeepCopy()
+	healingNow.Status.Admission = nil
+	d, err := g.Admit(ctx, gate.Request{Workspace: healingNow, Previous: &healing.Status, Resources: res, Cluster: cd,
+		HasServiceSet: noServiceSet, Now: time.Now()})
 	must(t, err)
-	for _, h := range held.admitted {
-		if h.Key == ns+"/healing" && h.Node == "n1" && h.Replicas == 1 && h.GPUsPerReplica == 1 {
-			return
-		}
+	if d.Outcome != gate.Admitted || d.Recorded {
+		t.Fatalf("the healing workspace: %s (recorded %v), want admitted and pending", d.Outcome, d.Recorded)
 	}
-	t.Fatalf("the pending admission of the workspace the cache still shows Failed is not counted: %+v", held.admitted)
+
+	other := &workspacesv1.WorkspaceDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "other",
+		CreationTimestamp: metav1.Now()}}
+	d, err = g.Admit(ctx, gate.Request{Workspace: other, Previous: &other.Status, Resources: res, Cluster: cd,
+		HasServiceSet: noServiceSet, Now: time.Now()})
+	must(t, err)
+	if d.Outcome == gate.Waiting {
+		return
+	}
+	t.Fatalf("the pending admission of the workspace the cache still shows Failed is not counted: the other workspace got %s: %s", d.Outcome, d.Message)
+}
+
+// snapshot is a child whose Nodes and Pods are given.
+type snapshot struct {
+	nodes []corev1.Node
+	pods  []corev1.Pod
+}
+
+func (c snapshot) Snapshot(context.Context, types.NamespacedName) ([]corev1.Node, []corev1.Pod, error) {
+	return c.nodes, c.pods, nil
 }

@@ -4,6 +4,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/common/conditions"
 )
 
 // verdictKind is what the step that decided a pass concluded about the workspace.
@@ -52,12 +53,11 @@ type derived struct {
 	phase workspacesv1.WorkspacePhase
 	// ready is nil when Ready, Reconciling and Stalled stay as they were.
 	ready *metav1.Condition
-	// reconciling and stalled are the kstatus conditions GitOps tools read; with ready set, nil means
-	// the condition is removed.
-	reconciling *metav1.Condition
-	stalled     *metav1.Condition
-	message     string
-	failure     *workspacesv1.FailureContext
+	// progress says which kstatus condition GitOps tools read (Reconciling, Stalled) applies, with
+	// ready set (conditions.SetKstatus).
+	progress conditions.Progress
+	message  string
+	failure  *workspacesv1.FailureContext
 }
 
 // deriveStatus is the one place that turns what a pass observed into the workspace's phase, its Ready,
@@ -74,20 +74,17 @@ func deriveStatus(prev *workspacesv1.WorkspaceDeploymentStatus, obs observation)
 	if d.ready == nil {
 		return d
 	}
-	mirror := func(typ string) *metav1.Condition {
-		return &metav1.Condition{Type: typ, Status: metav1.ConditionTrue, Reason: d.ready.Reason, Message: d.ready.Message}
-	}
 	switch d.phase {
 	case workspacesv1.PhaseRunning:
 	case workspacesv1.PhaseFailed:
-		d.stalled = mirror(workspacesv1.StalledCondition)
+		d.progress = conditions.Failed
 	case workspacesv1.PhaseStopped:
 		// Stopped is a steady state: in progress only while the release is scaled down.
 		if d.ready.Reason == workspacesv1.ReasonStopping {
-			d.reconciling = mirror(workspacesv1.ReconcilingCondition)
+			d.progress = conditions.InProgress
 		}
 	default:
-		d.reconciling = mirror(workspacesv1.ReconcilingCondition)
+		d.progress = conditions.InProgress
 	}
 	return d
 }

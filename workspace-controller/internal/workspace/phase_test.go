@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/common/conditions"
 )
 
 // TestDeriveStatus: the phase, Ready, Reconciling, Stalled, the message and the failure context are a
@@ -18,13 +19,13 @@ func TestDeriveStatus(t *testing.T) {
 	ready := func(status metav1.ConditionStatus, reason, msg string) *metav1.Condition {
 		return &metav1.Condition{Type: workspacesv1.ReadyCondition, Status: status, Reason: reason, Message: msg}
 	}
-	// progressing and stalled add the kstatus condition that repeats Ready's reason and message.
+	// progressing and stalled name the kstatus condition that repeats Ready's reason and message.
 	progressing := func(d derived) derived {
-		d.reconciling = &metav1.Condition{Type: workspacesv1.ReconcilingCondition, Status: metav1.ConditionTrue, Reason: d.ready.Reason, Message: d.ready.Message}
+		d.progress = conditions.InProgress
 		return d
 	}
 	stalled := func(d derived) derived {
-		d.stalled = &metav1.Condition{Type: workspacesv1.StalledCondition, Status: metav1.ConditionTrue, Reason: d.ready.Reason, Message: d.ready.Message}
+		d.progress = conditions.Failed
 		return d
 	}
 	fc := func(phase workspacesv1.WorkspacePhase, reason string) *workspacesv1.FailureContext {
@@ -82,8 +83,8 @@ func TestDeriveStatus(t *testing.T) {
 			prev := c.prev.DeepCopy()
 			got := deriveStatus(prev, c.obs)
 			if !reflect.DeepEqual(got, c.want) {
-				t.Errorf("deriveStatus:\n got  %+v (ready %+v, reconciling %+v, stalled %+v, failure %+v)\n want %+v (ready %+v, reconciling %+v, stalled %+v, failure %+v)",
-					got, got.ready, got.reconciling, got.stalled, got.failure, c.want, c.want.ready, c.want.reconciling, c.want.stalled, c.want.failure)
+				t.Errorf("deriveStatus:\n got  %+v (ready %+v, failure %+v)\n want %+v (ready %+v, failure %+v)",
+					got, got.ready, got.failure, c.want, c.want.ready, c.want.failure)
 			}
 			if !reflect.DeepEqual(prev, c.prev.DeepCopy()) {
 				t.Errorf("deriveStatus changed its input")

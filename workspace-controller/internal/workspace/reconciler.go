@@ -22,9 +22,16 @@ import (
 
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/common/status"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/component"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/gate"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/metrics"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/routing"
 )
+
+// Component is the component word: logger name, metrics prefix, field manager, leader-election lease.
+const Component = component.Name
 
 // Reconciler reconciles WorkspaceDeployments.
 type Reconciler struct {
@@ -43,12 +50,11 @@ type Reconciler struct {
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 
-	admissions *admissions
-	writes     ownWrites
+	// gate is the GPU gate (internal/gate); gateFor makes it.
+	gate   *gate.Gate
+	writes ownWrites
 	// madeNamespaces remembers the release namespaces of passes that ended in an error (orphans.go).
 	madeNamespaces madeNamespaces
-	// placed remembers placements written until the cache shows them (placement.go).
-	placed placementMemory
 }
 
 // staleRetry is how soon a pass put off because the cache lags this process's own write is tried
@@ -79,7 +85,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	ws := &workspacesv1.WorkspaceDeployment{}
 	if err := r.Client.Get(ctx, req.NamespacedName, ws); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.admissionsFor().forget(req.NamespacedName.String())
+			r.gateFor().Forget(req.NamespacedName.String())
 			r.writes.forget(req.NamespacedName.String())
 			return reconcile.Result{}, errors.Join(r.collectMadeNamespace(ctx, req.NamespacedName), r.collectOrphans(ctx, req.NamespacedName))
 		}
@@ -155,7 +161,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (reconcile.R
 		{"prerequisites", r.prerequisites},
 		{"release namespace claim", r.claimReleaseNamespace},
 		{"serviceset claim", r.claimServiceSet},
-		{"gpu gate", r.gate},
+		{"gpu gate", r.admit},
 		{"pin to admitted nodes", r.pinToAdmittedNodes},
 		// The values again, now with the admitted node pinned in the selector.
 		{"values", r.values},
@@ -192,39 +198,38 @@ func (r *Reconciler) patchStatus(ctx context.Context, before *workspacesv1.Works
 	if !equality.Semantic.DeepEqual(before.Status, ws.Status) {
 		r.redactSecrets(ctx, s)
 	}
-	observePhase(before, ws, r.now())
+	metrics.ObservePhase(before, ws, r.now())
 	if equality.Semantic.DeepEqual(before.Status, ws.Status) {
-		r.admissionsFor().settle(s.key(), ws.Status.Admission, ws.ResourceVersion, ws.Status.Phase)
+		r.gateFor().Settle(s.key(), ws.Status.Admission, ws.ResourceVersion, ws.Status.Phase)
 		return nil
 	}
 	recordPassEvent(r.Recorder, ws, before.Status.Conditions, ws.Status.Conditions)
 	if equality.Semantic.DeepEqual(s.before.Status, ws.Status) {
-		r.admissionsFor().settle(s.key(), ws.Status.Admission, ws.ResourceVersion, ws.Status.Phase)
+		r.gateFor().Settle(s.key(), ws.Status.Admission, ws.ResourceVersion, ws.Status.Phase)
 		return nil // written already, with the admission
 	}
 	if err := r.writeStatus(ctx, ws, &s.before.Status); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.admissionsFor().forget(s.key())
+			r.gateFor().Forget(s.key())
 			return r.removeVanished(ctx, s)
 		}
 		return fmt.Errorf("writing status: %w", err)
 	}
 	r.writes.wrote(s.key(), ws.ResourceVersion)
-	r.admissionsFor().settle(s.key(), ws.Status.Admission, ws.ResourceVersion, ws.Status.Phase)
+	r.gateFor().Settle(s.key(), ws.Status.Admission, ws.ResourceVersion, ws.Status.Phase)
 	return nil
 }
 
-// writeStatus writes ws.Status as a merge patch from written, the status as last written, with the
-// component's field manager. It is the one status writer that does not use common/status.Apply, on
+// writeStatus writes ws.Status as a merge patch from written, the status as last written
+// (common/status.Patch). It is the one status writer that does not use common/status.Apply, on
 // purpose: a WorkspaceDeployment may carry status written by the upstream operator it replaces
-// (docs/MIGRATION.md), owned by that operator's field manager. Server-side apply removes only fields
-// its own manager owns, so a field this controller clears (a failure context, a feasibility, a
-// message) would stay as the upstream operator left it; a merge patch from the diff clears it
-// whoever wrote it. Only the workspace-controller writes this status, so the diff is complete.
+// (docs/MIGRATION.md), owned by that operator's field manager, and a field this controller clears (a
+// failure context, a feasibility, a message) must go whoever wrote it. Only the workspace-controller
+// writes this status, so the diff is complete.
 func (r *Reconciler) writeStatus(ctx context.Context, ws *workspacesv1.WorkspaceDeployment, written *workspacesv1.WorkspaceDeploymentStatus) error {
 	base := ws.DeepCopy()
 	base.Status = *written
-	return r.Client.Status().Patch(ctx, ws, client.MergeFrom(base), client.FieldOwner(Component))
+	return status.Patch(ctx, r.Client, ws, base, Component)
 }
 
 // stepResult says whether the pass stops at a step and when to come back.
@@ -292,9 +297,10 @@ func (s *scope) key() string { return s.ws.Namespace + "/" + s.ws.Name }
 // releaseNamespace is the namespace of the workspace's Helm release on the child.
 func (s *scope) releaseNamespace() string { return owned.ReleaseNamespace(s.ws.Name) }
 
-func (r *Reconciler) admissionsFor() *admissions {
-	if r.admissions == nil {
-		r.admissions = newAdmissions()
+// gateFor returns the reconciler's GPU gate, made on first use.
+func (r *Reconciler) gateFor() *gate.Gate {
+	if r.gate == nil {
+		r.gate = gate.New(r.Client, r.Children)
 	}
-	return r.admissions
+	return r.gate
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/exalsius/exalsius-operator/common/childcluster"
 	"github.com/exalsius/exalsius-operator/common/gpu"
 	"github.com/exalsius/exalsius-operator/common/tenancy"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/gate"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/workspaceclass"
 )
@@ -270,34 +271,14 @@ func MergeResources(def workspacesv1.DefaultResources, ov *workspacesv1.Resource
 	if out.Replicas < 1 {
 		out.Replicas = 1
 	}
-	if gpus(out) > 0 {
+	if gate.GPUs(out) > 0 {
 		if out.PerReplica.GPUVendor == "" {
 			out.PerReplica.GPUVendor = workspacesv1.GPUVendorNVIDIA
 		}
 		if res, ok := gpu.ResourceNameFor(out.PerReplica.GPUVendor); ok {
 			out.GPUResourceName = string(res)
 		}
-		out.NodeSelector = gpu.Selector(gpuRequest("", out))
+		out.NodeSelector = gate.Selector(out)
 	}
 	return out
-}
-
-// gpus returns the GPUs per replica of resolved resources.
-func gpus(r *workspacesv1.ResolvedResources) int64 {
-	if r == nil || r.PerReplica.GPUCount == nil {
-		return 0
-	}
-	return int64(*r.PerReplica.GPUCount)
-}
-
-// gpuRequest turns resolved resources into the gate's request.
-func gpuRequest(key string, r *workspacesv1.ResolvedResources) gpu.Request {
-	return gpu.Request{
-		Key:            key,
-		Vendor:         r.PerReplica.GPUVendor,
-		GPUType:        r.PerReplica.GPUType,
-		NodeSelector:   r.PerReplica.GPUNodeSelector,
-		GPUsPerReplica: gpus(r),
-		Replicas:       r.Replicas,
-	}
 }

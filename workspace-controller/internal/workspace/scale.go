@@ -15,6 +15,7 @@ import (
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/conditions"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 )
 
 // What keeps an admission cheap when thousands of workspaces arrive at once (docs/RECONCILIATION.md,
@@ -43,7 +44,7 @@ func (w *ownWrites) stale(key, resourceVersion string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	last, ok := w.rv[key]
-	return ok && olderVersion(resourceVersion, last)
+	return ok && owned.OlderVersion(resourceVersion, last)
 }
 
 // own reports whether a workspace at resourceVersion is this process's last write or older: an
@@ -52,7 +53,7 @@ func (w *ownWrites) own(key, resourceVersion string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	last, ok := w.rv[key]
-	return ok && (resourceVersion == last || olderVersion(resourceVersion, last))
+	return ok && (resourceVersion == last || owned.OlderVersion(resourceVersion, last))
 }
 
 func (w *ownWrites) forget(key string) {

@@ -9,7 +9,6 @@ import (
 
 	eventsv1 "k8s.io/api/events/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -68,16 +67,7 @@ func (s *scope) apply() {
 		return
 	}
 	s.setCondition(d.ready.Type, d.ready.Status, d.ready.Reason, d.ready.Message)
-	for _, k := range []struct {
-		typ string
-		c   *metav1.Condition
-	}{{workspacesv1.ReconcilingCondition, d.reconciling}, {workspacesv1.StalledCondition, d.stalled}} {
-		if k.c == nil {
-			meta.RemoveStatusCondition(&s.ws.Status.Conditions, k.typ)
-		} else {
-			s.setCondition(k.c.Type, k.c.Status, k.c.Reason, k.c.Message)
-		}
-	}
+	conditions.SetKstatus(&s.ws.Status.Conditions, workspacesv1.ReadyCondition, s.ws.Generation, d.progress)
 }
 
 // finish derives the status at the end of a pass.

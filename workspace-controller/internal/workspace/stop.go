@@ -12,6 +12,7 @@ import (
 
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/metrics"
 )
 
 // stopWorkspace is the step that stops a workspace whose spec.stopped is set (docs/stop-start.md). The
@@ -159,7 +160,7 @@ func (r *Reconciler) stopWhenIdle(ctx context.Context, s *scope) (bool, error) {
 	if err := r.Client.Patch(ctx, s.ws, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 		return true, fmt.Errorf("stopping after spec.stopAfter: %w", err)
 	}
-	stopsAfterIdle.Inc()
+	metrics.StopsAfterIdle.Inc()
 	r.Recorder.Eventf(s.ws, nil, corev1.EventTypeNormal, "StoppedAfterIdle", "Stop",
 		"spec.stopAfter (%s) passed without a spec change; spec.stopped is set, the GPUs are released", s.ws.Spec.StopAfter.Duration)
 	return true, nil

@@ -22,6 +22,9 @@ import (
 
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/common/childcluster"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/gate"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/metrics"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/workspaceclass"
 )
@@ -30,9 +33,7 @@ import (
 // child-cluster cache's Source (childcluster.Cache.Source): the ClusterDeployments whose child Nodes
 // or Pods changed, or that became (un)reachable (nil: no child events).
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager, opts controller.Options, childChanges func(handler.EventHandler) source.Source) error {
-	if r.admissions == nil {
-		r.admissions = newAdmissions()
-	}
+	r.gateFor()
 	if err := r.Options.validateTimings(); err != nil {
 		return err
 	}
@@ -48,7 +49,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager, 
 		return fmt.Errorf("indexing workspaces by cluster namespace: %w", err)
 	}
 	if err := idx.IndexField(ctx, &workspacesv1.WorkspaceDeployment{}, owned.IndexNamespaceWaiter, func(o client.Object) []string {
-		if ws := o.(*workspacesv1.WorkspaceDeployment); unplaced(ws) || waitingForQuota(ws) {
+		if ws := o.(*workspacesv1.WorkspaceDeployment); gate.Unplaced(ws) || gate.WaitingForQuota(ws) {
 			return []string{ws.Namespace}
 		}
 		return nil
@@ -73,7 +74,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager, 
 	if err := workspaceclass.IndexClassRefField(ctx, mgr); err != nil {
 		return err
 	}
-	if err := registerMetrics(mgr.GetClient(), r.Children); err != nil {
+	if err := metrics.Register(mgr.GetClient(), r.Children.Size); err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
 
@@ -177,10 +178,9 @@ func (r *Reconciler) forValuesSource(kind string) handler.MapFunc {
 // forKubeconfigSecret maps `<cd>-kubeconfig` to the workspaces on cd, and an adopted cluster's
 // default `<cd>-sveltos-kubeconfig` to those on cd too.
 func (r *Reconciler) forKubeconfigSecret(ctx context.Context, o client.Object) []reconcile.Request {
-	cd := strings.TrimSuffix(o.GetName(), k0rdentv1beta1.KubeconfigSecretSuffix)
-	out := r.workspaces(ctx, owned.IndexCluster, types.NamespacedName{Namespace: o.GetNamespace(), Name: cd}.String(), nil)
-	if adopted, ok := strings.CutSuffix(cd, "-sveltos"); ok && adopted != "" {
-		out = append(out, r.workspaces(ctx, owned.IndexCluster, types.NamespacedName{Namespace: o.GetNamespace(), Name: adopted}.String(), nil)...)
+	var out []reconcile.Request
+	for _, cd := range childcluster.ClustersForSecret(client.ObjectKeyFromObject(o)) {
+		out = append(out, r.workspaces(ctx, owned.IndexCluster, cd.String(), nil)...)
 	}
 	return out
 }

@@ -1,4 +1,4 @@
-package workspace
+package gate
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 )
 
 // priorityCaps are the highest priorities the namespaces' WorkspaceQuotas allow (spec.maxPriority,
@@ -17,9 +18,9 @@ import (
 type priorityCaps map[string]int32
 
 // priorityCaps reads the caps from the WorkspaceQuotas in the cache.
-func (r *Reconciler) priorityCaps(ctx context.Context) (priorityCaps, error) {
+func (g *Gate) priorityCaps(ctx context.Context) (priorityCaps, error) {
 	var list workspacesv1.WorkspaceQuotaList
-	if err := r.Client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil { // read-only
+	if err := g.client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil { // read-only
 		return nil, fmt.Errorf("listing WorkspaceQuotas: %w", err)
 	}
 	return capsOf(list.Items), nil
@@ -54,23 +55,23 @@ func (c priorityCaps) effective(ws *workspacesv1.WorkspaceDeployment) int32 {
 }
 
 // ahead reports whether a comes before b in a queue: higher effective priority first, then older
-// (then by namespace and name, see older).
+// (then by namespace and name, see owned.Older).
 func (c priorityCaps) ahead(a, b *workspacesv1.WorkspaceDeployment) bool {
 	if pa, pb := c.effective(a), c.effective(b); pa != pb {
 		return pa > pb
 	}
-	return older(a, b)
+	return owned.Older(a, b)
 }
 
 // waitingForGPUs reports whether a workspace waits in its cluster's GPU queue: Waiting for capacity,
 // not for its namespace's quota (a quota waiter holds no place on the cluster, so that a tenant over
 // quota never blocks another tenant's workspace).
 func waitingForGPUs(ws *workspacesv1.WorkspaceDeployment) bool {
-	return ws.Status.Phase == workspacesv1.PhaseWaiting && !waitingForQuota(ws)
+	return ws.Status.Phase == workspacesv1.PhaseWaiting && !WaitingForQuota(ws)
 }
 
-// waitingForQuota reports whether a workspace waits for its namespace's quota.
-func waitingForQuota(ws *workspacesv1.WorkspaceDeployment) bool {
+// WaitingForQuota reports whether a workspace waits for its namespace's quota.
+func WaitingForQuota(ws *workspacesv1.WorkspaceDeployment) bool {
 	if ws.Status.Phase != workspacesv1.PhaseWaiting {
 		return false
 	}

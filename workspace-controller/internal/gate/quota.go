@@ -1,4 +1,4 @@
-package workspace
+package gate
 
 import (
 	"context"
@@ -6,20 +6,20 @@ import (
 	"sort"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
-	"github.com/exalsius/exalsius-operator/common/gpu"
 	"github.com/exalsius/exalsius-operator/common/status"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/component"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/metrics"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 )
 
@@ -103,27 +103,6 @@ func quotaSummary(q *workspacesv1.WorkspaceQuota, use []workspacesv1.GPUUsage, n
 	return strings.Join(parts, ", ")
 }
 
-// admittedModel is the exalsius.ai/gpu-model of the nodes a decision placed the replicas on, when
-// they share one.
-func admittedModel(d gpu.Decision, nodes []corev1.Node) string {
-	if m := d.Selector[gpu.LabelGPUModel]; m != "" {
-		return m
-	}
-	byName := make(map[string]string, len(nodes))
-	for i := range nodes {
-		byName[nodes[i].Name] = nodes[i].Labels[gpu.LabelGPUModel]
-	}
-	model := ""
-	for i, p := range d.Placement {
-		m := byName[p.Node]
-		if i > 0 && m != model {
-			return ""
-		}
-		model = m
-	}
-	return model
-}
-
 // namespaceUse lists what the other workspaces of a namespace hold (admissions that still hold
 // GPUs, see holdsGPUs) and the workspaces waiting for the namespace's quota. state returns a
 // workspace's admission and the phase that goes with it.
@@ -156,7 +135,7 @@ func namespaceUse(ctx context.Context, c client.Reader, namespace, self string,
 			held = append(held, chargeOf(key, ad))
 			continue
 		}
-		if waitingForQuota(o) && o.DeletionTimestamp.IsZero() && !o.Spec.Suspend {
+		if WaitingForQuota(o) && o.DeletionTimestamp.IsZero() && !o.Spec.Suspend {
 			waiting = append(waiting, *o)
 		}
 	}
@@ -170,47 +149,54 @@ func waiterCharge(o *workspacesv1.WorkspaceDeployment) (quotaCharge, bool) {
 		return quotaCharge{}, false
 	}
 	return quotaCharge{key: o.Namespace + "/" + o.Name, vendor: res.PerReplica.GPUVendor, model: res.PerReplica.GPUType,
-		gpus: gpus(res) * int64(res.Replicas)}, true
+		gpus: GPUs(res) * int64(res.Replicas)}, true
 }
 
-// quotaBlocks checks the admission the gate is about to grant against the namespace's WorkspaceQuotas;
-// the caller holds the namespace's quota lock (lockGate). The quota waiters ahead of the workspace
-// (higher priority, then older) that the quotas could admit now count first, so that freed quota goes
-// to the next in line. Over quota, the workspace waits (QuotaExceeded) and true is returned.
-func (r *Reconciler) quotaBlocks(ctx context.Context, s *scope, ad *workspacesv1.Admission) (bool, error) {
-	quotas, err := listQuotas(ctx, r.Client, s.ws.Namespace)
+// QuotaResult is what the namespace's WorkspaceQuotas say of an admission.
+type QuotaResult struct {
+	// Applies is false when the namespace has no WorkspaceQuota.
+	Applies bool
+	// Within is true when every quota leaves room; Message says so, or which quota is exceeded.
+	Within  bool
+	Message string
+}
+
+// checkQuota checks the admission the gate is about to grant against the namespace's
+// WorkspaceQuotas; the caller holds the namespace's quota lock (lock). The quota waiters ahead of the
+// workspace (higher priority, then older) that the quotas could admit now count first, so that freed
+// quota goes to the next in line.
+func (g *Gate) checkQuota(ctx context.Context, ws *workspacesv1.WorkspaceDeployment, ad *workspacesv1.Admission) (QuotaResult, error) {
+	quotas, err := listQuotas(ctx, g.client, ws.Namespace)
 	if err != nil {
-		return false, err
+		return QuotaResult{}, err
 	}
 	if len(quotas) == 0 {
-		meta.RemoveStatusCondition(&s.ws.Status.Conditions, workspacesv1.WithinQuotaCondition)
-		return false, nil
+		return QuotaResult{}, nil
 	}
-	held, waiting, err := namespaceUse(ctx, r.Client, s.ws.Namespace, s.key(), r.admissionsFor().state)
+	self := ws.Namespace + "/" + ws.Name
+	held, waiting, err := namespaceUse(ctx, g.client, ws.Namespace, self, g.mem.state)
 	if err != nil {
-		return false, err
+		return QuotaResult{}, err
 	}
 	caps := capsOf(quotas)
 	sort.Slice(waiting, func(i, j int) bool { return caps.ahead(&waiting[i], &waiting[j]) })
 	for i := range waiting {
 		o := &waiting[i]
-		if !caps.ahead(o, s.ws) {
+		if !caps.ahead(o, ws) {
 			break
 		}
 		if c, ok := waiterCharge(o); ok && quotaViolation(quotas, held, c) == "" {
 			held = append(held, c)
 		}
 	}
-	req := chargeOf(s.key(), ad)
+	req := chargeOf(self, ad)
 	if why := quotaViolation(quotas, held, req); why != "" {
-		quotaDecisions.WithLabelValues("Exceeded").Inc()
-		s.blocked(workspacesv1.PhaseWaiting, workspacesv1.WithinQuotaCondition, workspacesv1.ReasonQuotaExceeded, why)
-		return true, r.releaseAdmission(ctx, s)
+		metrics.QuotaDecisions.WithLabelValues("Exceeded").Inc()
+		return QuotaResult{Applies: true, Message: why}, nil
 	}
-	quotaDecisions.WithLabelValues("Within").Inc()
-	s.setTrue(workspacesv1.WithinQuotaCondition, workspacesv1.ReasonWithinQuota,
-		fmt.Sprintf("the namespace's %d WorkspaceQuota(s) leave room for the workspace", len(quotas)))
-	return false, nil
+	metrics.QuotaDecisions.WithLabelValues("Within").Inc()
+	return QuotaResult{Applies: true, Within: true,
+		Message: fmt.Sprintf("the namespace's %d WorkspaceQuota(s) leave room for the workspace", len(quotas))}, nil
 }
 
 // QuotaReconciler writes the use of each WorkspaceQuota into its status.
@@ -241,7 +227,7 @@ func (q *QuotaReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 		return reconcile.Result{}, nil
 	}
 	quota.Status = st
-	if err := status.Apply(ctx, q.Client, quota, Component); err != nil && !apierrors.IsNotFound(err) {
+	if err := status.Apply(ctx, q.Client, quota, component.Name); err != nil && !apierrors.IsNotFound(err) {
 		return reconcile.Result{}, fmt.Errorf("writing WorkspaceQuota status: %w", err)
 	}
 	return reconcile.Result{}, nil
@@ -254,7 +240,10 @@ func (q *QuotaReconciler) SetupWithManager(mgr manager.Manager) error {
 		For(&workspacesv1.WorkspaceQuota{}).
 		Watches(&workspacesv1.WorkspaceDeployment{}, handler.EnqueueRequestsFromMapFunc(q.forWorkspace)).
 		Watches(&k0rdentv1beta1.ServiceSet{}, handler.EnqueueRequestsFromMapFunc(q.forWorkspace),
-			builder.WithPredicates(hasLabel(workspacesv1.WorkspaceNamespaceLabel))).
+			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+				_, ok := o.GetLabels()[workspacesv1.WorkspaceNamespaceLabel]
+				return ok
+			}))).
 		Complete(q)
 }
 

@@ -1,4 +1,4 @@
-package workspace
+package gate
 
 import (
 	"strings"
@@ -175,3 +175,4 @@ func TestAdmittedModel(t *testing.T) {
 		t.Errorf("selector model %q", got)
 	}
 }
+func ptr[T any](v T) *T { return &v }

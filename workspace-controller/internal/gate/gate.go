@@ -1,0 +1,321 @@
+package gate
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/common/gpu"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/metrics"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
+)
+
+// Snapshotter reads a child cluster's Nodes and Pods.
+type Snapshotter interface {
+	Snapshot(ctx context.Context, cd types.NamespacedName) ([]corev1.Node, []corev1.Pod, error)
+}
+
+// Gate is the GPU gate of one process. Its zero value is not usable: use New.
+type Gate struct {
+	client   client.Client
+	children Snapshotter
+	mem      *memory
+}
+
+// New returns a gate that reads workspaces, ServiceSets and quotas through c (the manager's cache) and
+// the children's Nodes and Pods through children.
+func New(c client.Client, children Snapshotter) *Gate {
+	return &Gate{client: c, children: children, mem: newMemory()}
+}
+
+// Request asks the gate about one workspace.
+type Request struct {
+	// Workspace is the workspace as the pass sees it; the gate only reads it: its key, priority and
+	// creation, and status.admission as the pass has it.
+	Workspace *workspacesv1.WorkspaceDeployment
+	// Previous is the status as the pass found it.
+	Previous *workspacesv1.WorkspaceDeploymentStatus
+	// Resources are the workspace's resolved resources.
+	Resources *workspacesv1.ResolvedResources
+	// Cluster is the cluster Admit decides on.
+	Cluster types.NamespacedName
+	// Candidates are the clusters Place chooses from, sorted by name.
+	Candidates []types.NamespacedName
+	// ServiceSet is the workspace's own ServiceSet as the pass found it before the gate; nil when
+	// there is none.
+	ServiceSet *k0rdentv1beta1.ServiceSet
+	// HasServiceSet reports whether the workspace's own ServiceSet exists now.
+	HasServiceSet func(context.Context) (bool, error)
+	// Now is the time of the pass.
+	Now time.Time
+	// Record writes the workspace's status with the decision in it, inside the gate's locks, and
+	// returns the workspace as written. The gate calls it when an admission must be counted before
+	// the next decision: under a WorkspaceQuota, when a ServiceSet exists, on placement, and for an
+	// admission taken over from before admissions were recorded.
+	Record func(context.Context, Decision) (*workspacesv1.WorkspaceDeployment, error)
+}
+
+func (r *Request) key() string { return r.Workspace.Namespace + "/" + r.Workspace.Name }
+
+// Outcome is what the gate decided.
+type Outcome string
+
+const (
+	// Covered means the workspace's admission covers its resources; nothing was decided. Admission is
+	// set when it was taken back from the workspace's ServiceSet (a pass that ended before its status
+	// write).
+	Covered Outcome = "Covered"
+	// Kept means a workspace admitted before admissions were recorded (Feasible for exactly its resources,
+	// its ServiceSet made) keeps running; Admission records it, already written.
+	Kept Outcome = "Kept"
+	// Admitted means the resources fit; Admission, Feasibility and Quota say how.
+	Admitted Outcome = "Admitted"
+	// Waiting means the GPUs are taken now; they may free up.
+	Waiting Outcome = "Wait"
+	// Unavailable means the cluster can never hold the resources.
+	Unavailable Outcome = "Unavailable"
+	// Unreachable means the child could not be read.
+	Unreachable Outcome = "Unreachable"
+	// OverQuota means the resources fit, but a WorkspaceQuota of the namespace is used up.
+	OverQuota Outcome = "QuotaExceeded"
+	// NoFitNow means no candidate cluster can hold the workspace now; one may later (Place only).
+	NoFitNow Outcome = "NoClusterFitsNow"
+	// NoFitEver means no candidate cluster can ever hold the workspace (Place only).
+	NoFitEver Outcome = "NoClusterCanFit"
+)
+
+// Decision is the gate's answer.
+type Decision struct {
+	Outcome Outcome
+	// Reason and Message are the gate's words: the reason and message of the GPU decision, or of the
+	// placement (Place).
+	Reason, Message string
+	// Admission is the admission granted (Admitted, Kept, and Covered when taken back).
+	Admission *workspacesv1.Admission
+	// Feasibility is the feasibility report of the decision on the cluster; nil when none was made.
+	Feasibility *workspacesv1.Feasibility
+	// Quota is what the namespace's quotas said; nil when they were not asked.
+	Quota *QuotaResult
+	// Placement is the placement chosen (Place only).
+	Placement *workspacesv1.Placement
+	// Cluster is the cluster decided on.
+	Cluster types.NamespacedName
+	// Recorded is true when Record wrote the status with this decision.
+	Recorded bool
+}
+
+// Admit decides whether the workspace's resources may start on req.Cluster now. A workspace whose
+// admission covers its current resources is not checked again: its own pods hold, or will hold, the
+// GPUs. Before the gate's locks are released an admission is either remembered until the pass's
+// status write (a first GPU admission outside any quota, which also travels on the ServiceSet the pass
+// makes), or written at once through req.Record (under a quota, or when a ServiceSet exists); so the
+// next decision on the cluster, in this process or after a restart, counts it.
+func (g *Gate) Admit(ctx context.Context, req Request) (Decision, error) {
+	cluster := req.Cluster.String()
+	d := Decision{Outcome: Covered, Cluster: req.Cluster}
+	current := req.Workspace.Status.Admission
+	if current == nil {
+		// A pass that made the ServiceSet ended before it wrote the status (a restart, a failed
+		// write): the ServiceSet carries the admission, which others count already; take it back.
+		if ad := owned.AnnotatedAdmission(req.ServiceSet); Covers(ad, cluster, req.Resources) {
+			d.Admission, current = ad, ad
+		}
+	}
+	if Covers(current, cluster, req.Resources) {
+		return d, nil
+	}
+	// A CPU-only workspace reserves no GPUs: its decision needs neither the cluster's gate lock nor
+	// the other workspaces' reservations, and its admission is written with the pass's status. Under a
+	// WorkspaceQuota it still takes the namespace's quota lock (lock takes it when the namespace has a
+	// quota) and records its admission before releasing it, so the next count sees it.
+	cpuOnly := GPUs(req.Resources) == 0
+	locked := []string{cluster}
+	if cpuOnly {
+		locked = nil
+	}
+	unlock := g.lock(ctx, req.Workspace.Namespace, locked...)
+	defer unlock()
+
+	if kept, ok, err := g.keepEarlierAdmission(ctx, req); err != nil || ok {
+		return kept, err
+	}
+	nodes, pods, err := g.children.Snapshot(ctx, req.Cluster)
+	if err != nil {
+		metrics.GateDecisions.WithLabelValues("Unreachable").Inc()
+		return Decision{Outcome: Unreachable, Cluster: req.Cluster, Reason: workspacesv1.ReasonClusterUnreachable,
+			Message: fmt.Sprintf("cannot reach the child cluster of ClusterDeployment %s: %v", req.Cluster, err)}, nil
+	}
+	gd, others, err := g.decide(ctx, req.Workspace, req.Resources, req.Cluster, nodes, pods)
+	if err != nil {
+		return Decision{}, err
+	}
+	fit := gpu.FitResources(gd.Selector, perReplicaList(req.Resources), req.Resources.Replicas, nodes, others)
+	metrics.GateDecisions.WithLabelValues(string(gd.Outcome)).Inc()
+
+	f := &workspacesv1.Feasibility{
+		Feasible: gd.Feasible(), Reason: gd.Reason, Message: feasibilityMessage(gd, fit, req.Resources),
+		Selector: gd.Selector, MatchingNodes: gd.MatchingNodes, FreeGPUs: gd.FreeGPUs, FittingReplicas: gd.FittingReplicas,
+	}
+	if len(f.Selector) == 0 {
+		f.Selector = nil
+	}
+	if cpuOnly {
+		f.MatchingNodes, f.FittingReplicas = fit.MatchingNodes, fit.FittingReplicas
+	}
+	d = Decision{Cluster: req.Cluster, Reason: gd.Reason, Message: gd.Message, Feasibility: f}
+	switch gd.Outcome {
+	case gpu.Unavailable:
+		d.Outcome = Unavailable
+		return d, nil
+	case gpu.Wait:
+		d.Outcome, d.Reason = Waiting, workspacesv1.ReasonWaitingForGpuCapacity
+		return d, nil
+	}
+	ad := newAdmission(cluster, req.Resources, gd, nodes, req.Now)
+	q, err := g.checkQuota(ctx, req.Workspace, ad)
+	if err != nil {
+		return Decision{}, err
+	}
+	d.Quota = &q
+	if q.Applies && !q.Within {
+		d.Outcome = OverQuota
+		return d, nil
+	}
+	if prev := req.Workspace.Status.Admission; prev != nil && prev.AdmittedAt != nil && equality.Semantic.DeepEqual(withoutTime(prev), withoutTime(ad)) {
+		ad.AdmittedAt = prev.AdmittedAt
+	}
+	d.Outcome, d.Admission = Admitted, ad
+	if cpuOnly && !q.Applies {
+		return d, nil
+	}
+	if !q.Applies && req.ServiceSet == nil {
+		// A first GPU admission outside any quota is not written on its own: it travels on the
+		// ServiceSet this pass makes (owned.AnnotationAdmission) and reaches the status with the
+		// pass's one status write. Until then this process counts it from memory; after a restart,
+		// the ServiceSet holds it, and before the ServiceSet exists nothing does, and nothing needs
+		// to. Under a quota the namespace's count reads statuses, so the admission is written at
+		// once; so it is when a ServiceSet exists, whose release may still run on the old admission.
+		g.mem.pend(req.key(), ad)
+		return d, nil
+	}
+	d, _, err = g.record(ctx, req, d)
+	return d, err
+}
+
+// record writes the decision through req.Record and remembers the written admission until the cache
+// shows it.
+func (g *Gate) record(ctx context.Context, req Request, d Decision) (Decision, *workspacesv1.WorkspaceDeployment, error) {
+	ws, err := req.Record(ctx, d)
+	if err != nil {
+		return Decision{}, nil, fmt.Errorf("recording the admission: %w", err)
+	}
+	d.Recorded = true
+	g.mem.wrote(req.key(), ws.Status.Admission, ws.ResourceVersion, ws.Status.Phase)
+	return d, ws, nil
+}
+
+// keepEarlierAdmission records the admission of a workspace admitted before admissions were
+// recorded (Feasible for exactly its current resources, with its ServiceSet made): it is not gated
+// again, so an upgrade never takes a running workspace back to Waiting.
+func (g *Gate) keepEarlierAdmission(ctx context.Context, req Request) (Decision, bool, error) {
+	prev := req.Previous
+	if req.Workspace.Status.Admission != nil || prev == nil || prev.ResolvedResources == nil || prev.Phase == workspacesv1.PhaseFailed ||
+		!meta.IsStatusConditionTrue(prev.Conditions, workspacesv1.FeasibleCondition) ||
+		!equality.Semantic.DeepEqual(prev.ResolvedResources, req.Resources) {
+		return Decision{}, false, nil
+	}
+	exists, err := req.HasServiceSet(ctx)
+	if err != nil || !exists {
+		return Decision{}, false, err
+	}
+	gd := gpu.Decision{Selector: req.Resources.NodeSelector}
+	if f := prev.Feasibility; f != nil {
+		gd.Selector = f.Selector
+	}
+	d := Decision{Outcome: Kept, Cluster: req.Cluster, Admission: newAdmission(req.Cluster.String(), req.Resources, gd, nil, req.Now)}
+	d, _, err = g.record(ctx, req, d)
+	return d, true, err
+}
+
+// decide runs the gate's math for the workspace on the cluster, from the child's nodes and pods and
+// the reservations of the other workspaces there; the caller holds the cluster's gate lock. It also
+// returns the pods of the other workspaces. Place runs it for each candidate cluster, so that a
+// placement never disagrees with the admission.
+func (g *Gate) decide(ctx context.Context, ws *workspacesv1.WorkspaceDeployment, res *workspacesv1.ResolvedResources,
+	cd types.NamespacedName, nodes []corev1.Node, pods []corev1.Pod) (gpu.Decision, []corev1.Pod, error) {
+	own := owned.ReleaseNamespace(ws.Name)
+	others := make([]corev1.Pod, 0, len(pods))
+	for i := range pods {
+		if pods[i].Namespace != own {
+			others = append(others, pods[i])
+		}
+	}
+	var held heldGPUs
+	if GPUs(res) > 0 {
+		var err error
+		if held, err = g.reservations(ctx, ws, res, cd, pods); err != nil {
+			return gpu.Decision{}, nil, err
+		}
+	}
+	d := gpu.Gate(gpuRequest(ws.Namespace+"/"+ws.Name, res), nodes, others, append(held.admitted, held.waiting...))
+	if d.Outcome == gpu.Admit && GPUs(res) > 0 {
+		if why := unpinnedOverlap(d, nodes, held); why != "" {
+			d.Outcome, d.Reason = gpu.Wait, workspacesv1.ReasonWaitingForGpuCapacity
+			d.Message = why + "; " + d.Message
+			d.Placement = nil
+		}
+	}
+	return d, others, nil
+}
+
+// lock takes the locks of one gate decision, in the one order every decision takes them, so that no
+// two decisions deadlock: first the namespace's quota lock, when a WorkspaceQuota applies to the
+// namespace (the quota is counted across clusters), then the clusters' gate locks sorted by key.
+// Admit takes one cluster; Place takes every candidate, so that two workspaces never take the last
+// GPUs of one cluster at once, whether they were placed or named it.
+func (g *Gate) lock(ctx context.Context, namespace string, clusters ...string) func() {
+	var unlocks []func()
+	if quotas, err := listQuotas(ctx, g.client, namespace); err != nil || len(quotas) > 0 {
+		// On a cache error the lock is taken: counting too carefully is safe.
+		unlocks = append(unlocks, g.mem.lock("quota:"+namespace))
+	}
+	keys := append([]string(nil), clusters...)
+	sort.Strings(keys)
+	for i, k := range keys {
+		if i > 0 && keys[i-1] == k {
+			continue
+		}
+		unlocks = append(unlocks, g.mem.lock(k))
+	}
+	return func() {
+		for i := len(unlocks) - 1; i >= 0; i-- {
+			unlocks[i]()
+		}
+	}
+}
+
+// Settle tells the gate that the pass wrote the workspace's status (ad is the admission in it,
+// resourceVersion and phase the write's): an admission pending since Admit is now counted from the
+// status.
+func (g *Gate) Settle(key string, ad *workspacesv1.Admission, resourceVersion string, phase workspacesv1.WorkspacePhase) {
+	g.mem.settle(key, ad, resourceVersion, phase)
+}
+
+// Forget drops what the gate remembers of a workspace that is gone.
+func (g *Gate) Forget(key string) { g.mem.forget(key) }
+
+// Current returns a workspace's admission as the gate counts it: pending or recently written by
+// this process, else the object's own.
+func (g *Gate) Current(o *workspacesv1.WorkspaceDeployment) *workspacesv1.Admission {
+	ad, _ := g.mem.state(o)
+	return ad
+}

@@ -1,0 +1,249 @@
+package gate
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/common/gpu"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
+)
+
+// holdsGPUs reports whether a workspace's admission still holds GPUs: it is admitted and not Failed
+// (phase is the one that goes with the admission, from memory.state: the cached object's may be
+// older), or its ServiceSet exists (the release may hold them, even while the workspace is deleted).
+func holdsGPUs(o *workspacesv1.WorkspaceDeployment, ad *workspacesv1.Admission, phase workspacesv1.WorkspacePhase, hasServiceSet bool) bool {
+	if ad == nil {
+		return false
+	}
+	return hasServiceSet || (o.DeletionTimestamp.IsZero() && phase != workspacesv1.PhaseFailed)
+}
+
+// reservations returns the GPUs held by other workspaces on the cluster that the child's pods do not
+// show yet: the admissions that still hold GPUs (see holdsGPUs), each replica charged to the node it
+// was counted on, less the replicas bound there; then the workspaces waiting for the same GPUs that
+// are ahead of this one in the cluster's queue (higher priority, then older; priority.go) and not
+// suspended. want are the resources of ws, the workspace asking.
+func (g *Gate) reservations(ctx context.Context, ws *workspacesv1.WorkspaceDeployment, want *workspacesv1.ResolvedResources, cd types.NamespacedName, pods []corev1.Pod) (heldGPUs, error) {
+	self := ws.Namespace + "/" + ws.Name
+	var list workspacesv1.WorkspaceDeploymentList
+	// Read-only: the cached objects are not copied (the slice is, so sorting it is safe).
+	if err := g.client.List(ctx, &list, client.MatchingFields{owned.IndexCluster: cd.String()}, client.UnsafeDisableDeepCopy); err != nil {
+		return heldGPUs{}, fmt.Errorf("listing workspaces of %s: %w", cd, err)
+	}
+	list.Items = g.withRecentAdmissions(ctx, cd.String(), list.Items)
+	withSet, err := g.workspacesWithServiceSets(ctx, cd)
+	if err != nil {
+		return heldGPUs{}, err
+	}
+	unpinned := map[string]bool{}
+	caps, err := g.priorityCaps(ctx)
+	if err != nil {
+		return heldGPUs{}, err
+	}
+	sort.Slice(list.Items, func(i, j int) bool { return caps.ahead(&list.Items[i], &list.Items[j]) })
+	mySel := gpu.Selector(gpuRequest("", want))
+	bound := boundPodsByNamespace(pods)
+	var admitted, waiting []gpu.Reservation
+	for i := range list.Items {
+		o := &list.Items[i]
+		key := o.Namespace + "/" + o.Name
+		if key == self {
+			continue
+		}
+		set, hasSet := withSet[key]
+		current, phase := g.mem.state(o)
+		ad := owned.AdmissionOf(current, set)
+		if ad != nil && ad.Cluster != cd.String() {
+			ad = nil
+		}
+		switch {
+		case holdsGPUs(o, ad, phase, hasSet):
+			admitted = append(admitted, admittedReservations(key, ad, bound[owned.ReleaseNamespace(o.Name)])...)
+			if !pinnedAdmission(ad) {
+				unpinned[key] = true
+			}
+		case ad == nil && hasSet && o.Status.ResolvedResources != nil && GPUs(o.Status.ResolvedResources) > 0:
+			// A ServiceSet made before admissions were recorded: its resources hold the GPUs.
+			res := o.Status.ResolvedResources
+			replicas := res.Replicas - boundGPUPods(bound[owned.ReleaseNamespace(o.Name)], corev1.ResourceName(res.GPUResourceName), "")
+			unpinned[key] = true
+			if replicas > 0 {
+				admitted = append(admitted, gpu.Reservation{Key: key, Vendor: res.PerReplica.GPUVendor,
+					Selector: gpu.Selector(gpuRequest(key, res)), GPUsPerReplica: GPUs(res), Replicas: replicas})
+			}
+		case waitingForGPUs(o) && o.DeletionTimestamp.IsZero() && !o.Spec.Suspend &&
+			o.Status.ResolvedResources != nil && GPUs(o.Status.ResolvedResources) > 0 && caps.ahead(o, ws):
+			res := o.Status.ResolvedResources
+			sel := gpu.Selector(gpuRequest(key, res))
+			if res.PerReplica.GPUVendor != want.PerReplica.GPUVendor || !equality.Semantic.DeepEqual(sel, mySel) {
+				continue
+			}
+			waiting = append(waiting, gpu.Reservation{Key: key, Vendor: res.PerReplica.GPUVendor, Selector: sel,
+				GPUsPerReplica: GPUs(res), Replicas: res.Replicas})
+		}
+	}
+	return heldGPUs{admitted: admitted, waiting: waiting, unpinned: unpinned}, nil
+}
+
+// heldGPUs are the GPUs other workspaces hold on a cluster: the admitted replicas not bound yet, the
+// older waiters' requests, and which admitted workspaces are not pinned to one node.
+type heldGPUs struct {
+	admitted, waiting []gpu.Reservation
+	unpinned          map[string]bool
+}
+
+// pinnedAdmission reports whether an admission's replicas are pinned to one node (see scheduling.go).
+func pinnedAdmission(ad *workspacesv1.Admission) bool {
+	return ad.GPUsPerReplica > 0 && len(ad.Nodes) == 1 && ad.Nodes[0].Hostname != ""
+}
+
+// unpinnedOverlap keeps the scheduler from placing replicas on GPUs the gate counted for another
+// workspace. Replicas pinned to one node can only go there; replicas that are not pinned (spread
+// over several nodes, or on a node without a hostname label) can go to any node matching their
+// selector. So a workspace that would not be pinned is admitted only when no other workspace's
+// counted replicas are still unbound on the nodes matching its selector, and no workspace is
+// admitted onto a node that an unpinned workspace's unbound replicas could still take. The wait
+// ends when those pods are bound (a child event). It returns why to wait, or "".
+func unpinnedOverlap(d gpu.Decision, nodes []corev1.Node, held heldGPUs) string {
+	byName := make(map[string]*corev1.Node, len(nodes))
+	for i := range nodes {
+		byName[nodes[i].Name] = &nodes[i]
+	}
+	pinned := len(d.Placement) == 1
+	if pinned {
+		if n := byName[d.Placement[0].Node]; n == nil || n.Labels[corev1.LabelHostname] == "" {
+			pinned = false
+		}
+	}
+	for _, r := range held.admitted {
+		if r.Replicas <= 0 {
+			continue
+		}
+		if !pinned {
+			for i := range nodes {
+				n := &nodes[i]
+				if (r.Node == "" || r.Node == n.Name) && gpu.MatchesSelector(n, d.Selector) && gpu.MatchesSelector(n, r.Selector) {
+					return fmt.Sprintf("the replicas cannot be pinned to one node (they need several nodes, or the node has no %s label), and GPUs counted for workspace %s on node %s are not bound yet", corev1.LabelHostname, r.Key, n.Name)
+				}
+			}
+			continue
+		}
+		if held.unpinned[r.Key] {
+			if n := byName[d.Placement[0].Node]; n != nil && gpu.MatchesSelector(n, r.Selector) {
+				return fmt.Sprintf("workspace %s is spread over several nodes and its replicas are not bound yet; they could still take node %s", r.Key, n.Name)
+			}
+		}
+	}
+	return ""
+}
+
+// admittedReservations charges an admission's replicas that are not bound yet to the nodes they were
+// counted on; pods are the bound pods of the workspace's release namespace.
+func admittedReservations(key string, ad *workspacesv1.Admission, pods []*corev1.Pod) []gpu.Reservation {
+	if ad.GPUsPerReplica <= 0 {
+		return nil
+	}
+	res := corev1.ResourceName(ad.GPUResourceName)
+	unbound := ad.Replicas - boundGPUPods(pods, res, "")
+	var out []gpu.Reservation
+	for _, n := range ad.Nodes {
+		if unbound <= 0 {
+			break
+		}
+		left := min(max(n.Replicas-boundGPUPods(pods, res, n.Name), 0), unbound)
+		if left == 0 {
+			continue
+		}
+		out = append(out, gpu.Reservation{Key: key, Vendor: ad.GPUVendor, Selector: ad.Selector, Node: n.Name,
+			GPUsPerReplica: ad.GPUsPerReplica, Replicas: left})
+		unbound -= left
+	}
+	if unbound > 0 {
+		// Replicas not placed on named nodes (none were recorded): charged by first fit.
+		out = append(out, gpu.Reservation{Key: key, Vendor: ad.GPUVendor, Selector: ad.Selector,
+			GPUsPerReplica: ad.GPUsPerReplica, Replicas: unbound})
+	}
+	return out
+}
+
+// workspacesWithServiceSets returns the ServiceSets on the cluster by workspace (namespace/name),
+// from their labels, leaving out those of stopped workspaces. The ServiceSets are the cache's own
+// objects: they are only read.
+func (g *Gate) workspacesWithServiceSets(ctx context.Context, cd types.NamespacedName) (map[string]*k0rdentv1beta1.ServiceSet, error) {
+	var list k0rdentv1beta1.ServiceSetList
+	// Read-only: the cached ServiceSets (with their values) are not copied on every GPU decision.
+	if err := g.client.List(ctx, &list, client.InNamespace(cd.Namespace), client.UnsafeDisableDeepCopy,
+		client.MatchingLabels{workspacesv1.ClusterDeploymentLabel: cd.Name}, client.HasLabels{workspacesv1.WorkspaceLabel}); err != nil {
+		return nil, fmt.Errorf("listing ServiceSets of %s: %w", cd, err)
+	}
+	out := make(map[string]*k0rdentv1beta1.ServiceSet, len(list.Items))
+	for i := range list.Items {
+		l := list.Items[i].Labels
+		if l[owned.LabelStopped] == "true" {
+			continue // scaled to zero: its release holds no GPU (stop.go)
+		}
+		out[l[workspacesv1.WorkspaceNamespaceLabel]+"/"+l[workspacesv1.WorkspaceLabel]] = &list.Items[i]
+	}
+	return out, nil
+}
+
+// boundPodsByNamespace indexes the pods that are bound to a node and not terminal by namespace, once
+// per decision: counting each workspace's bound replicas over every pod of the cluster made a
+// decision O(workspaces x pods).
+func boundPodsByNamespace(pods []corev1.Pod) map[string][]*corev1.Pod {
+	out := map[string][]*corev1.Pod{}
+	for i := range pods {
+		p := &pods[i]
+		if p.Spec.NodeName != "" && !gpu.IsTerminal(p) {
+			out[p.Namespace] = append(out[p.Namespace], p)
+		}
+	}
+	return out
+}
+
+// boundGPUPods counts the pods (bound and not terminal, of one namespace: boundPodsByNamespace) that
+// request the GPU resource, on one node when node is set: the replicas whose GPUs the nodes already
+// show as taken.
+func boundGPUPods(pods []*corev1.Pod, res corev1.ResourceName, node string) int32 {
+	if res == "" {
+		return 0
+	}
+	var n int32
+	for _, p := range pods {
+		if (node == "" || p.Spec.NodeName == node) && gpu.PodRequest(p, res) > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// withRecentAdmissions adds to a cluster's workspaces those this process admitted there whose
+// placement the cache does not show yet (the cluster index reads status.placement), so that the gate
+// counts their GPUs.
+func (g *Gate) withRecentAdmissions(ctx context.Context, cluster string, items []workspacesv1.WorkspaceDeployment) []workspacesv1.WorkspaceDeployment {
+	seen := make(map[string]bool, len(items))
+	for i := range items {
+		seen[items[i].Namespace+"/"+items[i].Name] = true
+	}
+	for _, key := range g.mem.keysOn(cluster) {
+		if seen[key] {
+			continue
+		}
+		ns, name, _ := strings.Cut(key, "/")
+		o := &workspacesv1.WorkspaceDeployment{}
+		if err := g.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, o); err != nil {
+			continue
+		}
+		items = append(items, *o)
+	}
+	return items
+}
