@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/common/classpaths"
 	"github.com/exalsius/exalsius-operator/common/valuepath"
 )
 
@@ -309,17 +310,15 @@ func values(wsd *workspacesv1.WorkspaceDeployment, class *workspacesv1.Workspace
 		}
 		errs = append(errs, checkUserValue(pc.cfg, pc.options, v, vp)...)
 	}
-	for _, l := range injectionLists(class.Spec.ResourceInjection) {
-		for _, path := range l.paths {
-			pc := workspacesv1.UserFacingConfig{HelmValuePath: path}
-			parsed, _ := parseConfig(&pc, p)
-			if parsed.segs == nil {
-				continue
-			}
-			if _, ok := lookup(vals, parsed.segs); ok {
-				warnings = append(warnings, fmt.Sprintf("%s is overwritten with the resolved %s (resourceInjection of WorkspaceClass %s); set spec.resources instead",
-					ValuePath(p, parsed.segs), l.name, class.Name))
-			}
+	for _, ip := range classpaths.Injection(class.Spec.ResourceInjection, field.NewPath("spec")) {
+		pc := workspacesv1.UserFacingConfig{HelmValuePath: ip.Raw}
+		parsed, _ := parseConfig(&pc, p)
+		if parsed.segs == nil {
+			continue
+		}
+		if _, ok := lookup(vals, parsed.segs); ok {
+			warnings = append(warnings, fmt.Sprintf("%s is overwritten with the resolved %s (resourceInjection of WorkspaceClass %s); set spec.resources instead",
+				ValuePath(p, parsed.segs), ip.Kind, class.Name))
 		}
 	}
 	return errs, warnings

@@ -172,7 +172,8 @@ const (
 	ReasonVersionConstraintUnmet  = "VersionConstraintUnmet"
 	ReasonInvalidInjectionPath    = "InvalidInjectionPath"
 	ReasonInvalidPrerequisite     = "InvalidPrerequisite"
-	// ReasonInvalidValuePath: a userFacingConfig helmValuePath does not parse.
+	// ReasonInvalidValuePath: a userFacingConfig helmValuePath does not parse, points into _exalsius,
+	// or names or lies inside (or holds) another value path of the class.
 	ReasonInvalidValuePath = "InvalidValuePath"
 	ReasonValid            = "Valid"
 )
