@@ -12,14 +12,12 @@ import (
 
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/classpaths"
+	"github.com/exalsius/exalsius-operator/common/gpu"
 	"github.com/exalsius/exalsius-operator/common/valuepath"
 )
 
 // DefaultMaxReplicas is the default upper bound of a WorkspaceDeployment's replicas.
 const DefaultMaxReplicas = 64
-
-// GPUModelLabel is the node label the GPU gate joins with gpuType.
-const GPUModelLabel = "exalsius.ai/gpu-model"
 
 // MaxWorkspaceNameLength keeps `ws-<name>` within 63 characters.
 const MaxWorkspaceNameLength = 60
@@ -196,12 +194,12 @@ func overrides(r *workspacesv1.ResourceOverrides, class *workspacesv1.WorkspaceC
 	}
 	if pr.GPUType != "" {
 		for _, msg := range labelValueErrors(pr.GPUType) {
-			errs = append(errs, field.Invalid(pp.Child("gpuType"), pr.GPUType, msg+" (it is matched against the node label "+GPUModelLabel+")"))
+			errs = append(errs, field.Invalid(pp.Child("gpuType"), pr.GPUType, msg+" (it is matched against the node label "+gpu.LabelGPUModel+")"))
 		}
 	}
 	errs = append(errs, labelMap(pr.GPUNodeSelector, pp.Child("gpuNodeSelector"))...)
-	if model, ok := pr.GPUNodeSelector[GPUModelLabel]; ok && pr.GPUType != "" && model != pr.GPUType {
-		errs = append(errs, field.Invalid(pp.Child("gpuNodeSelector").Key(GPUModelLabel), model,
+	if model, ok := pr.GPUNodeSelector[gpu.LabelGPUModel]; ok && pr.GPUType != "" && model != pr.GPUType {
+		errs = append(errs, field.Invalid(pp.Child("gpuNodeSelector").Key(gpu.LabelGPUModel), model,
 			fmt.Sprintf("contradicts gpuType %q: no node can match both", pr.GPUType)))
 	}
 	if class != nil && pr.GPUVendor != "" {
