@@ -132,7 +132,7 @@ func TestManagerServesProbesSecureMetricsAndElectsALeader(t *testing.T) {
 	o.LeaderElectionNamespace = ns
 	o.LogWriter = logs
 
-	counter := prometheus.NewCounter(prometheus.CounterOpts{Namespace: MetricsPrefix(o.Component), Name: "widgets_total", Help: "test"})
+	counter := prometheus.NewCounter(prometheus.CounterOpts{Name: MetricName(o.Component, "widgets_total"), Help: "test"})
 	if err := RegisterMetrics(counter); err != nil {
 		t.Fatal(err)
 	}

@@ -9,13 +9,14 @@ import (
 )
 
 // MetricsPrefix is the namespace of a component's Prometheus metrics: the component word with '-'
-// replaced by '_' (workspace-controller -> workspace_controller). Use it as the Namespace of the
-// collector options so that every metric reads workspace_controller_<name>.
+// replaced by '_' (workspace-controller -> workspace_controller).
 func MetricsPrefix(component string) string {
 	return strings.ReplaceAll(component, "-", "_")
 }
 
-// MetricName returns MetricsPrefix(component) + "_" + name.
+// MetricName returns MetricsPrefix(component) + "_" + name: the one way a component names its
+// metrics (workspace_controller_<name>). Give it as the Name of the collector options (or of a
+// Desc), with no Namespace or Subsystem.
 func MetricName(component, name string) string {
 	return MetricsPrefix(component) + "_" + name
 }

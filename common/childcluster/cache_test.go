@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	"github.com/exalsius/exalsius-operator/common/gpu"
 	"github.com/exalsius/exalsius-operator/common/testing/childtest"
 	"github.com/exalsius/exalsius-operator/common/testing/testenv"
 )
@@ -92,7 +93,7 @@ func expectKey(t *testing.T, ch <-chan types.NamespacedName, key types.Namespace
 }
 
 func gpuNode(name string, n int64) childtest.Node {
-	return childtest.Node{Name: name, Labels: map[string]string{"exalsius.ai/gpu-model": "A100"}, Allocatable: childtest.GPUs("nvidia.com/gpu", n)}
+	return childtest.Node{Name: name, Labels: map[string]string{gpu.LabelGPUModel: "A100"}, Allocatable: childtest.GPUs("nvidia.com/gpu", n)}
 }
 
 func TestGetWatchesNodesAndPods(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	"github.com/exalsius/exalsius-operator/common/bootstrap"
 )
 
 func TestColonyChangedPredicate(t *testing.T) {
@@ -142,12 +143,12 @@ func TestMetrics(t *testing.T) {
 	createColony(t, ns, "col", entry(t, "a", nil), entry(t, "b", nil))
 	labels := map[string]string{"namespace": ns, "colony": "col"}
 	eventually(t, "cluster gauges", func() error {
-		total, ok := gaugeValue(t, MetricsPrefix+"clusters", labels)
-		ready, okReady := gaugeValue(t, MetricsPrefix+"clusters_ready", labels)
+		total, ok := gaugeValue(t, bootstrap.MetricName(Component, "clusters"), labels)
+		ready, okReady := gaugeValue(t, bootstrap.MetricName(Component, "clusters_ready"), labels)
 		if !ok || !okReady || total != 2 || ready != 0 {
 			return fmt.Errorf("clusters %v (%v), ready %v (%v)", total, ok, ready, okReady)
 		}
-		if n, _ := gaugeValue(t, MetricsPrefix+"colonies", map[string]string{"phase": "Provisioning"}); n < 1 {
+		if n, _ := gaugeValue(t, bootstrap.MetricName(Component, "colonies"), map[string]string{"phase": "Provisioning"}); n < 1 {
 			return fmt.Errorf("colonies{phase=Provisioning} = %v", n)
 		}
 		return nil
@@ -158,7 +159,7 @@ func TestMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "ready gauge", func() error {
-		if ready, _ := gaugeValue(t, MetricsPrefix+"clusters_ready", labels); ready != 1 {
+		if ready, _ := gaugeValue(t, bootstrap.MetricName(Component, "clusters_ready"), labels); ready != 1 {
 			return fmt.Errorf("ready %v", ready)
 		}
 		return nil
@@ -168,7 +169,7 @@ func TestMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "series removed with the Colony", func() error {
-		if _, ok := gaugeValue(t, MetricsPrefix+"clusters", labels); ok {
+		if _, ok := gaugeValue(t, bootstrap.MetricName(Component, "clusters"), labels); ok {
 			return fmt.Errorf("colony_controller_clusters still exported for %v", types.NamespacedName{Namespace: ns, Name: "col"})
 		}
 		return nil

@@ -11,9 +11,6 @@ import (
 	"github.com/exalsius/exalsius-operator/common/bootstrap"
 )
 
-// MetricsPrefix starts the name of every metric of the colony-controller: colony_controller_.
-var MetricsPrefix = bootstrap.MetricsPrefix(Component) + "_"
-
 // Error stages of the reconcile errors counter.
 const (
 	stageApply      = "apply"
@@ -26,19 +23,19 @@ const (
 
 var (
 	coloniesGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: MetricsPrefix + "colonies",
+		Name: bootstrap.MetricName(Component, "colonies"),
 		Help: "Number of Colonies by phase.",
 	}, []string{"phase"})
 	clustersGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: MetricsPrefix + "clusters",
+		Name: bootstrap.MetricName(Component, "clusters"),
 		Help: "Number of clusters (entries) of a Colony.",
 	}, []string{"namespace", "colony"})
 	readyClustersGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: MetricsPrefix + "clusters_ready",
+		Name: bootstrap.MetricName(Component, "clusters_ready"),
 		Help: "Number of ready clusters of a Colony (ClusterDeployment up and kubeconfig aggregated).",
 	}, []string{"namespace", "colony"})
 	reconcileErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: MetricsPrefix + "reconcile_errors_total",
+		Name: bootstrap.MetricName(Component, "reconcile_errors_total"),
 		Help: "Errors met while reconciling Colonies, by stage (read, apply, delete, kubeconfig, status, finalizer).",
 	}, []string{"stage"})
 )

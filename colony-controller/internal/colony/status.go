@@ -3,7 +3,6 @@ package colony
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -11,7 +10,6 @@ import (
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
 	"github.com/exalsius/exalsius-operator/common/conditions"
 	"github.com/exalsius/exalsius-operator/common/status"
-	"github.com/exalsius/exalsius-operator/common/text"
 )
 
 // maxConditionMessage bounds the Colony's condition messages: the bound every component's status
@@ -54,159 +52,6 @@ type observation struct {
 	remaining []remainingClusterDeployment
 	// skip: the Colony is gone (finalizer removed); there is no status to write.
 	skip bool
-}
-
-// computeStatus returns the fields of the Colony's status that the colony-controller owns. Conditions
-// keep their lastTransitionTime unless their status changes.
-func computeStatus(colony *infrav1.Colony, obs *observation) infrav1.ColonyStatus {
-	st := infrav1.ColonyStatus{
-		ObservedGeneration:   colony.Generation,
-		TotalClusters:        int32(len(colony.Spec.ColonyClusters)),
-		KubeconfigSecretName: obs.kubeconfig.secretName,
-	}
-	for _, c := range colony.Status.Conditions {
-		switch c.Type {
-		case infrav1.ColonyClustersReadyCondition, infrav1.ColonyReadyCondition,
-			infrav1.ColonyReconcilingCondition, infrav1.ColonyStalledCondition:
-			st.Conditions = append(st.Conditions, c)
-		}
-	}
-	if obs.deleting {
-		st.Phase = infrav1.ColonyPhaseDeleting
-		st.KubeconfigSecretName = colony.Status.KubeconfigSecretName
-		waiting := make([]string, 0, len(obs.remaining))
-		for _, cd := range obs.remaining {
-			st.ClusterDeploymentRefs = append(st.ClusterDeploymentRefs, infrav1.ObjectRef{Name: cd.name, Namespace: colony.Namespace})
-			waiting = append(waiting, cd.String())
-		}
-		msg := "all ClusterDeployments are deleted"
-		if len(waiting) > 0 {
-			msg = "waiting for ClusterDeployments to be deleted: " + strings.Join(waiting, ", ")
-		}
-		msg = text.Truncate(msg, maxConditionMessage)
-		setCondition(&st, infrav1.ColonyClustersReadyCondition, metav1.ConditionFalse, infrav1.ColonyReasonDeleting, msg)
-		setCondition(&st, infrav1.ColonyReadyCondition, metav1.ConditionFalse, infrav1.ColonyReasonDeleting, msg)
-		setKstatusConditions(&st)
-		return st
-	}
-
-	var invalid, failed, notReady []string
-	for _, e := range obs.entries {
-		if e.exists {
-			st.ClusterDeploymentRefs = append(st.ClusterDeploymentRefs, infrav1.ObjectRef{Name: e.cdName, Namespace: colony.Namespace})
-		}
-		who := fmt.Sprintf("%s (ClusterDeployment %s)", e.clusterName, e.cdName)
-		if e.invalid != "" {
-			invalid = append(invalid, e.invalid)
-		}
-		switch {
-		case e.phase == clusterReady && obs.kubeconfig.included[e.clusterName]:
-			st.ReadyClusters++
-			continue
-		case e.phase == clusterFailed:
-			failed = append(failed, who+": "+e.message)
-			continue
-		case e.invalid != "" && !e.exists:
-			continue // listed as invalid already
-		}
-		reason := e.message
-		switch {
-		case e.applyError != "":
-			reason = e.applyError
-		case e.phase == clusterReady && obs.kubeconfig.problems[e.clusterName] != "":
-			reason = obs.kubeconfig.problems[e.clusterName]
-		case e.phase == clusterReady:
-			reason = "kubeconfig not aggregated yet"
-		}
-		notReady = append(notReady, who+": "+reason)
-	}
-
-	var parts []string
-	parts = append(parts, fmt.Sprintf("%d/%d clusters ready", st.ReadyClusters, st.TotalClusters))
-	if len(invalid) > 0 {
-		parts = append(parts, "invalid entries: "+strings.Join(invalid, "; "))
-	}
-	if len(failed) > 0 {
-		parts = append(parts, "failed: "+strings.Join(failed, "; "))
-	}
-	if len(notReady) > 0 {
-		parts = append(parts, fmt.Sprintf("not ready, left out of Secret %s: %s",
-			KubeconfigSecretName(colony.Name), strings.Join(notReady, "; ")))
-	}
-	if len(obs.removing) > 0 {
-		parts = append(parts, "deleting ClusterDeployments of removed entries: "+strings.Join(obs.removing, ", "))
-	}
-	msg := text.Truncate(strings.Join(parts, ". "), maxConditionMessage)
-
-	status, reason := metav1.ConditionFalse, infrav1.ColonyReasonClustersNotReady
-	switch {
-	case len(invalid) > 0:
-		reason = infrav1.ColonyReasonInvalidEntry
-	case len(failed) > 0:
-		reason = infrav1.ColonyReasonClusterFailed
-	case st.TotalClusters == 0:
-		status, reason, msg = metav1.ConditionTrue, infrav1.ColonyReasonNoClusters, "the Colony has no clusters"
-	case len(notReady) == 0:
-		status, reason = metav1.ConditionTrue, infrav1.ColonyReasonAllClustersReady
-	}
-	setCondition(&st, infrav1.ColonyClustersReadyCondition, status, reason, msg)
-
-	switch {
-	case obs.kubeconfig.conflict != "":
-		setCondition(&st, infrav1.ColonyReadyCondition, metav1.ConditionFalse, infrav1.ColonyReasonKubeconfigSecretFailed,
-			text.Truncate(obs.kubeconfig.conflict, maxConditionMessage))
-	case status == metav1.ConditionTrue && len(obs.kubeconfig.shards) > 1:
-		setCondition(&st, infrav1.ColonyReadyCondition, status, reason,
-			text.Truncate(msg+fmt.Sprintf(". Kubeconfigs in Secrets %s (index in %s)", strings.Join(obs.kubeconfig.shards, ", "),
-				st.KubeconfigSecretName), maxConditionMessage))
-	case status == metav1.ConditionTrue && st.KubeconfigSecretName != "":
-		setCondition(&st, infrav1.ColonyReadyCondition, status, reason,
-			text.Truncate(msg+fmt.Sprintf(". Kubeconfig in Secret %s", st.KubeconfigSecretName), maxConditionMessage))
-	default:
-		setCondition(&st, infrav1.ColonyReadyCondition, status, reason, msg)
-	}
-
-	switch {
-	case len(invalid) > 0 || len(failed) > 0 || obs.kubeconfig.conflict != "":
-		st.Phase = infrav1.ColonyPhaseDegraded
-	case status == metav1.ConditionTrue:
-		st.Phase = infrav1.ColonyPhaseReady
-	default:
-		st.Phase = infrav1.ColonyPhaseProvisioning
-	}
-	setKstatusConditions(&st)
-	return st
-}
-
-// setKstatusConditions sets, from the phase, the conditions GitOps tools read (the kstatus
-// conventions that Flux's and Argo CD's health checks understand): Reconciling True while Provisioning
-// or Deleting, Stalled True while Degraded, each with Ready's reason and message; both are removed
-// otherwise.
-func setKstatusConditions(st *infrav1.ColonyStatus) {
-	ready := meta.FindStatusCondition(st.Conditions, infrav1.ColonyReadyCondition)
-	reconciling, stalled := false, false
-	switch st.Phase {
-	case infrav1.ColonyPhaseProvisioning, infrav1.ColonyPhaseDeleting:
-		reconciling = true
-	case infrav1.ColonyPhaseDegraded:
-		stalled = true
-	}
-	for _, k := range []struct {
-		typ string
-		on  bool
-	}{{infrav1.ColonyReconcilingCondition, reconciling}, {infrav1.ColonyStalledCondition, stalled}} {
-		if k.on && ready != nil {
-			setCondition(st, k.typ, metav1.ConditionTrue, ready.Reason, ready.Message)
-		} else {
-			meta.RemoveStatusCondition(&st.Conditions, k.typ)
-		}
-	}
-}
-
-func setCondition(st *infrav1.ColonyStatus, typ string, status metav1.ConditionStatus, reason, msg string) {
-	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-		Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: st.ObservedGeneration,
-	})
 }
 
 // ownedStatusEqual compares the fields the colony-controller owns, ignoring lastTransitionTime.

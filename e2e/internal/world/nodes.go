@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/exalsius/exalsius-operator/common/gpu"
 )
 
 // Labels and annotations of simulated nodes.
@@ -22,11 +24,11 @@ const (
 	// PoolLabel names the node pool (the config entry) a node came from.
 	PoolLabel = "e2e.exalsius.ai/node-pool"
 	// GPUModelLabel is the operator's own GPU model label.
-	GPUModelLabel = "exalsius.ai/gpu-model"
+	GPUModelLabel = gpu.LabelGPUModel
 	// NVIDIAProductLabel is the label NVIDIA's GPU feature discovery sets.
-	NVIDIAProductLabel = "nvidia.com/gpu.product"
+	NVIDIAProductLabel = gpu.LabelNVIDIAProduct
 	// AMDProductLabel is the label AMD's node labeller sets.
-	AMDProductLabel = "amd.com/gpu.product-name"
+	AMDProductLabel = gpu.LabelAMDProductName
 )
 
 // ClusterConfig is the shape of a ClusterDeployment's spec.config that the simulator's ClusterTemplate

@@ -9,36 +9,33 @@ import (
 	"github.com/exalsius/exalsius-operator/common/bootstrap"
 )
 
-// MetricsPrefix starts the name of every metric of the inventory-collector.
-var MetricsPrefix = bootstrap.MetricsPrefix(Component) + "_"
-
 var (
 	gpusTotal = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: MetricsPrefix + "gpus_allocatable",
+		Name: bootstrap.MetricName(Component, "gpus_allocatable"),
 		Help: "Allocatable GPUs on schedulable, Ready nodes of a child cluster, by vendor and model (last seen while unreachable).",
 	}, []string{"namespace", "colony", "cluster", "vendor", "model"})
 	gpusAllocated = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: MetricsPrefix + "gpus_allocated",
+		Name: bootstrap.MetricName(Component, "gpus_allocated"),
 		Help: "GPUs requested by non-terminal pods on those nodes, by vendor and model.",
 	}, []string{"namespace", "colony", "cluster", "vendor", "model"})
 	clusterReachable = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: MetricsPrefix + "cluster_reachable",
+		Name: bootstrap.MetricName(Component, "cluster_reachable"),
 		Help: "1 while the child cluster's API server answers through its kubeconfig Secret, else 0.",
 	}, []string{"namespace", "colony", "cluster"})
 	scrapeErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: MetricsPrefix + "scrape_errors_total",
+		Name: bootstrap.MetricName(Component, "scrape_errors_total"),
 		Help: "Inventory collections of a child cluster that failed, by reason (KubeconfigMissing, KubeconfigInvalid, ConnectFailed, Unhealthy, Error).",
 	}, []string{"namespace", "colony", "cluster", "reason"})
 	connectErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: MetricsPrefix + "connect_errors_total",
+		Name: bootstrap.MetricName(Component, "connect_errors_total"),
 		Help: "Failed connects (list and watch of Nodes and Pods) to a child cluster.",
 	}, []string{"namespace", "cluster"})
 	watchedClusters = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: MetricsPrefix + "watched_clusters",
+		Name: bootstrap.MetricName(Component, "watched_clusters"),
 		Help: "Child clusters this replica (shard) watches.",
 	})
 	statusWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: MetricsPrefix + "status_writes_total",
+		Name: bootstrap.MetricName(Component, "status_writes_total"),
 		Help: "Server-side applies of Colony status.gpuInventory, by result (success, conflict, error).",
 	}, []string{"result"})
 )

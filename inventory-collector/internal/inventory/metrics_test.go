@@ -29,7 +29,7 @@ func TestMetricNamesFollowPrometheusConventions(t *testing.T) {
 	}
 	seen := map[string]dto.MetricType{}
 	for _, f := range families {
-		if strings.HasPrefix(f.GetName(), MetricsPrefix) {
+		if strings.HasPrefix(f.GetName(), "inventory_collector_") {
 			seen[f.GetName()] = f.GetType()
 		}
 	}

@@ -2,87 +2,12 @@ package validation
 
 import (
 	"fmt"
-	"slices"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/valuepath"
 )
-
-// classPath is one Helm value path a class writes to, with the field that names it.
-type classPath struct {
-	field *field.Path
-	segs  []string
-}
-
-// injectionLists returns the resourceInjection lists by JSON name, in a fixed order.
-func injectionLists(ri *workspacesv1.ResourceInjection) []struct {
-	name  string
-	paths []string
-} {
-	if ri == nil {
-		return nil
-	}
-	return []struct {
-		name  string
-		paths []string
-	}{
-		{"replicas", ri.Replicas}, {"cpu", ri.CPU}, {"memory", ri.Memory}, {"storage", ri.Storage},
-		{"gpuCount", ri.GPUCount}, {"gpuVendor", ri.GPUVendor}, {"gpuType", ri.GPUType},
-	}
-}
-
-// parsePath parses one path, reporting a parse error or a write to the operator's own block.
-func parsePath(path string, p *field.Path) ([]string, field.ErrorList) {
-	segs, err := valuepath.Parse(path)
-	if err != nil {
-		return nil, field.ErrorList{field.Invalid(p, path, err.Error())}
-	}
-	if segs[0] == workspacesv1.ExalsiusValuesKey {
-		return nil, field.ErrorList{field.Forbidden(p, fmt.Sprintf("the %s values block is written by the operator", workspacesv1.ExalsiusValuesKey))}
-	}
-	return segs, nil
-}
-
-// valuePaths checks that every resourceInjection path and userFacingConfig helmValuePath parses, that
-// no path is named twice, and that no path lies inside another (one would overwrite the other).
-func valuePaths(s *workspacesv1.WorkspaceClassSpec, spec *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	var all []classPath
-	for _, l := range injectionLists(s.ResourceInjection) {
-		for i, path := range l.paths {
-			p := spec.Child("resourceInjection", l.name).Index(i)
-			segs, perrs := parsePath(path, p)
-			errs = append(errs, perrs...)
-			if segs != nil {
-				all = append(all, classPath{p, segs})
-			}
-		}
-	}
-	for i := range s.UserFacingConfig {
-		p := spec.Child("userFacingConfig").Index(i).Child("helmValuePath")
-		segs, perrs := parsePath(s.UserFacingConfig[i].HelmValuePath, p)
-		errs = append(errs, perrs...)
-		if segs != nil {
-			all = append(all, classPath{p, segs})
-		}
-	}
-	for j := range all {
-		for i := 0; i < j; i++ {
-			a, b := all[i], all[j]
-			switch {
-			case slices.Equal(a.segs, b.segs):
-				errs = append(errs, field.Invalid(b.field, valuepath.String(b.segs),
-					fmt.Sprintf("names the same value as %s", a.field)))
-			case valuepath.HasPrefix(b.segs, a.segs) || valuepath.HasPrefix(a.segs, b.segs):
-				errs = append(errs, field.Invalid(b.field, valuepath.String(b.segs),
-					fmt.Sprintf("overlaps %s (%s): one value would overwrite the other", a.field, valuepath.String(a.segs))))
-			}
-		}
-	}
-	return errs
-}
 
 // parsedConfig is a userFacingConfig entry with its path and options decoded.
 type parsedConfig struct {

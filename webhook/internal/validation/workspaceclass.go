@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/common/classpaths"
 )
 
 // ImmutableClassMessage is the detail of the denial of a WorkspaceClass spec change.
@@ -29,7 +30,7 @@ func WorkspaceClass(wc *workspacesv1.WorkspaceClass) field.ErrorList {
 	errs = append(errs, classResources(&s.DefaultResources, spec.Child("defaultResources"))...)
 	errs = append(errs, prerequisites(s, spec.Child("prerequisites"))...)
 	errs = append(errs, accessEndpoints(s.AccessEndpoints, spec.Child("accessEndpoints"))...)
-	errs = append(errs, valuePaths(s, spec)...)
+	errs = append(errs, classpaths.Check(classpaths.Of(s, spec))...)
 	errs = append(errs, userFacingConfig(s, spec)...)
 	errs = append(errs, positiveDuration(s.DeployTimeout, spec.Child("deployTimeout"))...)
 	errs = append(errs, positiveDuration(s.PrerequisiteDeployTimeout, spec.Child("prerequisiteDeployTimeout"))...)

@@ -11,14 +11,13 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/common/classpaths"
+	"github.com/exalsius/exalsius-operator/common/gpu"
 	"github.com/exalsius/exalsius-operator/common/valuepath"
 )
 
 // DefaultMaxReplicas is the default upper bound of a WorkspaceDeployment's replicas.
 const DefaultMaxReplicas = 64
-
-// GPUModelLabel is the node label the GPU gate joins with gpuType.
-const GPUModelLabel = "exalsius.ai/gpu-model"
 
 // MaxWorkspaceNameLength keeps `ws-<name>` within 63 characters.
 const MaxWorkspaceNameLength = 60
@@ -195,12 +194,12 @@ func overrides(r *workspacesv1.ResourceOverrides, class *workspacesv1.WorkspaceC
 	}
 	if pr.GPUType != "" {
 		for _, msg := range labelValueErrors(pr.GPUType) {
-			errs = append(errs, field.Invalid(pp.Child("gpuType"), pr.GPUType, msg+" (it is matched against the node label "+GPUModelLabel+")"))
+			errs = append(errs, field.Invalid(pp.Child("gpuType"), pr.GPUType, msg+" (it is matched against the node label "+gpu.LabelGPUModel+")"))
 		}
 	}
 	errs = append(errs, labelMap(pr.GPUNodeSelector, pp.Child("gpuNodeSelector"))...)
-	if model, ok := pr.GPUNodeSelector[GPUModelLabel]; ok && pr.GPUType != "" && model != pr.GPUType {
-		errs = append(errs, field.Invalid(pp.Child("gpuNodeSelector").Key(GPUModelLabel), model,
+	if model, ok := pr.GPUNodeSelector[gpu.LabelGPUModel]; ok && pr.GPUType != "" && model != pr.GPUType {
+		errs = append(errs, field.Invalid(pp.Child("gpuNodeSelector").Key(gpu.LabelGPUModel), model,
 			fmt.Sprintf("contradicts gpuType %q: no node can match both", pr.GPUType)))
 	}
 	if class != nil && pr.GPUVendor != "" {
@@ -309,17 +308,15 @@ func values(wsd *workspacesv1.WorkspaceDeployment, class *workspacesv1.Workspace
 		}
 		errs = append(errs, checkUserValue(pc.cfg, pc.options, v, vp)...)
 	}
-	for _, l := range injectionLists(class.Spec.ResourceInjection) {
-		for _, path := range l.paths {
-			pc := workspacesv1.UserFacingConfig{HelmValuePath: path}
-			parsed, _ := parseConfig(&pc, p)
-			if parsed.segs == nil {
-				continue
-			}
-			if _, ok := lookup(vals, parsed.segs); ok {
-				warnings = append(warnings, fmt.Sprintf("%s is overwritten with the resolved %s (resourceInjection of WorkspaceClass %s); set spec.resources instead",
-					ValuePath(p, parsed.segs), l.name, class.Name))
-			}
+	for _, ip := range classpaths.Injection(class.Spec.ResourceInjection, field.NewPath("spec")) {
+		pc := workspacesv1.UserFacingConfig{HelmValuePath: ip.Raw}
+		parsed, _ := parseConfig(&pc, p)
+		if parsed.segs == nil {
+			continue
+		}
+		if _, ok := lookup(vals, parsed.segs); ok {
+			warnings = append(warnings, fmt.Sprintf("%s is overwritten with the resolved %s (resourceInjection of WorkspaceClass %s); set spec.resources instead",
+				ValuePath(p, parsed.segs), ip.Kind, class.Name))
 		}
 	}
 	return errs, warnings

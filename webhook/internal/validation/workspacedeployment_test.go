@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/common/gpu"
 	"github.com/exalsius/exalsius-operator/common/valuepath"
 )
 
@@ -21,7 +22,7 @@ func validDeployment() *workspacesv1.WorkspaceDeployment {
 			ClusterDeploymentRef: workspacesv1.ClusterDeploymentRef{Name: "gpu-cluster"},
 			Resources: &workspacesv1.ResourceOverrides{Replicas: ptr(int32(2)), PerReplica: &workspacesv1.PerReplicaResources{
 				CPU: ptr(resource.MustParse("4")), GPUCount: ptr(int32(2)), GPUVendor: workspacesv1.GPUVendorNVIDIA, GPUType: "A100-80GB",
-				GPUNodeSelector: map[string]string{"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}}},
+				GPUNodeSelector: map[string]string{gpu.LabelNVIDIAProduct: "NVIDIA-A100-SXM4-80GB"}}},
 			Values: raw(map[string]any{"auth": map[string]any{"password": "s3cret"}, "server": map[string]any{"port": 9000},
 				"profile": "large", "ssh": map[string]any{"key": testKey}, "labels": map[string]any{"app.kubernetes.io/debug": true}}),
 		},
@@ -70,7 +71,7 @@ func TestWorkspaceDeploymentRules(t *testing.T) {
 			d.Spec.Resources.PerReplica.GPUNodeSelector = map[string]string{"gpu": "bad value!"}
 		}, []string{"spec.resources.perReplica.gpuNodeSelector[gpu]"}},
 		{"selector contradicts gpuType", DeploymentOptions{}, func(d *workspacesv1.WorkspaceDeployment) {
-			d.Spec.Resources.PerReplica.GPUNodeSelector = map[string]string{GPUModelLabel: "H100"}
+			d.Spec.Resources.PerReplica.GPUNodeSelector = map[string]string{gpu.LabelGPUModel: "H100"}
 		}, []string{"spec.resources.perReplica.gpuNodeSelector[exalsius.ai/gpu-model]"}},
 		{"vendor differs from the class", DeploymentOptions{}, func(d *workspacesv1.WorkspaceDeployment) {
 			d.Spec.Resources.PerReplica.GPUVendor = workspacesv1.GPUVendorAMD

@@ -11,11 +11,12 @@ import (
 	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/common/classpaths"
 	"github.com/exalsius/exalsius-operator/common/valuepath"
-	"github.com/exalsius/exalsius-operator/workspace-controller/internal/workspaceclass"
 )
 
 // Source is one decoded spec.valuesFrom document of a workspace.
@@ -115,23 +116,23 @@ func Build(in Input) (Output, error) {
 	merged[workspacesv1.ExalsiusValuesKey] = exalsiusBlock(res)
 
 	if ri := class.Spec.ResourceInjection; ri != nil {
-		for _, fp := range workspaceclass.InjectionPaths(ri) {
+		for _, fp := range classpaths.Injection(ri, field.NewPath("spec")) {
 			v, ok := injectedValue(fp.Kind, res)
 			if !ok {
 				continue
 			}
-			keys, err := valuepath.Parse(fp.Path)
+			keys, err := valuepath.Parse(fp.Raw)
 			if err != nil {
 				return out, fmt.Errorf("WorkspaceClass %s %s: %v", class.Name, fp.Field, err)
 			}
 			if keys[0] == workspacesv1.ExalsiusValuesKey {
-				return out, fmt.Errorf("WorkspaceClass %s %s: %q points into the %s block", class.Name, fp.Field, fp.Path, workspacesv1.ExalsiusValuesKey)
+				return out, fmt.Errorf("WorkspaceClass %s %s: %q points into the %s block", class.Name, fp.Field, fp.Raw, workspacesv1.ExalsiusValuesKey)
 			}
 			if old, set := valuepath.Get(user, keys); set && !sameValue(old, v) {
 				overwritten[valuepath.String(keys)] = true
 			}
 			if err := valuepath.Set(merged, keys, v); err != nil {
-				return out, fmt.Errorf("cannot inject %s into %s (WorkspaceClass %s %s): %v", fp.Kind, fp.Path, class.Name, fp.Field, err)
+				return out, fmt.Errorf("cannot inject %s into %s (WorkspaceClass %s %s): %v", fp.Kind, fp.Raw, class.Name, fp.Field, err)
 			}
 		}
 	}

@@ -325,11 +325,8 @@ func (r *Reconciler) validate(ctx context.Context, class *workspacesv1.Workspace
 	if err := CheckVersion(ref.VersionConstraint, tmpl); err != nil {
 		return &problem{workspacesv1.ReasonVersionConstraintUnmet, err.Error()}, nil
 	}
-	if err := ValidateInjection(class.Spec.ResourceInjection); err != nil {
-		return &problem{workspacesv1.ReasonInvalidInjectionPath, err.Error()}, nil
-	}
-	if err := ValidateUserFacingPaths(class.Spec.UserFacingConfig); err != nil {
-		return &problem{workspacesv1.ReasonInvalidValuePath, err.Error()}, nil
+	if p := checkValuePaths(&class.Spec); p != nil {
+		return p, nil
 	}
 	for i := range class.Spec.Prerequisites {
 		p := &class.Spec.Prerequisites[i]

@@ -6,10 +6,11 @@ import (
 	"strings"
 
 	"github.com/Masterminds/semver/v3"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
-	"github.com/exalsius/exalsius-operator/common/valuepath"
+	"github.com/exalsius/exalsius-operator/common/classpaths"
 )
 
 // problem is a validation failure with its condition reason.
@@ -68,82 +69,17 @@ func CheckVersionAt(field, constraint string, t *k0rdentv1beta1.ServiceTemplate)
 	return nil
 }
 
-// InjectionPaths returns every resourceInjection path of a class with the field that holds it, in a
-// stable order.
-func InjectionPaths(ri *workspacesv1.ResourceInjection) []FieldPath {
-	if ri == nil {
-		return nil
+// checkValuePaths applies common/classpaths' rule to the class's value paths, returning the first
+// problem: InvalidInjectionPath when the resourceInjection paths alone break it, else
+// InvalidValuePath when a userFacingConfig helmValuePath does (it does not parse, points into
+// _exalsius, or names or lies inside another path of the class). Nil when the paths keep the rule.
+func checkValuePaths(s *workspacesv1.WorkspaceClassSpec) *problem {
+	spec := field.NewPath("spec")
+	if errs := classpaths.Check(classpaths.Injection(s.ResourceInjection, spec)); len(errs) > 0 {
+		return &problem{workspacesv1.ReasonInvalidInjectionPath, errs[0].Error()}
 	}
-	var out []FieldPath
-	add := func(field string, paths []string) {
-		for i, p := range paths {
-			out = append(out, FieldPath{Field: fmt.Sprintf("spec.resourceInjection.%s[%d]", field, i), Kind: field, Path: p})
-		}
-	}
-	add("replicas", ri.Replicas)
-	add("cpu", ri.CPU)
-	add("memory", ri.Memory)
-	add("storage", ri.Storage)
-	add("gpuCount", ri.GPUCount)
-	add("gpuVendor", ri.GPUVendor)
-	add("gpuType", ri.GPUType)
-	return out
-}
-
-// FieldPath is one value path of a class and where it is declared.
-type FieldPath struct {
-	// Field is the API field holding the path, for messages.
-	Field string
-	// Kind is the resource injected (replicas, cpu, ...).
-	Kind string
-	// Path is the raw path.
-	Path string
-}
-
-// ValidateInjection parses every resourceInjection path and rejects paths into the reserved _exalsius
-// block, duplicates, and paths nested in one another (writing both would fail or lose a value).
-func ValidateInjection(ri *workspacesv1.ResourceInjection) error {
-	type parsed struct {
-		fp   FieldPath
-		keys []string
-	}
-	var all []parsed
-	for _, fp := range InjectionPaths(ri) {
-		keys, err := valuepath.Parse(fp.Path)
-		if err != nil {
-			return fmt.Errorf("%s: %v", fp.Field, err)
-		}
-		if keys[0] == workspacesv1.ExalsiusValuesKey {
-			return fmt.Errorf("%s: %q points into the %s block, which the operator writes itself", fp.Field, fp.Path, workspacesv1.ExalsiusValuesKey)
-		}
-		all = append(all, parsed{fp, keys})
-	}
-	for i := range all {
-		for j := range all {
-			if i == j || len(all[i].keys) > len(all[j].keys) {
-				continue
-			}
-			if valuepath.HasPrefix(all[j].keys, all[i].keys) {
-				if len(all[i].keys) == len(all[j].keys) {
-					if i < j {
-						return fmt.Errorf("%s and %s both write %q", all[i].fp.Field, all[j].fp.Field, valuepath.String(all[i].keys))
-					}
-					continue
-				}
-				return fmt.Errorf("%s (%q) holds %s (%q): a value cannot be both a leaf and a map",
-					all[i].fp.Field, all[i].fp.Path, all[j].fp.Field, all[j].fp.Path)
-			}
-		}
-	}
-	return nil
-}
-
-// ValidateUserFacingPaths parses every userFacingConfig helmValuePath.
-func ValidateUserFacingPaths(ufc []workspacesv1.UserFacingConfig) error {
-	for i, u := range ufc {
-		if _, err := valuepath.Parse(u.HelmValuePath); err != nil {
-			return fmt.Errorf("spec.userFacingConfig[%d].helmValuePath: %v", i, err)
-		}
+	if errs := classpaths.Check(classpaths.Of(s, spec)); len(errs) > 0 {
+		return &problem{workspacesv1.ReasonInvalidValuePath, errs[0].Error()}
 	}
 	return nil
 }

@@ -45,33 +45,69 @@ func TestCheckVersion(t *testing.T) {
 	}
 }
 
-func TestValidateInjection(t *testing.T) {
+// TestCheckValuePaths: the class reconciler applies common/classpaths' rule to every value path of
+// the class, the resourceInjection paths under InvalidInjectionPath and what a userFacingConfig
+// helmValuePath breaks under InvalidValuePath.
+func TestCheckValuePaths(t *testing.T) {
 	cases := []struct {
-		ri      *workspacesv1.ResourceInjection
-		wantErr string
+		name    string
+		spec    workspacesv1.WorkspaceClassSpec
+		reason  string
+		message string
 	}{
-		{nil, ""},
-		{&workspacesv1.ResourceInjection{CPU: []string{"a.cpu"}, GPUCount: []string{`a.limits["nvidia.com/gpu"]`}}, ""},
-		{&workspacesv1.ResourceInjection{Memory: []string{"ok", "a..b"}}, "spec.resourceInjection.memory[1]"},
-		{&workspacesv1.ResourceInjection{CPU: []string{"_exalsius.cpu"}}, "_exalsius"},
-		{&workspacesv1.ResourceInjection{CPU: []string{"a.b"}, Memory: []string{`a["b"]`}}, "both write"},
-		{&workspacesv1.ResourceInjection{CPU: []string{"a.b"}, Memory: []string{"a.b.c"}}, "both a leaf and a map"},
-		{&workspacesv1.ResourceInjection{Memory: []string{"a.b.c"}, CPU: []string{"a.b"}}, "both a leaf and a map"},
+		{name: "none"},
+		{name: "valid", spec: workspacesv1.WorkspaceClassSpec{
+			ResourceInjection: &workspacesv1.ResourceInjection{CPU: []string{"a.cpu"}, GPUCount: []string{`a.limits["nvidia.com/gpu"]`}},
+			UserFacingConfig:  []workspacesv1.UserFacingConfig{{HelmValuePath: "a.b"}}}},
+		{name: "injection path does not parse", spec: workspacesv1.WorkspaceClassSpec{
+			ResourceInjection: &workspacesv1.ResourceInjection{Memory: []string{"ok", "a..b"}}},
+			reason: workspacesv1.ReasonInvalidInjectionPath, message: "spec.resourceInjection.memory[1]"},
+		{name: "injection into _exalsius", spec: workspacesv1.WorkspaceClassSpec{
+			ResourceInjection: &workspacesv1.ResourceInjection{CPU: []string{"_exalsius.cpu"}}},
+			reason: workspacesv1.ReasonInvalidInjectionPath, message: "_exalsius"},
+		{name: "same value spelled twice", spec: workspacesv1.WorkspaceClassSpec{
+			ResourceInjection: &workspacesv1.ResourceInjection{CPU: []string{"a.b"}, Memory: []string{`a["b"]`}}},
+			reason: workspacesv1.ReasonInvalidInjectionPath, message: "spec.resourceInjection.memory[0]: Invalid value: \"a.b\": names the same value as spec.resourceInjection.cpu[0]"},
+		{name: "leaf holds a map", spec: workspacesv1.WorkspaceClassSpec{
+			ResourceInjection: &workspacesv1.ResourceInjection{CPU: []string{"a.b"}, Memory: []string{"a.b.c"}}},
+			reason: workspacesv1.ReasonInvalidInjectionPath, message: "overlaps spec.resourceInjection.cpu[0] (a.b): one value would overwrite the other"},
+		{name: "map holds a leaf", spec: workspacesv1.WorkspaceClassSpec{
+			ResourceInjection: &workspacesv1.ResourceInjection{Memory: []string{"a.b.c"}, CPU: []string{"a.b"}}},
+			reason: workspacesv1.ReasonInvalidInjectionPath, message: "overlaps spec.resourceInjection.cpu[0] (a.b)"},
+		{name: "helmValuePath does not parse", spec: workspacesv1.WorkspaceClassSpec{
+			UserFacingConfig: []workspacesv1.UserFacingConfig{{HelmValuePath: "a.b"}, {HelmValuePath: `x["y`}}},
+			reason: workspacesv1.ReasonInvalidValuePath, message: "spec.userFacingConfig[1].helmValuePath"},
+		{name: "an injection problem is named first", spec: workspacesv1.WorkspaceClassSpec{
+			ResourceInjection: &workspacesv1.ResourceInjection{CPU: []string{"a.b"}, Memory: []string{"a.b"}},
+			UserFacingConfig:  []workspacesv1.UserFacingConfig{{HelmValuePath: `x["y`}}},
+			reason: workspacesv1.ReasonInvalidInjectionPath, message: "spec.resourceInjection.memory[0]"},
+		// What the webhook denied and the controller accepted before both applied one rule.
+		{name: "helmValuePath into _exalsius", spec: workspacesv1.WorkspaceClassSpec{
+			UserFacingConfig: []workspacesv1.UserFacingConfig{{HelmValuePath: "_exalsius.resources"}}},
+			reason: workspacesv1.ReasonInvalidValuePath, message: "spec.userFacingConfig[0].helmValuePath: Forbidden: the _exalsius values block"},
+		{name: "helmValuePath names an injection path", spec: workspacesv1.WorkspaceClassSpec{
+			ResourceInjection: &workspacesv1.ResourceInjection{Replicas: []string{"replicaCount"}},
+			UserFacingConfig:  []workspacesv1.UserFacingConfig{{HelmValuePath: `["replicaCount"]`}}},
+			reason: workspacesv1.ReasonInvalidValuePath, message: "spec.userFacingConfig[0].helmValuePath: Invalid value: \"replicaCount\": names the same value as spec.resourceInjection.replicas[0]"},
+		{name: "helmValuePath inside an injection path", spec: workspacesv1.WorkspaceClassSpec{
+			ResourceInjection: &workspacesv1.ResourceInjection{CPU: []string{"resources"}},
+			UserFacingConfig:  []workspacesv1.UserFacingConfig{{HelmValuePath: "resources.limits.cpu"}}},
+			reason: workspacesv1.ReasonInvalidValuePath, message: "overlaps spec.resourceInjection.cpu[0] (resources)"},
+		{name: "two helmValuePaths nested", spec: workspacesv1.WorkspaceClassSpec{
+			UserFacingConfig: []workspacesv1.UserFacingConfig{{HelmValuePath: "auth.password"}, {HelmValuePath: "auth"}}},
+			reason: workspacesv1.ReasonInvalidValuePath, message: "spec.userFacingConfig[1].helmValuePath"},
 	}
-	for i, tc := range cases {
-		err := ValidateInjection(tc.ri)
-		switch {
-		case tc.wantErr == "" && err != nil:
-			t.Errorf("case %d: %v", i, err)
-		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
-			t.Errorf("case %d: got %v, want an error containing %q", i, err, tc.wantErr)
-		}
-	}
-}
-
-func TestValidateUserFacingPaths(t *testing.T) {
-	err := ValidateUserFacingPaths([]workspacesv1.UserFacingConfig{{HelmValuePath: "a.b"}, {HelmValuePath: `x["y`}})
-	if err == nil || !strings.Contains(err.Error(), "spec.userFacingConfig[1].helmValuePath") {
-		t.Fatalf("got %v", err)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := checkValuePaths(&tc.spec)
+			switch {
+			case tc.reason == "" && p != nil:
+				t.Errorf("got %+v, want no problem", *p)
+			case tc.reason != "" && p == nil:
+				t.Errorf("no problem, want %s containing %q", tc.reason, tc.message)
+			case tc.reason != "" && (p.reason != tc.reason || !strings.Contains(p.message, tc.message)):
+				t.Errorf("got %s: %s\nwant %s containing %q", p.reason, p.message, tc.reason, tc.message)
+			}
+		})
 	}
 }

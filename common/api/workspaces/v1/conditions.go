@@ -63,101 +63,180 @@ const (
 	StalledCondition = "Stalled"
 )
 
-// Condition reasons of a WorkspaceDeployment.
+// Condition reasons of a WorkspaceDeployment, grouped by the condition that sets them. Ready carries
+// the reason of the step that blocks the workspace (any reason below) when it has none of its own.
+
+// Reasons of Ready.
 const (
-	ReasonClassNotFound                 = "ClassNotFound"
-	ReasonClassInvalid                  = "ClassInvalid"
-	ReasonClassResolved                 = "ClassResolved"
-	ReasonClusterDeploymentNotFound     = "ClusterDeploymentNotFound"
-	ReasonClusterDeploymentResolved     = "ClusterDeploymentResolved"
-	ReasonClusterNotReady               = "ClusterNotReady"
-	ReasonClusterUnreachable            = "ClusterUnreachable"
-	ReasonNamespaceNotAllowed           = "NamespaceNotAllowed"
-	ReasonGpuOfferingUnavailable        = "GpuOfferingUnavailable"
-	ReasonWaitingForGpuCapacity         = "WaitingForGpuCapacity"
-	ReasonFeasible                      = "Feasible"
-	ReasonNoGPURequested                = "NoGPURequested"
-	ReasonPrerequisitesDeploying        = "PrerequisitesDeploying"
-	ReasonPrerequisitesMet              = "PrerequisitesMet"
-	ReasonPrerequisiteFailed            = "PrerequisiteFailed"
-	ReasonPrerequisiteNamespaceConflict = "PrerequisiteNamespaceConflict"
-	ReasonPrerequisiteTimeout           = "PrerequisiteTimeout"
-	// ReasonPrerequisiteValuesConflict: another WorkspaceClass in use on the cluster installed the
-	// shared prerequisite with other values.
-	ReasonPrerequisiteValuesConflict = "PrerequisiteValuesConflict"
-	ReasonNoPrerequisites            = "NoPrerequisites"
-	ReasonResourcesInjected          = "ResourcesInjected"
-	ReasonUserValuesOverwritten      = "UserValuesOverwritten"
-	ReasonInvalidValues              = "InvalidValues"
-	// ReasonMissingRequiredValue: a userFacingConfig entry marked required has no value and no default.
-	ReasonMissingRequiredValue = "MissingRequiredValue"
-	// ReasonValuesFromNotFound: a spec.valuesFrom Secret or ConfigMap that is not optional is missing.
-	ReasonValuesFromNotFound   = "ValuesFromNotFound"
-	ReasonHelmReleaseDeploying = "HelmReleaseDeploying"
-	ReasonHelmReleaseDeployed  = "HelmReleaseDeployed"
-	ReasonHelmReleaseFailed    = "HelmReleaseFailed"
-	ReasonDeployTimeout        = "DeployTimeout"
-	ReasonRoutesPending        = "RoutesPending"
-	ReasonNoEndpoints          = "NoEndpoints"
-	ReasonSuspended            = "Suspended"
-	ReasonDeleting             = "Deleting"
-	ReasonRunning              = "Running"
+	// ReasonRunning (True): the release is deployed.
+	ReasonRunning = "Running"
+	// ReasonStopped (True): the release runs no replica and holds no GPU (spec.stopped); Feasible is
+	// False with this reason too.
+	ReasonStopped = "Stopped"
+	// ReasonStopping: spec.stopped is set and the release is being scaled to zero; its GPUs are still
+	// held until k0rdent reports the change deployed. HelmReleaseReady is False with this reason too.
+	ReasonStopping = "Stopping"
+	// ReasonDeleting: the workspace is being deleted; the message names what it waits for.
+	ReasonDeleting = "Deleting"
+)
+
+// Reasons of ClassResolved.
+const (
+	// ReasonClassResolved (True): the WorkspaceClass exists and is valid.
+	ReasonClassResolved = "ClassResolved"
+	// ReasonClassNotFound: spec.workspaceClassRef names no WorkspaceClass.
+	ReasonClassNotFound = "ClassNotFound"
+	// ReasonClassInvalid: the WorkspaceClass is not valid, or not validated yet.
+	ReasonClassInvalid = "ClassInvalid"
+	// ReasonServiceTemplateUnavailable: the class's ServiceTemplate is not valid now; a running release
+	// is untouched.
+	ReasonServiceTemplateUnavailable = "ServiceTemplateUnavailable"
 	// ReasonServiceTemplateNotInClusterNamespace: k0rdent looks a ServiceSet's templates up in the
 	// ClusterDeployment's namespace, and the class's (or a prerequisite's) ServiceTemplate is not
 	// there, or is not valid there, yet.
 	ReasonServiceTemplateNotInClusterNamespace = "ServiceTemplateNotInClusterNamespace"
-	// ReasonReleaseNamespaceConflict: an older workspace with the same name, from another namespace,
-	// already uses the release namespace ws-<name> on the same cluster.
-	ReasonReleaseNamespaceConflict = "ReleaseNamespaceConflict"
+)
+
+// Reasons of ClusterDeploymentResolved.
+const (
+	// ReasonClusterDeploymentResolved (True): the ClusterDeployment exists, may be used and is ready.
+	ReasonClusterDeploymentResolved = "ClusterDeploymentResolved"
+	// ReasonClusterDeploymentNotFound: spec.clusterDeploymentRef names no ClusterDeployment.
+	ReasonClusterDeploymentNotFound = "ClusterDeploymentNotFound"
+	// ReasonClusterNotReady: the ClusterDeployment is being deleted or has no kubeconfig Secret yet.
+	ReasonClusterNotReady = "ClusterNotReady"
+	// ReasonNamespaceNotAllowed: the ClusterDeployment's namespace does not allow workspaces from the
+	// workspace's namespace (workspaces.exalsius.ai/allow-workspaces-from).
+	ReasonNamespaceNotAllowed = "NamespaceNotAllowed"
+)
+
+// Reasons of Feasible (the GPU gate; common/gpu names them too).
+const (
+	// ReasonFeasible (True): the gate admitted the workspace's GPUs.
+	ReasonFeasible = "Feasible"
+	// ReasonNoGPURequested (True): the workspace asks for no GPU; the gate has nothing to admit.
+	ReasonNoGPURequested = "NoGPURequested"
+	// ReasonGpuOfferingUnavailable: no node of the cluster offers the GPU kind asked for.
+	ReasonGpuOfferingUnavailable = "GpuOfferingUnavailable"
 	// ReasonGpuRequestNeverFits: one replica asks for more GPUs than any matching node has in total,
 	// so no release of GPUs can ever make it fit.
 	ReasonGpuRequestNeverFits = "GpuRequestNeverFits"
-	// ReasonReleaseNamespaceReady: ws-<name> is owned by the workspace and enforced.
-	ReasonReleaseNamespaceReady = "ReleaseNamespaceReady"
-	// ReasonReleaseNamespaceTerminating: ws-<name> is still being deleted on the child.
-	ReasonReleaseNamespaceTerminating = "ReleaseNamespaceTerminating"
-	// ReasonGpuQuotaExceeded: the child refused pods of the release because they ask for more GPUs
-	// than the gate admitted (the release namespace's ResourceQuota).
-	ReasonGpuQuotaExceeded = "GpuQuotaExceeded"
-	// ReasonServiceSetConflict: a ServiceSet of the workspace's name exists but belongs to something
-	// else; it is not adopted.
-	ReasonServiceSetConflict = "ServiceSetConflict"
-	// ReasonHelmReleaseResyncing: a Running workspace's service passes through Provisioning or Pending
-	// (a re-sync); it stays Running.
-	ReasonHelmReleaseResyncing = "HelmReleaseResyncing"
-	// ReasonServiceTemplateUnavailable: the class's ServiceTemplate is not valid now; a running release
-	// is untouched.
-	ReasonServiceTemplateUnavailable = "ServiceTemplateUnavailable"
-	// ReasonRoutingNotConfigured: access URLs are computed but no route serves them yet.
-	ReasonRoutingNotConfigured = "RoutingNotConfigured"
-	// ReasonRoutingInfraNotReady: the routing infrastructure (the regional cluster, its Gateway, a
-	// wildcard listener, TCP listeners for SSH and TCP endpoints) is missing; the message names what.
-	ReasonRoutingInfraNotReady = "RoutingInfraNotReady"
-	// ReasonQuotaExceeded: admitting the workspace would take the namespace over a WorkspaceQuota;
-	// the message names the quota, its limit and what is used. The workspace waits.
-	ReasonQuotaExceeded = "QuotaExceeded"
-	// ReasonWithinQuota: every WorkspaceQuota of the namespace leaves room for the workspace.
-	ReasonWithinQuota = "WithinQuota"
+	// ReasonWaitingForGpuCapacity: the GPU kind exists but not enough is free; the workspace waits.
+	ReasonWaitingForGpuCapacity = "WaitingForGpuCapacity"
+	// ReasonClusterUnreachable: the child cluster cannot be reached; ReleaseNamespaceReady is False
+	// with this reason too.
+	ReasonClusterUnreachable = "ClusterUnreachable"
+)
+
+// Reasons of Placed (only for a workspace that names a Colony or a cluster selector).
+const (
+	// ReasonPlaced (True): status.placement names the cluster.
+	ReasonPlaced = "Placed"
+	// ReasonColonyNotFound: spec.colonyRef names no Colony in the workspace's namespace.
+	ReasonColonyNotFound = "ColonyNotFound"
+	// ReasonNoCandidateClusters: the Colony or the cluster selector names no ClusterDeployment (yet).
+	ReasonNoCandidateClusters = "NoCandidateClusters"
 	// ReasonNoClusterFitsNow: no candidate cluster can hold the workspace now, but one could once GPUs
 	// are freed (or a cluster becomes reachable); the workspace waits unplaced.
 	ReasonNoClusterFitsNow = "NoClusterFitsNow"
 	// ReasonNoClusterCanFit: no candidate cluster has, or could ever free, the GPUs the workspace asks
 	// for; the message names the largest offering.
 	ReasonNoClusterCanFit = "NoClusterCanFit"
-	// ReasonNoCandidateClusters: the Colony or the cluster selector names no ClusterDeployment (yet).
-	ReasonNoCandidateClusters = "NoCandidateClusters"
-	// ReasonColonyNotFound: spec.colonyRef names no Colony in the workspace's namespace.
-	ReasonColonyNotFound = "ColonyNotFound"
-	// ReasonPlaced: status.placement names the cluster.
-	ReasonPlaced = "Placed"
-	// ReasonRoutesReady: every access endpoint's route serves.
-	ReasonRoutesReady = "RoutesReady"
+)
 
-	// ReasonStopping: spec.stopped is set and the release is being scaled to zero; its GPUs are still
-	// held until k0rdent reports the change deployed.
-	ReasonStopping = "Stopping"
-	// ReasonStopped: the release runs no replica and holds no GPU (spec.stopped).
-	ReasonStopped = "Stopped"
+// Reasons of WithinQuota (only while a WorkspaceQuota applies to the namespace).
+const (
+	// ReasonWithinQuota (True): every WorkspaceQuota of the namespace leaves room for the workspace.
+	ReasonWithinQuota = "WithinQuota"
+	// ReasonQuotaExceeded: admitting the workspace would take the namespace over a WorkspaceQuota;
+	// the message names the quota, its limit and what is used. The workspace waits.
+	ReasonQuotaExceeded = "QuotaExceeded"
+)
+
+// Reasons of PrerequisitesMet.
+const (
+	// ReasonPrerequisitesMet (True): every prerequisite is deployed.
+	ReasonPrerequisitesMet = "PrerequisitesMet"
+	// ReasonNoPrerequisites (True): the class has no prerequisites.
+	ReasonNoPrerequisites = "NoPrerequisites"
+	// ReasonPrerequisitesDeploying: a prerequisite is being installed.
+	ReasonPrerequisitesDeploying = "PrerequisitesDeploying"
+	// ReasonPrerequisiteFailed: k0rdent reports a prerequisite failed.
+	ReasonPrerequisiteFailed = "PrerequisiteFailed"
+	// ReasonPrerequisiteTimeout: the prerequisites were not deployed within prerequisiteDeployTimeout.
+	ReasonPrerequisiteTimeout = "PrerequisiteTimeout"
+	// ReasonPrerequisiteNamespaceConflict: k0rdent reports a prerequisite in conflict with what its
+	// namespace holds (another version of the chart, for example).
+	ReasonPrerequisiteNamespaceConflict = "PrerequisiteNamespaceConflict"
+	// ReasonPrerequisiteValuesConflict: another WorkspaceClass in use on the cluster installed the
+	// shared prerequisite with other values.
+	ReasonPrerequisiteValuesConflict = "PrerequisiteValuesConflict"
+)
+
+// Reasons of ResourcesInjected.
+const (
+	// ReasonResourcesInjected (True): the values are computed and the resources injected.
+	ReasonResourcesInjected = "ResourcesInjected"
+	// ReasonUserValuesOverwritten: injected resources overwrote values the user set (not a failure);
+	// the message names the paths.
+	ReasonUserValuesOverwritten = "UserValuesOverwritten"
+	// ReasonInvalidValues: the values cannot be built (a source does not parse or is over a limit, or
+	// the class's paths cannot be set in them).
+	ReasonInvalidValues = "InvalidValues"
+	// ReasonMissingRequiredValue: a userFacingConfig entry marked required has no value and no default.
+	ReasonMissingRequiredValue = "MissingRequiredValue"
+	// ReasonValuesFromNotFound: a spec.valuesFrom Secret or ConfigMap that is not optional is missing.
+	ReasonValuesFromNotFound = "ValuesFromNotFound"
+)
+
+// Reasons of ReleaseNamespaceReady.
+const (
+	// ReasonReleaseNamespaceReady (True): ws-<name> is owned by the workspace and enforced.
+	ReasonReleaseNamespaceReady = "ReleaseNamespaceReady"
+	// ReasonReleaseNamespaceTerminating: ws-<name> is still being deleted on the child.
+	ReasonReleaseNamespaceTerminating = "ReleaseNamespaceTerminating"
+	// ReasonReleaseNamespaceConflict: ws-<name> on the child is not this workspace's to use (another
+	// workspace's, or unlabelled and not adoptable); ClusterDeploymentResolved is False with this
+	// reason when an older workspace of the same name from another namespace uses the cluster.
+	ReasonReleaseNamespaceConflict = "ReleaseNamespaceConflict"
+)
+
+// Reasons of HelmReleaseReady.
+const (
+	// ReasonHelmReleaseDeployed (True): k0rdent reports the release deployed.
+	ReasonHelmReleaseDeployed = "HelmReleaseDeployed"
+	// ReasonHelmReleaseResyncing (True): a Running workspace's service passes through Provisioning or
+	// Pending (a re-sync); it stays Running.
+	ReasonHelmReleaseResyncing = "HelmReleaseResyncing"
+	// ReasonHelmReleaseDeploying: the release is being installed or upgraded.
+	ReasonHelmReleaseDeploying = "HelmReleaseDeploying"
+	// ReasonHelmReleaseFailed: k0rdent reports the release failed; also Ready's reason after a
+	// deploy timeout.
+	ReasonHelmReleaseFailed = "HelmReleaseFailed"
+	// ReasonDeployTimeout: the release was not deployed within deployTimeout.
+	ReasonDeployTimeout = "DeployTimeout"
+	// ReasonGpuQuotaExceeded: the child refused pods of the release because they ask for more GPUs
+	// than the gate admitted (the release namespace's ResourceQuota).
+	ReasonGpuQuotaExceeded = "GpuQuotaExceeded"
+	// ReasonServiceSetConflict: a ServiceSet of the workspace's name exists but belongs to something
+	// else; it is not adopted.
+	ReasonServiceSetConflict = "ServiceSetConflict"
+)
+
+// Reasons of RoutesReady (never changes the phase).
+const (
+	// ReasonRoutesReady (True): every access endpoint's route serves.
+	ReasonRoutesReady = "RoutesReady"
+	// ReasonNoEndpoints (True): the class declares no access endpoints.
+	ReasonNoEndpoints = "NoEndpoints"
+	// ReasonRoutesPending: routes are not served yet, a port pool is exhausted, or a hostname is too
+	// long or taken.
+	ReasonRoutesPending = "RoutesPending"
+	// ReasonRoutingNotConfigured: access URLs are computed but no route serves them yet.
+	ReasonRoutingNotConfigured = "RoutingNotConfigured"
+	// ReasonRoutingInfraNotReady: the routing infrastructure (the regional cluster, its Gateway, a
+	// wildcard listener, TCP listeners for SSH and TCP endpoints) is missing; the message names what.
+	ReasonRoutingInfraNotReady = "RoutingInfraNotReady"
 )
 
 // Placement reasons (status.placement.reason).
@@ -179,7 +258,8 @@ const (
 	ReasonVersionConstraintUnmet  = "VersionConstraintUnmet"
 	ReasonInvalidInjectionPath    = "InvalidInjectionPath"
 	ReasonInvalidPrerequisite     = "InvalidPrerequisite"
-	// ReasonInvalidValuePath: a userFacingConfig helmValuePath does not parse.
+	// ReasonInvalidValuePath: a userFacingConfig helmValuePath does not parse, points into _exalsius,
+	// or names or lies inside (or holds) another value path of the class.
 	ReasonInvalidValuePath = "InvalidValuePath"
 	ReasonValid            = "Valid"
 )
