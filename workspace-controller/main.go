@@ -11,6 +11,7 @@ import (
 
 	"github.com/exalsius/exalsius-operator/common/bootstrap"
 	"github.com/exalsius/exalsius-operator/common/scheme"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/release"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/workspace"
 )
 
@@ -39,7 +40,7 @@ func run() error {
 		return err
 	}
 
-	common.CacheByObject = workspace.CacheByObject()
+	common.CacheByObject = release.CacheByObject()
 	mgr, err := bootstrap.NewManager(common, scheme.New())
 	if err != nil {
 		return err

@@ -22,6 +22,7 @@ import (
 	"github.com/exalsius/exalsius-operator/common/testing/testenv"
 	"github.com/exalsius/exalsius-operator/common/text"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/release"
 )
 
 // childNamespace reads ws-<name> on a child.
@@ -532,7 +533,7 @@ func TestHelmOptionsOnlyWhenClassAsks(t *testing.T) {
 		t.Errorf("helmOptions %s sent although the class asks none", ho.Raw)
 	}
 	b := waitServiceSet(t, waitPhase(t, createWorkspace(t, ns, withOpts, cd.Name), workspacesv1.PhaseDeploying, ""))
-	if !sameJSON(b.Spec.Services[0].HelmOptions, spec.HelmOptions) {
+	if !release.SameJSON(b.Spec.Services[0].HelmOptions, spec.HelmOptions) {
 		t.Errorf("helmOptions %v, want the class's", b.Spec.Services[0].HelmOptions)
 	}
 }

@@ -58,8 +58,8 @@ func (r *Reconciler) stopWorkspace(ctx context.Context, s *scope) (stepResult, e
 func (r *Reconciler) stopReadiness(ctx context.Context, s *scope, why string) (stepResult, error) {
 	ss := s.svcSet
 	ro := r.rolloutOf(s)
-	state, current, started, where := ro.state, ro.current, ro.started, ro.where
-	if ro.deployedBefore || (current && state.State == k0rdentv1beta1.ServiceStateDeployed) {
+	state, current, started, where := ro.State, ro.Current, ro.Started, ro.Where
+	if ro.DeployedBefore || ro.Deployed() {
 		if err := r.markDeployed(ctx, ss); err != nil {
 			return stop, err
 		}
@@ -74,7 +74,7 @@ func (r *Reconciler) stopReadiness(ctx context.Context, s *scope, why string) (s
 	if state != nil && current {
 		msg += ": state " + string(state.State)
 		if state.State == k0rdentv1beta1.ServiceStateFailed {
-			msg += ": " + orDefault(state.FailureMessage, "no message from k0rdent")
+			msg += ": " + ro.FailureMessage()
 		}
 	}
 	s.setCondition(workspacesv1.HelmReleaseReadyCondition, metav1.ConditionFalse, workspacesv1.ReasonStopping, msg)

@@ -33,6 +33,7 @@ import (
 	"github.com/exalsius/exalsius-operator/common/testing/childtest"
 	"github.com/exalsius/exalsius-operator/common/testing/testenv"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/release"
 )
 
 const (
@@ -84,7 +85,7 @@ func startControllers() error {
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: &skip},
-		Cache:                  cache.Options{ByObject: CacheByObject()}, // as the binary's
+		Cache:                  cache.Options{ByObject: release.CacheByObject()}, // as the binary's
 	})
 	if err != nil {
 		return err

@@ -2,8 +2,6 @@ package workspace
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,60 +11,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
-	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/release"
 )
-
-const (
-	// sveltosTemplateAnnotation asks Sveltos to render a valuesFrom source as a template, as it always
-	// renders inline values; the values are escaped for that, so every Sveltos version reads them back
-	// verbatim.
-	sveltosTemplateAnnotation = "projectsveltos.io/template"
-)
-
-// valuesHash is a short content hash of the secret values, empty when there are none.
-func valuesHash(secretValues string) string {
-	if secretValues == "" {
-		return ""
-	}
-	sum := sha256.Sum256([]byte(secretValues))
-	return hex.EncodeToString(sum[:8])
-}
-
-// valuesFrom is the ServiceSet service's valuesFrom: the values Secret when there are secret values.
-func (s *scope) valuesFrom() []k0rdentv1beta1.ValuesFrom {
-	if s.secretValues == "" {
-		return nil
-	}
-	return []k0rdentv1beta1.ValuesFrom{{Kind: k0rdentv1beta1.ValuesFromSecret, Name: owned.ValuesSecretName(s.ws)}}
-}
-
-// desiredValuesSecret is the workspace's values Secret. Its owner is the workspace's ServiceSet (the
-// workspace itself may live in another namespace), so it goes when the ServiceSet goes.
-func (s *scope) desiredValuesSecret(owner *k0rdentv1beta1.ServiceSet) *corev1.Secret {
-	sec := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:      owned.ValuesSecretName(s.ws),
-			Namespace: s.cdKey.Namespace,
-			Labels: map[string]string{
-				owned.LabelValuesSecret:              "true",
-				workspacesv1.WorkspaceLabel:          s.ws.Name,
-				workspacesv1.WorkspaceNamespaceLabel: s.ws.Namespace,
-			},
-			Annotations: map[string]string{sveltosTemplateAnnotation: "ok"},
-		},
-		Type: corev1.SecretTypeOpaque,
-		Data: map[string][]byte{owned.ValuesSecretKey: []byte(s.secretValues)},
-	}
-	if owner != nil && owner.UID != "" {
-		t := true
-		sec.OwnerReferences = []metav1.OwnerReference{{
-			APIVersion: k0rdentv1beta1.GroupVersion.String(), Kind: "ServiceSet", Name: owner.Name, UID: owner.UID,
-			Controller: &t, BlockOwnerDeletion: &t,
-		}}
-	}
-	return sec
-}
 
 // ensureValuesSecret creates or corrects the workspace's values Secret, or removes it when the
 // workspace has no secret values. owner is the ServiceSet when it exists. The Secret is read from the
@@ -99,7 +46,7 @@ func (r *Reconciler) ensureValuesSecret(ctx context.Context, s *scope, owner *k0
 		}
 		return nil
 	}
-	want := s.desiredValuesSecret(owner)
+	want := release.DesiredValuesSecret(s.releaseInput(), owner)
 	if !exists {
 		if err := r.Client.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating values Secret %s: %w", key, err)
@@ -110,17 +57,7 @@ func (r *Reconciler) ensureValuesSecret(ctx context.Context, s *scope, owner *k0
 		return fmt.Errorf("secret %s exists and does not belong to workspace %s; remove or rename it", key, s.key())
 	}
 	patchBase := got.DeepCopy()
-	changed := string(got.Data[owned.ValuesSecretKey]) != s.secretValues || len(got.Data) != 1 ||
-		got.Annotations[sveltosTemplateAnnotation] != "ok"
-	got.Data = want.Data
-	if got.Annotations == nil {
-		got.Annotations = map[string]string{}
-	}
-	got.Annotations[sveltosTemplateAnnotation] = "ok"
-	if len(want.OwnerReferences) > 0 && !hasOwnerRef(got.OwnerReferences, want.OwnerReferences[0]) {
-		got.OwnerReferences = want.OwnerReferences
-		changed = true
-	}
+	changed := release.CorrectValuesSecret(got, want)
 	if !changed {
 		return nil
 	}
@@ -128,13 +65,4 @@ func (r *Reconciler) ensureValuesSecret(ctx context.Context, s *scope, owner *k0
 		return fmt.Errorf("updating values Secret %s: %w", key, err)
 	}
 	return nil
-}
-
-func hasOwnerRef(refs []metav1.OwnerReference, ref metav1.OwnerReference) bool {
-	for _, r := range refs {
-		if r.UID == ref.UID {
-			return true
-		}
-	}
-	return false
 }

@@ -1,4 +1,4 @@
-package workspace
+package release
 
 import (
 	"strings"
@@ -26,10 +26,10 @@ func TestCachedServiceSetsKeepADigestOfTheirValues(t *testing.T) {
 	if got.Spec.Services[1].Values != "" || len(got.ManagedFields) != 0 {
 		t.Fatalf("empty values must stay empty and managedFields go: %q %v", got.Spec.Services[1].Values, got.ManagedFields)
 	}
-	if valuesDigest(values) != got.Spec.Services[0].Values || valuesDigest(got.Spec.Services[0].Values) != got.Spec.Services[0].Values {
+	if ValuesDigest(values) != got.Spec.Services[0].Values || ValuesDigest(got.Spec.Services[0].Values) != got.Spec.Services[0].Values {
 		t.Fatal("desired values and the cached digest do not compare equal")
 	}
-	if valuesDigest("other: 1\n") == got.Spec.Services[0].Values {
+	if ValuesDigest("other: 1\n") == got.Spec.Services[0].Values {
 		t.Fatal("different values compare equal")
 	}
 	// Transforming twice changes nothing (an informer may transform an object it already holds).

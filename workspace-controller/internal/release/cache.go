@@ -1,4 +1,4 @@
-package workspace
+package release
 
 import (
 	"crypto/sha256"
@@ -15,9 +15,9 @@ import (
 // values. A NUL byte never starts a values document, so a digest is never taken for values.
 const cachedValuesPrefix = "\x00sha256:"
 
-// valuesDigest is the digest of inline values as the cache keeps them: values that are a digest
+// ValuesDigest is the digest of inline values as the cache keeps them: values that are a digest
 // already are returned as they are, so a cached service and a desired one compare by digest.
-func valuesDigest(values string) string {
+func ValuesDigest(values string) string {
 	if values == "" || strings.HasPrefix(values, cachedValuesPrefix) {
 		return values
 	}
@@ -37,7 +37,7 @@ func StripServiceSetValues(obj any) (any, error) {
 	}
 	if ss, ok := obj.(*k0rdentv1beta1.ServiceSet); ok {
 		for i := range ss.Spec.Services {
-			ss.Spec.Services[i].Values = valuesDigest(ss.Spec.Services[i].Values)
+			ss.Spec.Services[i].Values = ValuesDigest(ss.Spec.Services[i].Values)
 		}
 	}
 	return obj, nil
