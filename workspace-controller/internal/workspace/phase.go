@@ -172,3 +172,10 @@ func phaseVerdict(p workspacesv1.WorkspacePhase) verdictKind {
 	}
 	return verdictPending
 }
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}

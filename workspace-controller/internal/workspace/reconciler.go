@@ -255,8 +255,6 @@ type scope struct {
 	prev workspacesv1.WorkspaceDeploymentStatus
 	// obs is what the pass observed that decides the phase (see deriveStatus).
 	obs observation
-	// prerequisiteConflict is the reason of a prerequisite conflict other than a namespace conflict.
-	prerequisiteConflict string
 	// snapshot asks for a failure snapshot (ServiceSet status, recent events) once the status is derived.
 	snapshot bool
 

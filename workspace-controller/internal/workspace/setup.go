@@ -12,6 +12,7 @@ import (
 
 	"github.com/exalsius/exalsius-operator/common/bootstrap"
 	"github.com/exalsius/exalsius-operator/common/childcluster"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/prerequisites"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/routing"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/workspaceclass"
 )
@@ -264,7 +265,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 	}).SetupWithManager(ctx, mgr, copts, children.Source); err != nil {
 		return fmt.Errorf("setting up the WorkspaceDeployment controller: %w", err)
 	}
-	if err := (&PrerequisiteCollector{
+	if err := (&prerequisites.Collector{
 		Client:      mgr.GetClient(),
 		GracePeriod: opts.PrerequisiteGracePeriod,
 	}).SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 1}); err != nil {

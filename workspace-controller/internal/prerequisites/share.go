@@ -1,4 +1,4 @@
-package workspace
+package prerequisites
 
 import (
 	"context"
@@ -16,9 +16,9 @@ import (
 )
 
 // templateChart names the chart a ServiceTemplate installs, or "" when it cannot be told.
-func (r *Reconciler) templateChart(ctx context.Context, namespace, template string) (string, error) {
+func (in *Installer) templateChart(ctx context.Context, namespace, template string) (string, error) {
 	t := &k0rdentv1beta1.ServiceTemplate{}
-	err := r.Client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: template}, t)
+	err := in.Client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: template}, t)
 	if apierrors.IsNotFound(err) {
 		return "", nil
 	}
@@ -36,21 +36,21 @@ func (r *Reconciler) templateChart(ctx context.Context, namespace, template stri
 	return "", nil
 }
 
-// prerequisiteVersionConflict names, before a shared prerequisite ServiceSet is made, another version
-// of the same chart that a shared ServiceSet or the Colony installs in the same namespace on the
-// cluster: two versions of one chart cannot share a namespace (their releases fight over the same
-// objects). "" when there is none.
-func (r *Reconciler) prerequisiteVersionConflict(ctx context.Context, s *scope, p workspacesv1.Prerequisite) (string, error) {
-	chart, err := r.templateChart(ctx, s.cdKey.Namespace, p.ServiceTemplate.Name)
+// versionConflict names, before a shared prerequisite ServiceSet is made, another version of the same
+// chart that a shared ServiceSet or the Colony installs in the same namespace on the cluster: two
+// versions of one chart cannot share a namespace (their releases fight over the same objects). ""
+// when there is none.
+func (in *Installer) versionConflict(ctx context.Context, req Request, p workspacesv1.Prerequisite) (string, error) {
+	chart, err := in.templateChart(ctx, req.ClusterKey.Namespace, p.ServiceTemplate.Name)
 	if err != nil || chart == "" {
 		return "", err
 	}
 	type installed struct{ template, by string }
 	var others []installed
 	var list k0rdentv1beta1.ServiceSetList
-	if err := r.Client.List(ctx, &list, client.InNamespace(s.cdKey.Namespace),
-		client.MatchingLabels{workspacesv1.ClusterDeploymentLabel: s.cdKey.Name}, client.HasLabels{workspacesv1.PrerequisiteLabel}); err != nil {
-		return "", fmt.Errorf("listing prerequisite ServiceSets of %s: %w", s.cdKey, err)
+	if err := in.Client.List(ctx, &list, client.InNamespace(req.ClusterKey.Namespace),
+		client.MatchingLabels{workspacesv1.ClusterDeploymentLabel: req.ClusterKey.Name}, client.HasLabels{workspacesv1.PrerequisiteLabel}); err != nil {
+		return "", fmt.Errorf("listing prerequisite ServiceSets of %s: %w", req.ClusterKey, err)
 	}
 	for i := range list.Items {
 		for _, svc := range list.Items[i].Spec.Services {
@@ -59,15 +59,15 @@ func (r *Reconciler) prerequisiteVersionConflict(ctx context.Context, s *scope, 
 			}
 		}
 	}
-	if s.cd != nil {
-		for _, svc := range s.cd.Spec.ServiceSpec.Services {
+	if req.Cluster != nil {
+		for _, svc := range req.Cluster.Spec.ServiceSpec.Services {
 			if !svc.Disable && orDefault(svc.Namespace, "default") == p.ReleaseNamespace() && svc.Template != p.ServiceTemplate.Name {
-				others = append(others, installed{svc.Template, "ClusterDeployment " + s.cdKey.String()})
+				others = append(others, installed{svc.Template, "ClusterDeployment " + req.ClusterKey.String()})
 			}
 		}
 	}
 	for _, o := range others {
-		c, err := r.templateChart(ctx, s.cdKey.Namespace, o.template)
+		c, err := in.templateChart(ctx, req.ClusterKey.Namespace, o.template)
 		if err != nil {
 			return "", err
 		}
@@ -79,9 +79,9 @@ func (r *Reconciler) prerequisiteVersionConflict(ctx context.Context, s *scope, 
 	return "", nil
 }
 
-// prerequisiteValuesYAML is a prerequisite's values as the shared ServiceSet carries them: YAML with
-// template delimiters escaped, so that they reach the chart verbatim.
-func prerequisiteValuesYAML(p workspacesv1.Prerequisite) (string, error) {
+// valuesYAML is a prerequisite's values as the shared ServiceSet carries them: YAML with template
+// delimiters escaped, so that they reach the chart verbatim.
+func valuesYAML(p workspacesv1.Prerequisite) (string, error) {
 	if p.Values == nil || len(p.Values.Raw) == 0 || string(p.Values.Raw) == "null" {
 		return "", nil
 	}
@@ -92,63 +92,71 @@ func prerequisiteValuesYAML(p workspacesv1.Prerequisite) (string, error) {
 	return helmvalues.EscapeTemplate(string(y)), nil
 }
 
-// reconcileSharedPrerequisite corrects drift on an existing shared prerequisite ServiceSet and reports
+// digest is values as the client's cache keeps them (Installer.ValuesDigest).
+func (in *Installer) digest(values string) string {
+	if in.ValuesDigest == nil {
+		return values
+	}
+	return in.ValuesDigest(values)
+}
+
+// reconcileShared corrects drift on an existing shared prerequisite ServiceSet and reports
 // conflicting values between classes. The ServiceSet carries the values of one class (the
 // AnnotationPrerequisiteValuesFrom annotation): that class's workspaces put back what was changed; a
 // workspace of another class that asks other values conflicts while the owning class is in use on
 // the cluster, and takes the ServiceSet over once it is not. It returns the conflict, or "".
-func (r *Reconciler) reconcileSharedPrerequisite(ctx context.Context, s *scope, p workspacesv1.Prerequisite, ss *k0rdentv1beta1.ServiceSet) (string, error) {
+func (in *Installer) reconcileShared(ctx context.Context, req Request, p workspacesv1.Prerequisite, ss *k0rdentv1beta1.ServiceSet) (string, error) {
 	if len(ss.Spec.Services) != 1 || !ss.DeletionTimestamp.IsZero() {
 		return "", nil
 	}
-	want, err := prerequisiteValuesYAML(p)
+	want, err := valuesYAML(p)
 	if err != nil {
 		return "", err
 	}
 	owner := ss.Annotations[owned.AnnotationPrerequisiteValuesFrom]
 	svc := ss.Spec.Services[0]
-	drift := valuesDigest(svc.Values) != valuesDigest(want) || svc.HelmOptions != nil || len(svc.ValuesFrom) > 0 || svc.HelmAction != nil
-	if owner != "" && owner != s.class.Name {
-		used, who, err := r.classUsedOn(ctx, s, owner)
+	drift := in.digest(svc.Values) != in.digest(want) || svc.HelmOptions != nil || len(svc.ValuesFrom) > 0 || svc.HelmAction != nil
+	if owner != "" && owner != req.Class.Name {
+		used, who, err := in.classUsedOn(ctx, req, owner)
 		if err != nil {
 			return "", err
 		}
 		if used {
-			if valuesDigest(svc.Values) == valuesDigest(want) {
+			if in.digest(svc.Values) == in.digest(want) {
 				return "", nil
 			}
 			return fmt.Sprintf("prerequisite %s: the shared ServiceSet %s/%s carries the values of WorkspaceClass %s (used by workspace %s), and WorkspaceClass %s asks other values; give both classes the same prerequisite values",
-				p.ServiceTemplate, ss.Namespace, ss.Name, owner, who, s.class.Name), nil
+				p.ServiceTemplate, ss.Namespace, ss.Name, owner, who, req.Class.Name), nil
 		}
 	}
-	if !drift && owner == s.class.Name {
+	if !drift && owner == req.Class.Name {
 		return "", nil
 	}
 	patchBase := ss.DeepCopy()
 	if ss.Annotations == nil {
 		ss.Annotations = map[string]string{}
 	}
-	ss.Annotations[owned.AnnotationPrerequisiteValuesFrom] = s.class.Name
+	ss.Annotations[owned.AnnotationPrerequisiteValuesFrom] = req.Class.Name
 	ss.Spec.Services[0].Values = want
 	ss.Spec.Services[0].HelmOptions = nil
 	ss.Spec.Services[0].ValuesFrom = nil
 	ss.Spec.Services[0].HelmAction = nil
-	if err := r.Client.Patch(ctx, ss, client.MergeFrom(patchBase)); err != nil && !apierrors.IsNotFound(err) {
+	if err := in.Client.Patch(ctx, ss, client.MergeFrom(patchBase)); err != nil && !apierrors.IsNotFound(err) {
 		return "", fmt.Errorf("correcting prerequisite ServiceSet %s/%s: %w", ss.Namespace, ss.Name, err)
 	}
 	return "", nil
 }
 
-// classUsedOn reports whether a live workspace on the cluster (other than this one) uses the class,
-// and names it.
-func (r *Reconciler) classUsedOn(ctx context.Context, s *scope, class string) (bool, string, error) {
+// classUsedOn reports whether a live workspace on the cluster (other than the request's) uses the
+// class, and names it.
+func (in *Installer) classUsedOn(ctx context.Context, req Request, class string) (bool, string, error) {
 	var list workspacesv1.WorkspaceDeploymentList
-	if err := r.Client.List(ctx, &list, client.MatchingFields{owned.IndexCluster: s.cdKey.String()}, client.UnsafeDisableDeepCopy); err != nil { // read-only
-		return false, "", fmt.Errorf("listing workspaces of %s: %w", s.cdKey, err)
+	if err := in.Client.List(ctx, &list, client.MatchingFields{owned.IndexCluster: req.ClusterKey.String()}, client.UnsafeDisableDeepCopy); err != nil { // read-only
+		return false, "", fmt.Errorf("listing workspaces of %s: %w", req.ClusterKey, err)
 	}
 	for i := range list.Items {
 		o := &list.Items[i]
-		if o.Spec.WorkspaceClassRef == class && o.DeletionTimestamp.IsZero() && (o.Namespace != s.ws.Namespace || o.Name != s.ws.Name) {
+		if o.Spec.WorkspaceClassRef == class && o.DeletionTimestamp.IsZero() && (o.Namespace != req.Workspace.Namespace || o.Name != req.Workspace.Name) {
 			return true, o.Namespace + "/" + o.Name, nil
 		}
 	}

@@ -1,4 +1,4 @@
-package workspace
+package prerequisites
 
 import (
 	"context"
@@ -22,27 +22,40 @@ import (
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 )
 
-// PrerequisiteCollector removes a shared prerequisite ServiceSet once no workspace on its cluster has
-// needed it for the grace period.
-type PrerequisiteCollector struct {
+// What the collector reads and writes; the workspace reconciler's own rules cover them as well.
+// +kubebuilder:rbac:groups=k0rdent.mirantis.com,resources=servicesets,verbs=get;list;watch;patch;delete
+// +kubebuilder:rbac:groups=k0rdent.mirantis.com,resources=clusterdeployments,verbs=get;list;watch
+// +kubebuilder:rbac:groups=workspaces.exalsius.ai,resources=workspacedeployments,verbs=get;list;watch
+// +kubebuilder:rbac:groups=workspaces.exalsius.ai,resources=workspaceclasses,verbs=get;list;watch
+
+// Collector is the prerequisite-collector: it removes a shared prerequisite ServiceSet once no
+// workspace on its cluster has needed it for the grace period.
+type Collector struct {
 	Client      client.Client
 	GracePeriod time.Duration
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 }
 
-// SetupWithManager registers the collector. It relies on the workspace reconciler's indexes.
-func (c *PrerequisiteCollector) SetupWithManager(mgr manager.Manager, opts controller.Options) error {
+// SetupWithManager registers the collector. It relies on the workspace reconciler's indexes
+// (owned.IndexCluster).
+func (c *Collector) SetupWithManager(mgr manager.Manager, opts controller.Options) error {
 	return builder.ControllerManagedBy(mgr).
 		Named("prerequisite-collector").
-		For(&k0rdentv1beta1.ServiceSet{}, builder.WithPredicates(hasLabel(workspacesv1.PrerequisiteLabel))).
+		For(&k0rdentv1beta1.ServiceSet{}, builder.WithPredicates(predicate.NewPredicateFuncs(isPrerequisite))).
 		Watches(&workspacesv1.WorkspaceDeployment{}, handler.EnqueueRequestsFromMapFunc(c.forWorkspace),
 			builder.WithPredicates(changesPrerequisiteUse{})).
 		WithOptions(opts).
 		Complete(c)
 }
 
-func (c *PrerequisiteCollector) now() time.Time {
+// isPrerequisite passes the shared prerequisite ServiceSets (labelled workspaces.exalsius.ai/prerequisite).
+func isPrerequisite(o client.Object) bool {
+	_, ok := o.GetLabels()[workspacesv1.PrerequisiteLabel]
+	return ok
+}
+
+func (c *Collector) now() time.Time {
 	if c.Now != nil {
 		return c.Now()
 	}
@@ -68,7 +81,7 @@ func (changesPrerequisiteUse) Update(e event.UpdateEvent) bool {
 }
 
 // forWorkspace maps a workspace to the prerequisite ServiceSets of its cluster.
-func (c *PrerequisiteCollector) forWorkspace(ctx context.Context, o client.Object) []reconcile.Request {
+func (c *Collector) forWorkspace(ctx context.Context, o client.Object) []reconcile.Request {
 	ws, ok := o.(*workspacesv1.WorkspaceDeployment)
 	if !ok {
 		return nil
@@ -89,7 +102,7 @@ func (c *PrerequisiteCollector) forWorkspace(ctx context.Context, o client.Objec
 
 // Reconcile marks a prerequisite ServiceSet unused, clears the mark when it is needed again, and
 // deletes it when the grace period has passed.
-func (c *PrerequisiteCollector) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+func (c *Collector) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	ss := &k0rdentv1beta1.ServiceSet{}
 	if err := c.Client.Get(ctx, req.NamespacedName, ss); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
@@ -140,7 +153,7 @@ func (c *PrerequisiteCollector) Reconcile(ctx context.Context, req reconcile.Req
 
 // finishDeletion removes k0rdent's finalizer from a prerequisite ServiceSet whose ClusterDeployment is
 // gone (KCM cannot finish it then); otherwise KCM finishes it.
-func (c *PrerequisiteCollector) finishDeletion(ctx context.Context, ss *k0rdentv1beta1.ServiceSet) (reconcile.Result, error) {
+func (c *Collector) finishDeletion(ctx context.Context, ss *k0rdentv1beta1.ServiceSet) (reconcile.Result, error) {
 	cd := &k0rdentv1beta1.ClusterDeployment{}
 	err := c.Client.Get(ctx, types.NamespacedName{Namespace: ss.Namespace, Name: ss.Spec.Cluster}, cd)
 	if err == nil || !apierrors.IsNotFound(err) || len(ss.Finalizers) == 0 {
@@ -152,7 +165,7 @@ func (c *PrerequisiteCollector) finishDeletion(ctx context.Context, ss *k0rdentv
 }
 
 // inUse reports whether a workspace on the cluster that is not being deleted needs the template.
-func (c *PrerequisiteCollector) inUse(ctx context.Context, cd types.NamespacedName, template string) (bool, error) {
+func (c *Collector) inUse(ctx context.Context, cd types.NamespacedName, template string) (bool, error) {
 	var list workspacesv1.WorkspaceDeploymentList
 	if err := c.Client.List(ctx, &list, client.MatchingFields{owned.IndexCluster: cd.String()}, client.UnsafeDisableDeepCopy); err != nil { // read-only
 		return false, fmt.Errorf("listing workspaces of %s: %w", cd, err)
@@ -178,7 +191,7 @@ func (c *PrerequisiteCollector) inUse(ctx context.Context, cd types.NamespacedNa
 	return false, nil
 }
 
-func (c *PrerequisiteCollector) patch(ctx context.Context, ss, base *k0rdentv1beta1.ServiceSet) error {
+func (c *Collector) patch(ctx context.Context, ss, base *k0rdentv1beta1.ServiceSet) error {
 	if err := c.Client.Patch(ctx, ss, client.MergeFrom(base)); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("updating prerequisite ServiceSet %s/%s: %w", ss.Namespace, ss.Name, err)
 	}
