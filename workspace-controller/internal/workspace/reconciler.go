@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -23,6 +22,7 @@ import (
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/status"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/childns"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/component"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/gate"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/metrics"
@@ -268,10 +268,9 @@ type scope struct {
 	svcSet       *k0rdentv1beta1.ServiceSet
 	// claimed is the workspace's own ServiceSet as the claim before the gate found it (nil: none).
 	claimed *k0rdentv1beta1.ServiceSet
-	// releaseNS is the release namespace as the claim read it in this pass (nil: not found), when
-	// releaseNSRead; ensureReleaseNamespace reuses the read.
-	releaseNS     *corev1.Namespace
-	releaseNSRead bool
+	// releaseNSClaim is what the claim found of the release namespace in this pass (nil: not read);
+	// ensureReleaseNamespace reuses the read.
+	releaseNSClaim *childns.Outcome
 	// releaseNSCreated: this pass made the release namespace.
 	releaseNSCreated bool
 	// sourcesRead caches the spec.valuesFrom sources read by the first values step of the pass.

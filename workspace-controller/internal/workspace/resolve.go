@@ -10,13 +10,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/childcluster"
 	"github.com/exalsius/exalsius-operator/common/gpu"
 	"github.com/exalsius/exalsius-operator/common/tenancy"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/childns"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/gate"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/workspaceclass"
@@ -137,39 +137,24 @@ func kubeconfigMissing(err error) string {
 }
 
 // checkReleaseNamespace fails a workspace whose release namespace ws-<name> on the cluster is already
-// used by an older workspace of the same name from another namespace.
+// used by an older workspace of the same name from another namespace (childns.OlderSameName).
 func (r *Reconciler) checkReleaseNamespace(ctx context.Context, s *scope) (stepResult, error) {
-	var list workspacesv1.WorkspaceDeploymentList
-	if err := r.Client.List(ctx, &list, client.MatchingFields{owned.IndexName: s.ws.Name}, client.UnsafeDisableDeepCopy); err != nil {
-		return stop, fmt.Errorf("listing workspaces named %s: %w", s.ws.Name, err)
+	holder, err := childns.Namespaces{Workspaces: r.Client, Cluster: s.cdKey}.OlderSameName(ctx, s.ws)
+	if err != nil {
+		return stop, err
 	}
-	for i := range list.Items {
-		o := &list.Items[i]
-		if owned.ClusterKey(o) != s.cdKey {
-			continue
-		}
-		if o.Name != s.ws.Name || o.Namespace == s.ws.Namespace || !older(o, s.ws) {
-			continue
-		}
-		s.failed(workspacesv1.ClusterDeploymentResolvedCondition, workspacesv1.ReasonReleaseNamespaceConflict,
-			fmt.Sprintf("workspace %s/%s already uses the release namespace %s on ClusterDeployment %s; rename this workspace",
-				o.Namespace, o.Name, s.releaseNamespace(), s.cdKey))
-		return stop, nil
+	if holder == "" {
+		return next, nil
 	}
-	return next, nil
+	s.failed(workspacesv1.ClusterDeploymentResolvedCondition, workspacesv1.ReasonReleaseNamespaceConflict,
+		fmt.Sprintf("workspace %s already uses the release namespace %s on ClusterDeployment %s; rename this workspace",
+			holder, s.releaseNamespace(), s.cdKey))
+	return stop, nil
 }
 
 // older reports whether a was created before b (by name on a tie), the order of first-come,
-// first-served.
-func older(a, b *workspacesv1.WorkspaceDeployment) bool {
-	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
-		return a.CreationTimestamp.Before(&b.CreationTimestamp)
-	}
-	if a.Namespace != b.Namespace {
-		return a.Namespace < b.Namespace
-	}
-	return a.Name < b.Name
-}
+// first-served (childns.Older).
+func older(a, b *workspacesv1.WorkspaceDeployment) bool { return childns.Older(a, b) }
 
 // resolveTemplates checks that the class's ServiceTemplate and its prerequisites' templates exist,
 // valid, in the ClusterDeployment's namespace, where k0rdent looks a ServiceSet's templates up. The

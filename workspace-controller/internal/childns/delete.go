@@ -1,0 +1,85 @@
+package childns
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
+)
+
+// Delete deletes ws-<name> on the child when it belongs to ws. A namespace of another workspace is
+// left alone. One without owner labels is deleted only when ws may have made it
+// (MayAdoptUnlabelled), ws may act in its ClusterDeployment's namespace (targetAllowed), and no older
+// workspace of the same name (from another namespace) uses it on the cluster (OlderSameName). A
+// namespace already being deleted counts as done: it is not deleted again, nor waited for. left says
+// what was left and why ("" when the namespace is gone or going).
+func (n Namespaces) Delete(ctx context.Context, ws *workspacesv1.WorkspaceDeployment, targetAllowed bool) (left string, err error) {
+	name := owned.ReleaseNamespace(ws.Name)
+	ns := &corev1.Namespace{}
+	err = n.Child.Get(ctx, client.ObjectKey{Name: name}, ns)
+	if apierrors.IsNotFound(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading namespace %s: %w", name, err)
+	}
+	owner, who := OwnerOf(ns, ws)
+	switch owner {
+	case OwnerOther:
+		return fmt.Sprintf("namespace %s on the child belongs to %s and was left alone", ns.Name, who), nil
+	case OwnerNone:
+		if !targetAllowed || !MayAdoptUnlabelled(ws) {
+			return fmt.Sprintf("namespace %s on the child has no owner labels and this workspace did not make it; it was left alone", ns.Name), nil
+		}
+		holder, err := n.OlderSameName(ctx, ws)
+		if err != nil {
+			return "", err
+		}
+		if holder != "" {
+			return fmt.Sprintf("namespace %s on the child has no owner labels and the older workspace %s uses it; it was left alone", ns.Name, holder), nil
+		}
+	}
+	if !ns.DeletionTimestamp.IsZero() {
+		return "", nil
+	}
+	if err := n.Child.Delete(ctx, ns, client.Preconditions{UID: &ns.UID}); err != nil && !apierrors.IsNotFound(err) {
+		return "", fmt.Errorf("deleting namespace %s: %w", ns.Name, err)
+	}
+	return "", nil
+}
+
+// OlderSameName names (namespace/name) an older workspace of ws's name from another namespace on the
+// cluster, which keeps ws-<name> there: ws may neither use nor delete it. "" when there is none.
+func (n Namespaces) OlderSameName(ctx context.Context, ws *workspacesv1.WorkspaceDeployment) (string, error) {
+	var list workspacesv1.WorkspaceDeploymentList
+	if err := n.Workspaces.List(ctx, &list, client.MatchingFields{owned.IndexName: ws.Name}, client.UnsafeDisableDeepCopy); err != nil {
+		return "", fmt.Errorf("listing workspaces named %s: %w", ws.Name, err)
+	}
+	for i := range list.Items {
+		o := &list.Items[i]
+		if owned.ClusterKey(o) != n.Cluster {
+			continue
+		}
+		if o.Name == ws.Name && o.Namespace != ws.Namespace && Older(o, ws) {
+			return o.Namespace + "/" + o.Name, nil
+		}
+	}
+	return "", nil
+}
+
+// Older reports whether a was created before b (by namespace, then name, on a tie), the order of
+// first-come, first-served.
+func Older(a, b *workspacesv1.WorkspaceDeployment) bool {
+	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+		return a.CreationTimestamp.Before(&b.CreationTimestamp)
+	}
+	if a.Namespace != b.Namespace {
+		return a.Namespace < b.Namespace
+	}
+	return a.Name < b.Name
+}

@@ -1,0 +1,141 @@
+package childns
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/common/gpu"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
+)
+
+func TestDesiredQuota(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ad   *workspacesv1.Admission
+		want string
+	}{
+		{"no admission: no GPUs", nil, "requests.amd.com/gpu=0, requests.nvidia.com/gpu=0"},
+		{"a CPU-only admission", &workspacesv1.Admission{}, "requests.amd.com/gpu=0, requests.nvidia.com/gpu=0"},
+		{"two NVIDIA GPUs", &workspacesv1.Admission{GPUResourceName: string(gpu.ResourceNVIDIA), GPUs: 2}, "requests.amd.com/gpu=0, requests.nvidia.com/gpu=2"},
+		{"one AMD GPU", &workspacesv1.Admission{GPUResourceName: string(gpu.ResourceAMD), GPUs: 1}, "requests.amd.com/gpu=1, requests.nvidia.com/gpu=0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := DesiredQuota("ws-nb", tc.ad)
+			if q.Namespace != "ws-nb" || q.Name != owned.GPUQuotaName || q.Labels[owned.LabelManagedBy] != "workspace-controller" {
+				t.Fatalf("quota %s/%s labels %v", q.Namespace, q.Name, q.Labels)
+			}
+			if got := QuotaString(q); got != tc.want {
+				t.Fatalf("QuotaString = %q, want %q", got, tc.want)
+			}
+			if len(q.Spec.Scopes) > 0 || q.Spec.ScopeSelector != nil {
+				t.Fatal("the quota is scoped: pods outside the scope would pass the cap")
+			}
+		})
+	}
+}
+
+func TestQuotaString(t *testing.T) {
+	q := &corev1.ResourceQuota{Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{
+		"requests.z": resource.MustParse("3"), "requests.a": resource.MustParse("500m"),
+	}}}
+	if got, want := QuotaString(q), "requests.a=500m, requests.z=3"; got != want {
+		t.Fatalf("QuotaString = %q, want %q", got, want)
+	}
+	if got := QuotaString(&corev1.ResourceQuota{}); got != "" {
+		t.Fatalf("an empty quota: %q", got)
+	}
+}
+
+func TestQuotaDrifted(t *testing.T) {
+	want := DesiredQuota("ws-nb", &workspacesv1.Admission{GPUResourceName: string(gpu.ResourceNVIDIA), GPUs: 1})
+	same := want.DeepCopy()
+	same.Spec.Hard[corev1.ResourceName("requests."+gpu.ResourceNVIDIA)] = resource.MustParse("1") // equal, not identical
+	if quotaDrifted(same, want) {
+		t.Error("an equal quota drifted")
+	}
+	more := DesiredQuota("ws-nb", &workspacesv1.Admission{GPUResourceName: string(gpu.ResourceNVIDIA), GPUs: 2})
+	scoped := want.DeepCopy()
+	scoped.Spec.Scopes = []corev1.ResourceQuotaScope{corev1.ResourceQuotaScopeBestEffort}
+	selected := want.DeepCopy()
+	selected.Spec.ScopeSelector = &corev1.ScopeSelector{}
+	for name, got := range map[string]*corev1.ResourceQuota{"other limits": more, "scoped": scoped, "scope selector": selected} {
+		if !quotaDrifted(got, want) {
+			t.Errorf("%s: not drifted", name)
+		}
+	}
+}
+
+func refusal(name, note string, at time.Time) eventsv1.Event {
+	return eventsv1.Event{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ws-nb", Name: name},
+		EventTime:  metav1.NewMicroTime(at),
+		Reason:     "FailedCreate", Type: corev1.EventTypeWarning, Note: note,
+		Regarding: corev1.ObjectReference{Kind: "ReplicaSet", Name: name},
+	}
+}
+
+func TestLatestQuotaRefusal(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	exceeded := `pods "x" is forbidden: exceeded quota: workspace-gpus, requested: requests.nvidia.com/gpu=2`
+	events := []eventsv1.Event{
+		refusal("old", exceeded, t0),
+		refusal("other-quota", `pods "x" is forbidden: exceeded quota: team-cpu`, t0.Add(3*time.Minute)),
+		refusal("unrelated", "workspace-gpus mentioned, nothing refused", t0.Add(3*time.Minute)),
+		refusal("new", exceeded, t0.Add(time.Minute)),
+	}
+	if got := latestQuotaRefusal(events); got == nil || got.Name != "new" {
+		t.Fatalf("latest = %v, want the event new", got)
+	}
+	// A series' last observation counts over its first time.
+	series := refusal("series", exceeded, t0)
+	series.Series = &eventsv1.EventSeries{Count: 3, LastObservedTime: metav1.NewMicroTime(t0.Add(2 * time.Minute))}
+	if got := latestQuotaRefusal(append(events, series)); got == nil || got.Name != "series" {
+		t.Fatalf("latest = %v, want the series", got)
+	}
+	if got := latestQuotaRefusal(events[1:3]); got != nil {
+		t.Fatalf("no GPU quota refusal, got %s", got.Name)
+	}
+}
+
+func TestEventTime(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	e := &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(t0)}}
+	if !eventTime(e).Time.Equal(t0) {
+		t.Errorf("creation only: %v", eventTime(e))
+	}
+	e.DeprecatedLastTimestamp = metav1.NewTime(t0.Add(time.Second))
+	if !eventTime(e).Time.Equal(t0.Add(time.Second)) {
+		t.Errorf("deprecated last timestamp: %v", eventTime(e))
+	}
+	e.EventTime = metav1.NewMicroTime(t0.Add(2 * time.Second))
+	if !eventTime(e).Time.Equal(t0.Add(2 * time.Second)) {
+		t.Errorf("event time: %v", eventTime(e))
+	}
+	e.Series = &eventsv1.EventSeries{LastObservedTime: metav1.NewMicroTime(t0.Add(3 * time.Second))}
+	if !eventTime(e).Time.Equal(t0.Add(3 * time.Second)) {
+		t.Errorf("series: %v", eventTime(e))
+	}
+}
+
+func TestQuotaRefusal(t *testing.T) {
+	exceeded := `pods "nb-0" is forbidden: exceeded quota: workspace-gpus, requested: requests.nvidia.com/gpu=2, used: requests.nvidia.com/gpu=0, limited: requests.nvidia.com/gpu=1 `
+	ev := refusal("nb", exceeded, time.Now())
+	n := Namespaces{Child: child(t, &ev), Cluster: cluster}
+	got := n.QuotaRefusal(context.Background(), "ws-nb")
+	want := "the child refused pods of the release: ReplicaSet nb: " + strings.TrimSpace(exceeded) +
+		" (the GPUs are capped at what the gate admitted; ask for more through spec.resources, not chart values)"
+	if got != want {
+		t.Fatalf("QuotaRefusal =\n%q\nwant\n%q", got, want)
+	}
+	if got := n.QuotaRefusal(context.Background(), "ws-other"); got != "" {
+		t.Fatalf("another namespace: %q", got)
+	}
+}
