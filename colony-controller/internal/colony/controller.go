@@ -30,6 +30,7 @@ import (
 
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	"github.com/exalsius/exalsius-operator/common/childcluster"
 	"github.com/exalsius/exalsius-operator/common/conditions"
 	"github.com/exalsius/exalsius-operator/common/kubeconfig"
 )
@@ -194,11 +195,14 @@ func (r *Reconciler) secretToColony(ctx context.Context, obj client.Object) []re
 		return nil
 	}
 	var out []reconcile.Request
-	// `<cd>-kubeconfig`: the kubeconfig of a ClusterDeployment a Colony controls.
-	cd := &k0rdentv1beta1.ClusterDeployment{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: obj.GetNamespace(), Name: prefix}, cd); err == nil {
-		if owner := infrav1.ControllingColony(cd); owner != "" {
-			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: cd.Namespace, Name: owner}})
+	// `<cd>-kubeconfig` (or an adopted cluster's `<cd>-sveltos-kubeconfig`): the kubeconfig of a
+	// ClusterDeployment a Colony controls.
+	for _, key := range childcluster.ClustersForSecret(client.ObjectKeyFromObject(obj)) {
+		cd := &k0rdentv1beta1.ClusterDeployment{}
+		if err := r.Client.Get(ctx, key, cd); err == nil {
+			if owner := infrav1.ControllingColony(cd); owner != "" {
+				out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: cd.Namespace, Name: owner}})
+			}
 		}
 	}
 	// `<colony>-kubeconfig` that the Colony does not control (yet): a name conflict to report, or

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
+	"github.com/exalsius/exalsius-operator/common/conditions"
 	"github.com/exalsius/exalsius-operator/common/text"
 )
 
@@ -49,19 +50,7 @@ func computeStatus(colony *infrav1.Colony, obs *observation) infrav1.ColonyStatu
 	}
 	setCondition(&st, clustersReady)
 	setCondition(&st, ready)
-	for _, k := range []struct {
-		typ string
-		c   *metav1.Condition
-	}{
-		{infrav1.ColonyReconcilingCondition, reconcilingCondition(st.Phase, ready)},
-		{infrav1.ColonyStalledCondition, stalledCondition(st.Phase, ready)},
-	} {
-		if k.c != nil {
-			setCondition(&st, *k.c)
-		} else {
-			meta.RemoveStatusCondition(&st.Conditions, k.typ)
-		}
-	}
+	conditions.SetKstatus(&st.Conditions, infrav1.ColonyReadyCondition, st.ObservedGeneration, colonyProgress(st.Phase))
 	return st
 }
 
@@ -204,27 +193,17 @@ func colonyPhase(t entryTally, kc kubeconfigResult, clustersReady metav1.Conditi
 	}
 }
 
-// reconcilingCondition is Reconciling, of the kstatus conventions that Flux's and Argo CD's health
-// checks understand. It reads the phase and Ready: True while Provisioning or Deleting, with Ready's
-// reason and message; nil (the condition is removed) otherwise.
-func reconcilingCondition(phase infrav1.ColonyPhase, ready metav1.Condition) *metav1.Condition {
-	if phase != infrav1.ColonyPhaseProvisioning && phase != infrav1.ColonyPhaseDeleting {
-		return nil
+// colonyProgress says which kstatus condition (conditions.SetKstatus) the phase calls for: Reconciling
+// while Provisioning or Deleting, Stalled while Degraded, neither while Ready. Both repeat Ready's
+// reason and message.
+func colonyProgress(phase infrav1.ColonyPhase) conditions.Progress {
+	switch phase {
+	case infrav1.ColonyPhaseProvisioning, infrav1.ColonyPhaseDeleting:
+		return conditions.InProgress
+	case infrav1.ColonyPhaseDegraded:
+		return conditions.Failed
 	}
-	return repeatReady(infrav1.ColonyReconcilingCondition, ready)
-}
-
-// stalledCondition is Stalled, of the kstatus conventions. It reads the phase and Ready: True while
-// Degraded, with Ready's reason and message; nil (the condition is removed) otherwise.
-func stalledCondition(phase infrav1.ColonyPhase, ready metav1.Condition) *metav1.Condition {
-	if phase != infrav1.ColonyPhaseDegraded {
-		return nil
-	}
-	return repeatReady(infrav1.ColonyStalledCondition, ready)
-}
-
-func repeatReady(typ string, ready metav1.Condition) *metav1.Condition {
-	return &metav1.Condition{Type: typ, Status: metav1.ConditionTrue, Reason: ready.Reason, Message: ready.Message}
+	return conditions.Current
 }
 
 // setCondition sets c on the status with the status's observedGeneration.

@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
+	"github.com/exalsius/exalsius-operator/common/conditions"
 )
 
 func TestTallyEntries(t *testing.T) {
@@ -155,31 +156,15 @@ func TestColonyPhase(t *testing.T) {
 	}
 }
 
-func TestKstatusConditions(t *testing.T) {
-	ready := metav1.Condition{Type: infrav1.ColonyReadyCondition, Status: metav1.ConditionFalse, Reason: "R", Message: "M"}
-	for _, tc := range []struct {
-		phase                infrav1.ColonyPhase
-		reconciling, stalled bool
-	}{
-		{infrav1.ColonyPhaseProvisioning, true, false},
-		{infrav1.ColonyPhaseDeleting, true, false},
-		{infrav1.ColonyPhaseDegraded, false, true},
-		{infrav1.ColonyPhaseReady, false, false},
+func TestColonyProgress(t *testing.T) {
+	for phase, want := range map[infrav1.ColonyPhase]conditions.Progress{
+		infrav1.ColonyPhaseProvisioning: conditions.InProgress,
+		infrav1.ColonyPhaseDeleting:     conditions.InProgress,
+		infrav1.ColonyPhaseDegraded:     conditions.Failed,
+		infrav1.ColonyPhaseReady:        conditions.Current,
 	} {
-		for _, k := range []struct {
-			typ string
-			c   *metav1.Condition
-			on  bool
-		}{
-			{infrav1.ColonyReconcilingCondition, reconcilingCondition(tc.phase, ready), tc.reconciling},
-			{infrav1.ColonyStalledCondition, stalledCondition(tc.phase, ready), tc.stalled},
-		} {
-			switch {
-			case k.on != (k.c != nil):
-				t.Errorf("%s in phase %s: %+v, want present %v", k.typ, tc.phase, k.c, k.on)
-			case k.on && *k.c != (metav1.Condition{Type: k.typ, Status: metav1.ConditionTrue, Reason: "R", Message: "M"}):
-				t.Errorf("%s in phase %s: %+v, want True repeating Ready", k.typ, tc.phase, *k.c)
-			}
+		if got := colonyProgress(phase); got != want {
+			t.Errorf("%s: %v, want %v", phase, got, want)
 		}
 	}
 }

@@ -1,5 +1,6 @@
 // Command docscheck checks the documentation of the repository (`make verify` runs it): relative
-// links in Markdown resolve, and the manifests under examples/ parse into the API types.
+// links in Markdown resolve, the manifests under examples/ parse into the API types, and the
+// workspace reconciler's step table in docs/RECONCILIATION.md matches its pass (docscheck.Steps).
 package main
 
 import (
@@ -18,6 +19,8 @@ func main() {
 	rep, errs := docscheck.Links(*root)
 	n, exErrs := docscheck.Examples(filepath.Join(*root, "examples"), scheme.New())
 	errs = append(errs, exErrs...)
+	steps, stErrs := docscheck.Steps(*root)
+	errs = append(errs, stErrs...)
 	docscheck.SortErrors(errs)
 	for _, err := range errs {
 		fmt.Fprintln(os.Stderr, "[docs]", err)
@@ -26,5 +29,6 @@ func main() {
 		fmt.Fprintf(os.Stderr, "[docs] %d problems\n", len(errs))
 		os.Exit(1)
 	}
-	fmt.Printf("[docs] %d links in %d Markdown files resolve; %d example objects parse\n", rep.Links, rep.Files, n)
+	fmt.Printf("[docs] %d links in %d Markdown files resolve; %d example objects parse; the step table names the %d steps of the pass\n",
+		rep.Links, rep.Files, n, steps)
 }

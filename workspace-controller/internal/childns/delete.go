@@ -65,21 +65,9 @@ func (n Namespaces) OlderSameName(ctx context.Context, ws *workspacesv1.Workspac
 		if owned.ClusterKey(o) != n.Cluster {
 			continue
 		}
-		if o.Name == ws.Name && o.Namespace != ws.Namespace && Older(o, ws) {
+		if o.Name == ws.Name && o.Namespace != ws.Namespace && owned.Older(o, ws) {
 			return o.Namespace + "/" + o.Name, nil
 		}
 	}
 	return "", nil
-}
-
-// Older reports whether a was created before b (by namespace, then name, on a tie), the order of
-// first-come, first-served.
-func Older(a, b *workspacesv1.WorkspaceDeployment) bool {
-	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
-		return a.CreationTimestamp.Before(&b.CreationTimestamp)
-	}
-	if a.Namespace != b.Namespace {
-		return a.Namespace < b.Namespace
-	}
-	return a.Name < b.Name
 }

@@ -1,7 +1,7 @@
 // Package metrics holds the workspace-controller's Prometheus metrics: the counters the gate, the
 // placement and the reconciler increment, and the collectors that count workspaces by phase and the
 // queues and quotas at scrape time from the manager's cache. Every metric is named with
-// bootstrap.MetricName (or its prefix) and the component word; docs/operations.md lists them.
+// bootstrap.MetricName and the component word; docs/operations.md lists them.
 package metrics
 
 import (
@@ -23,46 +23,40 @@ import (
 var (
 	// GateDecisions counts the GPU gate's decisions by outcome.
 	GateDecisions = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: bootstrap.MetricsPrefix(component.Name),
-		Name:      "gate_decisions_total",
-		Help:      "GPU gate decisions by outcome: Admit, Wait, Unavailable, Unreachable.",
+		Name: bootstrap.MetricName(component.Name, "gate_decisions_total"),
+		Help: "GPU gate decisions by outcome: Admit, Wait, Unavailable, Unreachable.",
 	}, []string{"outcome"})
 
 	// TimeToRunning observes creation to first Running.
 	TimeToRunning = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Namespace: bootstrap.MetricsPrefix(component.Name),
-		Name:      "creation_to_running_seconds",
-		Help:      "Seconds from a WorkspaceDeployment's creation to its first Running phase.",
-		Buckets:   []float64{5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200},
+		Name:    bootstrap.MetricName(component.Name, "creation_to_running_seconds"),
+		Help:    "Seconds from a WorkspaceDeployment's creation to its first Running phase.",
+		Buckets: []float64{5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200},
 	})
 
 	// Placements counts placements by reason.
 	Placements = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: bootstrap.MetricsPrefix(component.Name),
-		Name:      "placements_total",
-		Help:      "Workspaces placed on a cluster, by reason: Named, OnlyFit, TightestFit.",
+		Name: bootstrap.MetricName(component.Name, "placements_total"),
+		Help: "Workspaces placed on a cluster, by reason: Named, OnlyFit, TightestFit.",
 	}, []string{"reason"})
 
 	// QuotaDecisions counts WorkspaceQuota checks by result.
 	QuotaDecisions = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: bootstrap.MetricsPrefix(component.Name),
-		Name:      "quota_decisions_total",
-		Help:      "WorkspaceQuota checks by result: Within, Exceeded.",
+		Name: bootstrap.MetricName(component.Name, "quota_decisions_total"),
+		Help: "WorkspaceQuota checks by result: Within, Exceeded.",
 	}, []string{"result"})
 
 	// WaitSeconds observes the time a workspace spent Waiting.
 	WaitSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Namespace: bootstrap.MetricsPrefix(component.Name),
-		Name:      "wait_seconds",
-		Help:      "Seconds a workspace spent Waiting (for GPUs, placement or quota), observed when it leaves Waiting; cluster is empty for an unplaced workspace.",
-		Buckets:   []float64{1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400},
+		Name:    bootstrap.MetricName(component.Name, "wait_seconds"),
+		Help:    "Seconds a workspace spent Waiting (for GPUs, placement or quota), observed when it leaves Waiting; cluster is empty for an unplaced workspace.",
+		Buckets: []float64{1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400},
 	}, []string{"cluster", "namespace"})
 
 	// StopsAfterIdle counts the workspaces stopped because spec.stopAfter passed.
 	StopsAfterIdle = prometheus.NewCounter(prometheus.CounterOpts{
-		Namespace: bootstrap.MetricsPrefix(component.Name),
-		Name:      "stops_after_idle_total",
-		Help:      "Workspaces stopped because spec.stopAfter passed without a spec change.",
+		Name: bootstrap.MetricName(component.Name, "stops_after_idle_total"),
+		Help: "Workspaces stopped because spec.stopAfter passed without a spec change.",
 	})
 )
 
@@ -75,9 +69,8 @@ func Register(reader client.Reader, childClients func() int) error {
 		newPhaseCollector(reader),
 		newQueueCollector(reader, time.Now),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Namespace: bootstrap.MetricsPrefix(component.Name),
-			Name:      "child_clients",
-			Help:      "Child-cluster clients held in the cache.",
+			Name: bootstrap.MetricName(component.Name, "child_clients"),
+			Help: "Child-cluster clients held in the cache.",
 		}, func() float64 { return float64(childClients()) }),
 	}
 	for _, c := range collectors {

@@ -2,7 +2,7 @@
 // ServiceSet `<cd>-prereq-<template>` that installs one prerequisite on a cluster for every workspace
 // that needs it, and its collector.
 //
-// Installer.Ensure is step 4 of a workspace's pass (docs/RECONCILIATION.md, Prerequisites). For each
+// Installer.Ensure is step 9 of a workspace's pass (docs/RECONCILIATION.md, Prerequisites). For each
 // prerequisite of the class it reads the shared ServiceSet in the ClusterDeployment's namespace, or
 // finds the service the Colony put on the ClusterDeployment, or creates the shared ServiceSet; it
 // corrects the ServiceSet's drift (values, helmOptions, valuesFrom) for the class that owns its values,

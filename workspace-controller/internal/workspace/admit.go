@@ -15,7 +15,7 @@ import (
 )
 
 // admit is the step that asks the GPU gate (internal/gate) whether the workspace may start on its
-// cluster now, and records the answer in the status (docs/RECONCILIATION.md, step 3).
+// cluster now, and records the answer in the status (docs/RECONCILIATION.md, step 12).
 func (r *Reconciler) admit(ctx context.Context, s *scope) (stepResult, error) {
 	s.ws.Status.ResolvedResources = s.resources.DeepCopy()
 	req := r.gateRequest(s, s.applyGate)

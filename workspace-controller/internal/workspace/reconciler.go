@@ -140,7 +140,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 }
 
 // reconcileNormal runs the steps in order; a step that cannot finish stops the pass and says when to
-// come back.
+// come back. The list is the step table of docs/RECONCILIATION.md, row for row, by name (make verify
+// checks it).
 func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (reconcile.Result, error) {
 	steps := []struct {
 		name string
@@ -168,6 +169,8 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (reconcile.R
 		{"release namespace", r.ensureReleaseNamespace},
 		{"serviceset", r.serviceSet},
 		{"readiness", r.readiness},
+		// A running workspace's routes; they never stop the pass (RoutesReady says how they are).
+		{"routes", r.routes},
 	}
 	for _, st := range steps {
 		out, err := st.run(ctx, s)
@@ -181,7 +184,6 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (reconcile.R
 		}
 	}
 	s.observed = true
-	r.access(ctx, s)
 	return reconcile.Result{RequeueAfter: s.requeueAfter}, nil
 }
 
@@ -245,42 +247,59 @@ var (
 
 func stopAfter(d time.Duration) stepResult { return stepResult{stop: true, requeueAfter: d} }
 
-// scope carries what the steps learn about one workspace during one pass.
+// scope carries what the steps learn about one workspace during one pass. Each field says which step
+// (by its name in reconcileNormal and the step table of docs/RECONCILIATION.md) sets it; a later step
+// only reads it. The status (ws.Status) is written by every step through the helpers of status.go
+// and derived once at the end (deriveStatus).
 type scope struct {
-	ws  *workspacesv1.WorkspaceDeployment
+	// ws is the workspace as read at the start of the pass; the steps change its status only.
+	ws *workspacesv1.WorkspaceDeployment
+	// now is the time of the pass.
 	now time.Time
-	// before is the workspace as last written: as read, or as the gate wrote its admission.
+	// before is the workspace as last written: as read, or as "placement" or "gpu gate" wrote its
+	// admission (recordStatus).
 	before *workspacesv1.WorkspaceDeployment
 	// prev is the status as the pass found it, from which deriveStatus starts.
 	prev workspacesv1.WorkspaceDeploymentStatus
-	// obs is what the pass observed that decides the phase (see deriveStatus).
+	// obs is what the pass observed that decides the phase (see deriveStatus): every step that stops
+	// the pass sets its verdict through blocked, failed, running or stopped.
 	obs observation
-	// snapshot asks for a failure snapshot (ServiceSet status, recent events) once the status is derived.
+	// snapshot asks for a failure snapshot (ServiceSet status, recent events) once the status is
+	// derived; set by "readiness".
 	snapshot bool
 
-	class     *workspacesv1.WorkspaceClass
-	cd        *k0rdentv1beta1.ClusterDeployment
-	cdKey     types.NamespacedName
+	// class: "resolve class".
+	class *workspacesv1.WorkspaceClass
+	// cdKey: "placement" (the chosen cluster) and "resolve cluster" (the cluster the workspace
+	// targets); cd: "resolve cluster".
+	cd    *k0rdentv1beta1.ClusterDeployment
+	cdKey types.NamespacedName
+	// resources: "merge resources" (and "placement", which merges them first); "pin to admitted
+	// nodes" adds the admitted node to their selector.
 	resources *workspacesv1.ResolvedResources
-	values    string
-	// secretValues are the values that travel in the workspace's values Secret (values.go).
+	// values and secretValues: "values check" and "values" (and "stop", for zero replicas); the
+	// secret values travel in the workspace's values Secret.
+	values       string
 	secretValues string
-	svcSet       *k0rdentv1beta1.ServiceSet
-	// claimed is the workspace's own ServiceSet as the claim before the gate found it (nil: none).
-	claimed *k0rdentv1beta1.ServiceSet
-	// releaseNSClaim is what the claim found of the release namespace in this pass (nil: not read);
-	// ensureReleaseNamespace reuses the read.
-	releaseNSClaim *childns.Outcome
-	// releaseNSCreated: this pass made the release namespace.
-	releaseNSCreated bool
-	// sourcesRead caches the spec.valuesFrom sources read by the first values step of the pass.
+	// sourcesRead caches the spec.valuesFrom sources the first values step of the pass read.
 	sourcesRead *valuesFromRead
+	// claimed is the workspace's own ServiceSet as "serviceset claim" found it (nil: none); "gpu gate"
+	// reads it.
+	claimed *k0rdentv1beta1.ServiceSet
+	// svcSet is the workspace's ServiceSet as "serviceset" made or corrected it; "readiness" reads it.
+	svcSet *k0rdentv1beta1.ServiceSet
+	// releaseNSClaim is what "release namespace claim" found of the release namespace (nil: not
+	// read); "release namespace" reuses the read.
+	releaseNSClaim *childns.Outcome
+	// releaseNSCreated: "release namespace" made the release namespace in this pass (orphans.go).
+	releaseNSCreated bool
 
 	// observed is true when the pass got far enough to describe the current generation.
 	observed bool
-	// stopping is true when spec.stopped scales the release to zero (stop.go).
+	// stopping is true when spec.stopped scales the release to zero ("stop").
 	stopping bool
-	// requeueAfter asks for a pass at a deadline (deployTimeout) even without events.
+	// requeueAfter asks for a pass at a deadline (deployTimeout, routing) even without events; set by
+	// "readiness" and "routes".
 	requeueAfter time.Duration
 }
 

@@ -152,10 +152,6 @@ func (r *Reconciler) checkReleaseNamespace(ctx context.Context, s *scope) (stepR
 	return stop, nil
 }
 
-// older reports whether a was created before b (by name on a tie), the order of first-come,
-// first-served (childns.Older).
-func older(a, b *workspacesv1.WorkspaceDeployment) bool { return childns.Older(a, b) }
-
 // resolveTemplates checks that the class's ServiceTemplate and its prerequisites' templates exist,
 // valid, in the ClusterDeployment's namespace, where k0rdent looks a ServiceSet's templates up. The
 // controller does not copy templates: k0rdent distributes them (AccessManagement, template chains),

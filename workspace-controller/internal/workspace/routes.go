@@ -41,6 +41,12 @@ func routingWorkspace(s *scope, cd *k0rdentv1beta1.ClusterDeployment) routing.Wo
 	return w
 }
 
+// routes is the last step: the routes of the workspace's endpoints, which never stop the pass.
+func (r *Reconciler) routes(ctx context.Context, s *scope) (stepResult, error) {
+	r.access(ctx, s)
+	return next, nil
+}
+
 // access gives the workspace its URLs through the route provider and sums them up in RoutesReady.
 // Missing routing infrastructure or routes that do not serve yet never change the phase: the
 // workspace stays Running and the pass comes back (routes follow when the infrastructure appears).

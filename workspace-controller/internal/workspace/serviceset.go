@@ -75,7 +75,7 @@ func clusterOwnerRef(cd *k0rdentv1beta1.ClusterDeployment) metav1.OwnerReference
 }
 
 // serviceSet creates the workspace's ServiceSet, or corrects it when it drifted from what the
-// workspace asks (a spec edit is rolled out this way); docs/RECONCILIATION.md, step 6.
+// workspace asks (a spec edit is rolled out this way); docs/RECONCILIATION.md, step 16.
 func (r *Reconciler) serviceSet(ctx context.Context, s *scope) (stepResult, error) {
 	name, err := r.serviceSetName(ctx, s)
 	if err != nil {
@@ -148,7 +148,7 @@ func (r *Reconciler) dropValuesSecret(ctx context.Context, s *scope) error {
 	return r.ensureValuesSecret(ctx, s, nil)
 }
 
-// readiness reads the release's state from the ServiceSet (docs/RECONCILIATION.md, step 7). The deployTimeout counts
+// readiness reads the release's state from the ServiceSet (docs/RECONCILIATION.md, step 17). The deployTimeout counts
 // from the start of the current rollout (the ServiceSet made, or its services changed). Once k0rdent
 // reported the current rollout Deployed, a later Provisioning or Pending is a re-sync (a Sveltos
 // re-sync, a KCM restart, a health verifier): the workspace stays Running and says so, unless the

@@ -14,7 +14,7 @@ import (
 
 // prerequisites makes sure every prerequisite of the class is deployed on the cluster, either by a
 // service the Colony put on the ClusterDeployment or by the shared per-cluster ServiceSet
-// (docs/RECONCILIATION.md, step 4; internal/prerequisites), and turns what it found into
+// (docs/RECONCILIATION.md, step 9; internal/prerequisites), and turns what it found into
 // PrerequisitesMet and the pass's verdict.
 func (r *Reconciler) prerequisites(ctx context.Context, s *scope) (stepResult, error) {
 	if len(s.class.Spec.Prerequisites) == 0 {

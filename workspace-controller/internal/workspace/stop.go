@@ -39,17 +39,15 @@ func (r *Reconciler) stopWorkspace(ctx context.Context, s *scope) (stepResult, e
 		s.stopped(workspacesv1.ReasonStopped, why+"; nothing is installed, it holds no GPU")
 		return stop, nil
 	}
-	full := s.resources
-	zero := full.DeepCopy()
+	// The values for zero replicas; the resolved resources stay as they are.
+	zero := s.resources.DeepCopy()
 	zero.Replicas = 0
-	s.resources = zero
-	for _, st := range []func(context.Context, *scope) (stepResult, error){r.values, r.serviceSet} {
-		out, err := st(ctx, s)
-		if err != nil || out.stop {
-			return out, err
-		}
+	if out, err := r.valuesFor(ctx, s, zero); err != nil || out.stop {
+		return out, err
 	}
-	s.resources = full
+	if out, err := r.serviceSet(ctx, s); err != nil || out.stop {
+		return out, err
+	}
 	return r.stopReadiness(ctx, s, why)
 }
 

@@ -16,10 +16,17 @@ import (
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/helmvalues"
 )
 
-// values builds the Helm values of the workspace (docs/RECONCILIATION.md, step 5): spec.valuesFrom is read, the class's
-// userFacingConfig defaults fill what is unset, required entries are checked, and the values are split
-// into inline values and the values that travel in the workspace's values Secret.
+// values builds the Helm values of the workspace for its resolved resources (docs/RECONCILIATION.md,
+// steps 8 and 14).
 func (r *Reconciler) values(ctx context.Context, s *scope) (stepResult, error) {
+	return r.valuesFor(ctx, s, s.resources)
+}
+
+// valuesFor builds the Helm values of the workspace for res: spec.valuesFrom is read, the class's
+// userFacingConfig defaults fill what is unset, required entries are checked, and the values are split
+// into inline values and the values that travel in the workspace's values Secret (s.values,
+// s.secretValues).
+func (r *Reconciler) valuesFor(ctx context.Context, s *scope, res *workspacesv1.ResolvedResources) (stepResult, error) {
 	// The pass runs this step twice (a check before the gate, then with the admitted node pinned):
 	// the sources are read once per pass.
 	if s.sourcesRead == nil {
@@ -40,7 +47,7 @@ func (r *Reconciler) values(ctx context.Context, s *scope) (stepResult, error) {
 			"spec.valuesFrom: waiting for "+strings.Join(missing, ", ")+" in namespace "+s.ws.Namespace+" (mark a source optional to go on without it)")
 		return stop, nil
 	}
-	out, err := helmvalues.Build(helmvalues.Input{Class: s.class, Workspace: s.ws, Resources: s.resources, From: from})
+	out, err := helmvalues.Build(helmvalues.Input{Class: s.class, Workspace: s.ws, Resources: res, From: from})
 	if err != nil {
 		s.failed(workspacesv1.ResourcesInjectedCondition, workspacesv1.ReasonInvalidValues, err.Error())
 		return stop, nil
