@@ -57,7 +57,7 @@ func (s *scope) applyGate(d gate.Decision) {
 		}
 		return
 	case gate.Unreachable:
-		s.blocked(workspacesv1.PhasePending, workspacesv1.FeasibleCondition, d.Reason, d.Message)
+		s.waitFor(workspacesv1.FeasibleCondition, d.Reason, d.Message)
 		return
 	}
 	s.ws.Status.Feasibility = d.Feasibility
@@ -65,7 +65,7 @@ func (s *scope) applyGate(d gate.Decision) {
 	case gate.Unavailable:
 		s.failed(workspacesv1.FeasibleCondition, d.Reason, d.Message)
 	case gate.Waiting:
-		s.blocked(workspacesv1.PhaseWaiting, workspacesv1.FeasibleCondition, d.Reason, d.Message)
+		s.waitForGPUs(workspacesv1.FeasibleCondition, d.Reason, d.Message)
 	case gate.OverQuota:
 		s.applyQuota(d.Quota)
 	case gate.Admitted:
@@ -90,7 +90,7 @@ func (s *scope) applyQuota(q *gate.QuotaResult) {
 	case q.Within:
 		s.setTrue(workspacesv1.WithinQuotaCondition, workspacesv1.ReasonWithinQuota, q.Message)
 	default:
-		s.blocked(workspacesv1.PhaseWaiting, workspacesv1.WithinQuotaCondition, workspacesv1.ReasonQuotaExceeded, q.Message)
+		s.waitForGPUs(workspacesv1.WithinQuotaCondition, workspacesv1.ReasonQuotaExceeded, q.Message)
 	}
 }
 

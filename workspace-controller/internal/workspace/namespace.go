@@ -33,7 +33,7 @@ func (r *Reconciler) claimReleaseNamespace(ctx context.Context, s *scope) (stepR
 		return stop, err
 	}
 	s.releaseNSClaim = &out // ensureReleaseNamespace makes or corrects it without reading it again
-	return r.releaseNamespaceStops(s, out, workspacesv1.PhasePending), nil
+	return r.releaseNamespaceStops(s, out, false), nil
 }
 
 // ensureReleaseNamespace makes ws-<name> on the child before the release: owned by the workspace,
@@ -58,24 +58,24 @@ func (r *Reconciler) ensureReleaseNamespace(ctx context.Context, s *scope) (step
 		s.setTrue(workspacesv1.ReleaseNamespaceReadyCondition, out.Reason, out.Message)
 		return next, nil
 	}
-	return r.releaseNamespaceStops(s, out, workspacesv1.PhaseDeploying), nil
+	return r.releaseNamespaceStops(s, out, true), nil
 }
 
 // releaseNamespaceStops turns a ws-<name> that is not this workspace's to use into the condition and
 // the end of the pass: a Conflict fails the workspace; a Terminating namespace is waited for
-// (childns: one rule), in the phase the pass is in where it was found, Pending at the claim and
-// Deploying after the gate admitted the workspace. A usable or absent namespace goes on.
-func (r *Reconciler) releaseNamespaceStops(s *scope, out childns.Outcome, phase workspacesv1.WorkspacePhase) stepResult {
+// (childns: one rule), as what the pass is doing where it was found: waiting for it at the claim,
+// deploying once the gate admitted the workspace (admitted). A usable or absent namespace goes on.
+func (r *Reconciler) releaseNamespaceStops(s *scope, out childns.Outcome, admitted bool) stepResult {
 	switch out.Kind {
 	case childns.Conflict:
 		s.failed(workspacesv1.ReleaseNamespaceReadyCondition, out.Reason, out.Message)
 		return stop
 	case childns.Terminating:
-		msg := "is being deleted"
-		if phase == workspacesv1.PhasePending {
-			msg = "is still being deleted"
+		report, msg := s.waitFor, "is still being deleted"
+		if admitted {
+			report, msg = s.deploying, "is being deleted"
 		}
-		s.blocked(phase, workspacesv1.ReleaseNamespaceReadyCondition, workspacesv1.ReasonReleaseNamespaceTerminating,
+		report(workspacesv1.ReleaseNamespaceReadyCondition, workspacesv1.ReasonReleaseNamespaceTerminating,
 			fmt.Sprintf("namespace %s on the child of ClusterDeployment %s %s; it is made again once it is gone", out.Namespace.Name, s.cdKey, msg))
 		return stopAfter(r.Options.UnreachableRetry)
 	}
@@ -90,7 +90,7 @@ func (r *Reconciler) childUnreachable(s *scope, err error) stepResult {
 		s.setCondition(workspacesv1.ReleaseNamespaceReadyCondition, metav1.ConditionFalse, workspacesv1.ReasonClusterUnreachable, msg)
 		return next
 	}
-	s.blocked(workspacesv1.PhasePending, workspacesv1.ReleaseNamespaceReadyCondition, workspacesv1.ReasonClusterUnreachable, msg)
+	s.waitFor(workspacesv1.ReleaseNamespaceReadyCondition, workspacesv1.ReasonClusterUnreachable, msg)
 	return stopAfter(r.Options.UnreachableRetry)
 }
 

@@ -154,25 +154,7 @@ func derivePhase(prev *workspacesv1.WorkspaceDeploymentStatus, obs observation) 
 	return out
 }
 
-// phaseVerdict maps the phase a blocking step names to its verdict kind.
-func phaseVerdict(p workspacesv1.WorkspacePhase) verdictKind {
-	switch p {
-	case workspacesv1.PhaseWaiting:
-		return verdictWaiting
-	case workspacesv1.PhaseInstallingPrerequisites:
-		return verdictPrerequisites
-	case workspacesv1.PhaseDeploying:
-		return verdictDeploying
-	case workspacesv1.PhaseRunning:
-		return verdictRunning
-	case workspacesv1.PhaseFailed:
-		return verdictFailed
-	case workspacesv1.PhaseStopped:
-		return verdictStopped
-	}
-	return verdictPending
-}
-
+// orDefault is s, or def when s is empty.
 func orDefault(s, def string) string {
 	if s == "" {
 		return def

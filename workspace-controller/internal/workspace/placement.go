@@ -79,7 +79,7 @@ func (r *Reconciler) place(ctx context.Context, s *scope) (stepResult, error) {
 func (s *scope) applyPlacement(d gate.Decision) {
 	switch d.Outcome {
 	case gate.NoFitNow:
-		s.blocked(workspacesv1.PhaseWaiting, workspacesv1.PlacedCondition, d.Reason, d.Message)
+		s.waitForGPUs(workspacesv1.PlacedCondition, d.Reason, d.Message)
 	case gate.NoFitEver:
 		s.failed(workspacesv1.PlacedCondition, d.Reason, d.Message)
 	case gate.OverQuota:
@@ -112,7 +112,7 @@ func (r *Reconciler) candidates(ctx context.Context, s *scope) ([]types.Namespac
 		err := r.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: s.ws.Spec.ColonyRef.Name}, colony)
 		if apierrors.IsNotFound(err) {
 			msg := fmt.Sprintf("spec.colonyRef: Colony %s/%s not found; waiting for it", ns, s.ws.Spec.ColonyRef.Name)
-			s.blocked(workspacesv1.PhasePending, workspacesv1.PlacedCondition, workspacesv1.ReasonColonyNotFound, msg)
+			s.waitFor(workspacesv1.PlacedCondition, workspacesv1.ReasonColonyNotFound, msg)
 			return nil, &msg, nil
 		}
 		if err != nil {
@@ -165,7 +165,7 @@ func (r *Reconciler) candidates(ctx context.Context, s *scope) ([]types.Namespac
 		if len(skipped) > 0 {
 			msg += ": " + strings.Join(skipped, "; ")
 		}
-		s.blocked(workspacesv1.PhasePending, workspacesv1.PlacedCondition, workspacesv1.ReasonNoCandidateClusters, msg)
+		s.waitFor(workspacesv1.PlacedCondition, workspacesv1.ReasonNoCandidateClusters, msg)
 		return nil, &msg, nil
 	}
 	return out, nil, nil

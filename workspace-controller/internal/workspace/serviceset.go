@@ -122,7 +122,7 @@ func (r *Reconciler) serviceSet(ctx context.Context, s *scope) (stepResult, erro
 	}
 	if !got.DeletionTimestamp.IsZero() {
 		s.svcSet = got
-		s.blocked(workspacesv1.PhaseDeploying, workspacesv1.HelmReleaseReadyCondition, workspacesv1.ReasonHelmReleaseDeploying,
+		s.deploying(workspacesv1.HelmReleaseReadyCondition, workspacesv1.ReasonHelmReleaseDeploying,
 			fmt.Sprintf("ServiceSet %s/%s is being deleted; it is made again once it is gone", got.Namespace, got.Name))
 		return stop, nil
 	}
@@ -193,7 +193,7 @@ func (r *Reconciler) readiness(ctx context.Context, s *scope) (stepResult, error
 	if quota != "" {
 		msg, reason = msg+"; "+quota, workspacesv1.ReasonGpuQuotaExceeded
 	}
-	s.blocked(workspacesv1.PhaseDeploying, workspacesv1.HelmReleaseReadyCondition, reason, msg)
+	s.deploying(workspacesv1.HelmReleaseReadyCondition, reason, msg)
 	s.requeueAfter = rd.RequeueAfter
 	if quota == "" {
 		// The child's refusals are not watched: look again while the release is installed.

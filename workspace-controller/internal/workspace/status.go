@@ -31,11 +31,34 @@ func (s *scope) setTrue(condType, reason, message string) {
 	s.setCondition(condType, metav1.ConditionTrue, reason, message)
 }
 
-// blocked records that the pass stops in a non-failed phase, with condType False saying why; Ready
-// and the phase follow from it in deriveStatus.
-func (s *scope) blocked(phase workspacesv1.WorkspacePhase, condType, reason, message string) {
+// The facts a step that stops the pass reports, each with condType False saying why. No step names a
+// phase: deriveStatus (phase.go) decides the phase, Ready and the message from the fact.
+
+// waitFor records that the pass waits for something outside the workspace: a class, a cluster, a
+// template, a values source, the child, a namespace.
+func (s *scope) waitFor(condType, reason, message string) {
+	s.report(verdictPending, condType, reason, message)
+}
+
+// waitForGPUs records that the pass waits for GPUs: capacity on the cluster, a fitting cluster, or
+// room in the namespace's quota.
+func (s *scope) waitForGPUs(condType, reason, message string) {
+	s.report(verdictWaiting, condType, reason, message)
+}
+
+// installingPrerequisites records that the pass waits for the cluster's prerequisites.
+func (s *scope) installingPrerequisites(condType, reason, message string) {
+	s.report(verdictPrerequisites, condType, reason, message)
+}
+
+// deploying records that the admitted release is being installed or rolled out.
+func (s *scope) deploying(condType, reason, message string) {
+	s.report(verdictDeploying, condType, reason, message)
+}
+
+func (s *scope) report(kind verdictKind, condType, reason, message string) {
 	s.setCondition(condType, metav1.ConditionFalse, reason, message)
-	s.obs.verdict = verdict{kind: phaseVerdict(phase), reason: reason, message: message}
+	s.obs.verdict = verdict{kind: kind, reason: reason, message: message}
 }
 
 // failed records that a human must act, with condType False saying why.

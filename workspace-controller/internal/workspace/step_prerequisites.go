@@ -65,6 +65,6 @@ func (r *Reconciler) waitForPrerequisites(s *scope, pending []string) stepResult
 			fmt.Sprintf("prerequisites not deployed within prerequisiteDeployTimeout %s: %s", timeout, strings.Join(pending, ", ")))
 		return stop
 	}
-	s.blocked(workspacesv1.PhaseInstallingPrerequisites, workspacesv1.PrerequisitesMetCondition, workspacesv1.ReasonPrerequisitesDeploying, msg)
+	s.installingPrerequisites(workspacesv1.PrerequisitesMetCondition, workspacesv1.ReasonPrerequisitesDeploying, msg)
 	return stopAfter(timeout - s.now.Sub(started))
 }

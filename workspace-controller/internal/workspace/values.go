@@ -43,7 +43,7 @@ func (r *Reconciler) valuesFor(ctx context.Context, s *scope, res *workspacesv1.
 		return stop, nil
 	}
 	if len(missing) > 0 {
-		s.blocked(workspacesv1.PhasePending, workspacesv1.ResourcesInjectedCondition, workspacesv1.ReasonValuesFromNotFound,
+		s.waitFor(workspacesv1.ResourcesInjectedCondition, workspacesv1.ReasonValuesFromNotFound,
 			"spec.valuesFrom: waiting for "+strings.Join(missing, ", ")+" in namespace "+s.ws.Namespace+" (mark a source optional to go on without it)")
 		return stop, nil
 	}
