@@ -2,7 +2,7 @@ package childns
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -10,8 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
@@ -20,22 +20,8 @@ import (
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 )
 
-// child is a fake child cluster (or management cluster: workspaces are indexed by name) holding objs.
-func child(t *testing.T, objs ...client.Object) client.Client {
-	t.Helper()
-	return builder(objs...).Build()
-}
-
-func builder(objs ...client.Object) *fake.ClientBuilder {
-	return fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objs...).
-		WithIndex(&workspacesv1.WorkspaceDeployment{}, owned.IndexName, func(o client.Object) []string { return []string{o.GetName()} })
-}
-
-func terminating(ns *corev1.Namespace) *corev1.Namespace {
-	now := metav1.NewTime(time.Now())
-	ns.DeletionTimestamp, ns.Finalizers = &now, []string{"test"}
-	return ns
-}
+// These tests run against the child API server of the suite (suite_test.go); each uses workspace
+// names of its own, so ws-<name> is its own on the shared child.
 
 func admitted(ws *workspacesv1.WorkspaceDeployment) Want {
 	return Want{Workspace: ws, PodSecurityLevel: "baseline", Admission: &workspacesv1.Admission{GPUResourceName: string(gpu.ResourceNVIDIA), GPUs: 1}}
@@ -43,31 +29,47 @@ func admitted(ws *workspacesv1.WorkspaceDeployment) Want {
 
 func TestClaim(t *testing.T) {
 	ctx := context.Background()
-	ws := workspace("team-a", "nb", "u1")
-	out, err := Namespaces{Child: child(t), Cluster: cluster}.Claim(ctx, ws)
+	n := Namespaces{Child: childAPI.Client, Cluster: cluster}
+
+	ws := workspace("team-a", unique("nb"), "u1")
+	out, err := n.Claim(ctx, ws)
 	if err != nil || out.Kind != Absent || out.Namespace != nil {
 		t.Fatalf("no namespace: %+v, %v", out, err)
 	}
-	out, err = Namespaces{Child: child(t, terminating(namespaceLabelled("ws-nb", ownerLabels("team-a", "nb", "u1")))), Cluster: cluster}.Claim(ctx, ws)
+
+	ws = workspace("team-a", unique("nb"), "u1")
+	terminating(t, namespaceLabelled(owned.ReleaseNamespace(ws.Name), ownerLabels("team-a", ws.Name, "u1")))
+	out, err = n.Claim(ctx, ws)
 	if err != nil || out.Kind != Terminating || out.Namespace == nil {
 		t.Fatalf("terminating: %+v, %v", out, err)
 	}
-	out, err = Namespaces{Child: child(t, namespaceLabelled("ws-nb", ownerLabels("team-b", "nb", "u2"))), Cluster: cluster}.Claim(ctx, ws)
+
+	ws = workspace("team-a", unique("nb"), "u1")
+	onChild(t, namespaceLabelled(owned.ReleaseNamespace(ws.Name), ownerLabels("team-b", ws.Name, "u2")))
+	out, err = n.Claim(ctx, ws)
 	if err != nil || out.Kind != Conflict {
 		t.Fatalf("another's: %+v, %v", out, err)
 	}
-	broken := builder().WithInterceptorFuncs(interceptor.Funcs{Get: func(context.Context, client.WithWatch, client.ObjectKey, client.Object, ...client.GetOption) error {
-		return errors.New("boom")
-	}}).Build()
-	if _, err := (Namespaces{Child: broken, Cluster: cluster}).Claim(ctx, ws); err == nil || !strings.Contains(err.Error(), "reading namespace ws-nb on the child of team-a/cd: boom") {
-		t.Fatalf("a failed read: %v", err)
+
+	// A child that refuses the read: a user the child grants nothing.
+	nobody := rest.CopyConfig(childAPI.Config)
+	nobody.Impersonate = rest.ImpersonationConfig{UserName: "childns-test:nobody"}
+	refused, err := client.New(nobody, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Namespaces{Child: refused, Cluster: cluster}.Claim(ctx, ws)
+	if want := fmt.Sprintf("reading namespace %s on the child of team-a/cd: ", owned.ReleaseNamespace(ws.Name)); err == nil ||
+		!strings.Contains(err.Error(), want) || !apierrors.IsForbidden(err) {
+		t.Fatalf("a failed read: %v; want %q and the child's Forbidden", err, want)
 	}
 }
 
 func TestEnsureMakesTheNamespaceAndQuota(t *testing.T) {
 	ctx := context.Background()
-	ws := workspace("team-a", "nb", "u1")
-	cl := child(t)
+	ws := workspace("team-a", unique("nb"), "u1")
+	name := owned.ReleaseNamespace(ws.Name)
+	cl := childAPI.Client
 	n := Namespaces{Child: cl, Cluster: cluster}
 	claim, err := n.Claim(ctx, ws)
 	if err != nil {
@@ -77,16 +79,16 @@ func TestEnsureMakesTheNamespaceAndQuota(t *testing.T) {
 	if err != nil || out.Kind != Ready || !out.Created {
 		t.Fatalf("Ensure = %+v, %v", out, err)
 	}
-	if want := `namespace ws-nb on the child is owned by the workspace, enforces Pod Security "baseline" and caps GPU requests at requests.amd.com/gpu=0, requests.nvidia.com/gpu=1`; out.Message != want ||
+	if want := fmt.Sprintf(`namespace %s on the child is owned by the workspace, enforces Pod Security "baseline" and caps GPU requests at requests.amd.com/gpu=0, requests.nvidia.com/gpu=1`, name); out.Message != want ||
 		out.Reason != workspacesv1.ReasonReleaseNamespaceReady {
 		t.Fatalf("%s: %s", out.Reason, out.Message)
 	}
 	ns := &corev1.Namespace{}
-	if err := cl.Get(ctx, client.ObjectKey{Name: "ws-nb"}, ns); err != nil || ns.Labels[workspacesv1.WorkspaceUIDLabel] != "u1" {
+	if err := cl.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil || ns.Labels[workspacesv1.WorkspaceUIDLabel] != "u1" {
 		t.Fatalf("namespace %v, %v", ns.Labels, err)
 	}
 	q := &corev1.ResourceQuota{}
-	if err := cl.Get(ctx, client.ObjectKey{Namespace: "ws-nb", Name: owned.GPUQuotaName}, q); err != nil || QuotaString(q) != "requests.amd.com/gpu=0, requests.nvidia.com/gpu=1" {
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: name, Name: owned.GPUQuotaName}, q); err != nil || QuotaString(q) != "requests.amd.com/gpu=0, requests.nvidia.com/gpu=1" {
 		t.Fatalf("quota %v, %v", q.Spec.Hard, err)
 	}
 	// A second pass finds both as they should be.
@@ -98,27 +100,44 @@ func TestEnsureMakesTheNamespaceAndQuota(t *testing.T) {
 
 func TestEnsureCorrectsDrift(t *testing.T) {
 	ctx := context.Background()
-	ws := withServiceSet(workspace("team-a", "nb", "u1"))
+	ws := withServiceSet(workspace("team-a", unique("nb"), "u1"))
+	name := owned.ReleaseNamespace(ws.Name)
+	cl := childAPI.Client
 	// Unlabelled (adoptable: the workspace is installed), with a label of someone else's and a quota
-	// that lets more GPUs through.
-	got := namespaceLabelled("ws-nb", map[string]string{"team": "platform", owned.LabelPodSecurityEnforce: "privileged"})
-	quota := DesiredQuota("ws-nb", &workspacesv1.Admission{GPUResourceName: string(gpu.ResourceNVIDIA), GPUs: 8})
+	// that lets more GPUs through, and only to some pods (a scope, which the API server keeps
+	// immutable).
+	got := namespaceLabelled(name, map[string]string{"team": "platform", owned.LabelPodSecurityEnforce: "privileged"})
+	quota := DesiredQuota(name, &workspacesv1.Admission{GPUResourceName: string(gpu.ResourceNVIDIA), GPUs: 8})
 	quota.Spec.Scopes = []corev1.ResourceQuotaScope{corev1.ResourceQuotaScopeNotBestEffort}
-	cl := child(t, got, quota)
+	onChild(t, got, quota)
 	out, err := Namespaces{Child: cl, Cluster: cluster}.Ensure(ctx, admitted(ws), nil)
 	if err != nil || out.Kind != Ready || out.Created || !out.Corrected {
 		t.Fatalf("Ensure = %+v, %v", out, err)
 	}
 	ns := &corev1.Namespace{}
-	if err := cl.Get(ctx, client.ObjectKey{Name: "ws-nb"}, ns); err != nil {
+	if err := cl.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
 		t.Fatal(err)
 	}
-	if ns.Labels["team"] != "platform" || ns.Labels[owned.LabelPodSecurityEnforce] != "baseline" || ns.Labels[workspacesv1.WorkspaceLabel] != "nb" {
+	if ns.Labels["team"] != "platform" || ns.Labels[owned.LabelPodSecurityEnforce] != "baseline" || ns.Labels[workspacesv1.WorkspaceLabel] != ws.Name {
 		t.Fatalf("labels %v: the controller's corrected, the others kept", ns.Labels)
 	}
 	q := &corev1.ResourceQuota{}
 	if err := cl.Get(ctx, client.ObjectKeyFromObject(quota), q); err != nil || QuotaString(q) != "requests.amd.com/gpu=0, requests.nvidia.com/gpu=1" || len(q.Spec.Scopes) > 0 {
 		t.Fatalf("quota %v scopes %v, %v", q.Spec.Hard, q.Spec.Scopes, err)
+	}
+	// Drift in the limits alone is patched in place.
+	base := q.DeepCopy()
+	q.Spec.Hard = DesiredQuota(name, &workspacesv1.Admission{GPUResourceName: string(gpu.ResourceNVIDIA), GPUs: 8}).Spec.Hard
+	if err := cl.Patch(ctx, q, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+	out, err = Namespaces{Child: cl, Cluster: cluster}.Ensure(ctx, admitted(ws), nil)
+	if err != nil || out.Kind != Ready || !out.Corrected {
+		t.Fatalf("Ensure after the limits drifted = %+v, %v", out, err)
+	}
+	uid := q.UID
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(quota), q); err != nil || QuotaString(q) != "requests.amd.com/gpu=0, requests.nvidia.com/gpu=1" || q.UID != uid {
+		t.Fatalf("quota %v (uid %s, was %s), %v", q.Spec.Hard, q.UID, uid, err)
 	}
 }
 
@@ -126,117 +145,199 @@ func TestEnsureCorrectsDrift(t *testing.T) {
 // other: another workspace's is a conflict, a terminating one is waited for, and neither is touched.
 func TestEnsureMadeBySomeoneElse(t *testing.T) {
 	ctx := context.Background()
-	ws := workspace("team-a", "nb", "u1")
 	for _, tc := range []struct {
 		name string
-		ns   *corev1.Namespace
+		ns   func(t *testing.T, ws *workspacesv1.WorkspaceDeployment) *corev1.Namespace
 		want Kind
 	}{
-		{"another's", namespaceLabelled("ws-nb", ownerLabels("team-b", "nb", "u2")), Conflict},
-		{"own, terminating", terminating(namespaceLabelled("ws-nb", ownerLabels("team-a", "nb", "u1"))), Terminating},
-		{"own", namespaceLabelled("ws-nb", ownerLabels("team-a", "nb", "u0")), Ready},
+		{"another's", func(t *testing.T, ws *workspacesv1.WorkspaceDeployment) *corev1.Namespace {
+			ns := namespaceLabelled(owned.ReleaseNamespace(ws.Name), ownerLabels("team-b", ws.Name, "u2"))
+			onChild(t, ns)
+			return ns
+		}, Conflict},
+		{"own, terminating", func(t *testing.T, ws *workspacesv1.WorkspaceDeployment) *corev1.Namespace {
+			return terminating(t, namespaceLabelled(owned.ReleaseNamespace(ws.Name), ownerLabels("team-a", ws.Name, "u1")))
+		}, Terminating},
+		{"own", func(t *testing.T, ws *workspacesv1.WorkspaceDeployment) *corev1.Namespace {
+			ns := namespaceLabelled(owned.ReleaseNamespace(ws.Name), ownerLabels("team-a", ws.Name, "u0"))
+			onChild(t, ns)
+			return ns
+		}, Ready},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cl := child(t, tc.ns)
+			ws := workspace("team-a", unique("nb"), "u1")
+			made := tc.ns(t, ws)
+			before := &corev1.Namespace{}
+			if err := childAPI.Client.Get(ctx, client.ObjectKeyFromObject(made), before); err != nil {
+				t.Fatal(err)
+			}
 			claim := Outcome{Kind: Absent} // the claim found none
-			out, err := Namespaces{Child: cl, Cluster: cluster}.Ensure(ctx, admitted(ws), &claim)
+			out, err := Namespaces{Child: childAPI.Client, Cluster: cluster}.Ensure(ctx, admitted(ws), &claim)
 			if err != nil || out.Kind != tc.want || out.Created {
 				t.Fatalf("Ensure = %+v, %v; want %v", out, err, tc.want)
 			}
-			err = cl.Get(ctx, client.ObjectKey{Namespace: "ws-nb", Name: owned.GPUQuotaName}, &corev1.ResourceQuota{})
+			err = childAPI.Client.Get(ctx, client.ObjectKey{Namespace: made.Name, Name: owned.GPUQuotaName}, &corev1.ResourceQuota{})
 			if (tc.want == Ready) != (err == nil) {
 				t.Fatalf("quota: %v", err)
+			}
+			after := &corev1.Namespace{}
+			if err := childAPI.Client.Get(ctx, client.ObjectKeyFromObject(made), after); err != nil {
+				t.Fatal(err)
+			}
+			if tc.want != Ready && after.ResourceVersion != before.ResourceVersion {
+				t.Fatalf("the namespace was touched: %v -> %v", before.Labels, after.Labels)
 			}
 		})
 	}
 }
 
+// TestEnsureReportsCreatedWhenTheQuotaFails: the child makes the namespace and then refuses the
+// quota (here, an admission the API server's validation rejects: a negative number of GPUs).
 func TestEnsureReportsCreatedWhenTheQuotaFails(t *testing.T) {
-	ws := workspace("team-a", "nb", "u1")
-	cl := builder().WithInterceptorFuncs(interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, o client.Object, opts ...client.CreateOption) error {
-		if _, ok := o.(*corev1.ResourceQuota); ok {
-			return apierrors.NewServiceUnavailable("child gone")
-		}
-		return c.Create(ctx, o, opts...)
-	}}).Build()
-	out, err := Namespaces{Child: cl, Cluster: cluster}.Ensure(context.Background(), admitted(ws), &Outcome{Kind: Absent})
-	if err == nil || !strings.Contains(err.Error(), "GPU quota in namespace ws-nb on the child of team-a/cd") || !out.Created {
+	ctx := context.Background()
+	ws := workspace("team-a", unique("nb"), "u1")
+	name := owned.ReleaseNamespace(ws.Name)
+	want := admitted(ws)
+	want.Admission.GPUs = -1
+	out, err := Namespaces{Child: childAPI.Client, Cluster: cluster}.Ensure(ctx, want, &Outcome{Kind: Absent})
+	if err == nil || !strings.Contains(err.Error(), "GPU quota in namespace "+name+" on the child of team-a/cd") || !apierrors.IsInvalid(err) || !out.Created {
 		t.Fatalf("Ensure = %+v, %v; want the quota error, with the namespace reported made", out, err)
+	}
+	if err := childAPI.Client.Get(ctx, client.ObjectKey{Name: name}, &corev1.Namespace{}); err != nil {
+		t.Fatalf("the namespace reported made: %v", err)
 	}
 }
 
 func TestDelete(t *testing.T) {
 	ctx := context.Background()
-	ws := withServiceSet(workspace("team-a", "nb", "u1"))
+	const (
+		otherNone = iota
+		olderOther
+		youngerOther
+	)
 	for _, tc := range []struct {
 		name          string
-		ns            *corev1.Namespace
-		ws            *workspacesv1.WorkspaceDeployment
+		labels        func(name string) map[string]string
+		terminating   bool
+		madeByIt      bool // the workspace has evidence of having made the namespace
 		targetAllowed bool
-		others        []client.Object
+		other         int // another workspace of the name on the cluster, in team-0
 		deleted       bool
-		left          string
+		left          string // %[1]s is the namespace, %[2]s the workspace's name
 	}{
-		{"own", namespaceLabelled("ws-nb", ownerLabels("team-a", "nb", "u1")), ws, true, nil, true, ""},
-		{"own, target not allowed", namespaceLabelled("ws-nb", ownerLabels("team-a", "nb", "u1")), ws, false, nil, true, ""},
-		{"another's", namespaceLabelled("ws-nb", ownerLabels("team-b", "nb", "u2")), ws, true, nil, false,
-			"namespace ws-nb on the child belongs to workspace team-b/nb (uid u2) and was left alone"},
-		{"unlabelled, made by it", namespaceLabelled("ws-nb", nil), ws, true, nil, true, ""},
-		{"unlabelled, not made by it", namespaceLabelled("ws-nb", nil), workspace("team-a", "nb", "u1"), true, nil, false,
-			"namespace ws-nb on the child has no owner labels and this workspace did not make it; it was left alone"},
-		{"unlabelled, target not allowed", namespaceLabelled("ws-nb", nil), ws, false, nil, false,
-			"namespace ws-nb on the child has no owner labels and this workspace did not make it; it was left alone"},
-		{"unlabelled, an older workspace of the name", namespaceLabelled("ws-nb", nil), created(ws, 2), true,
-			[]client.Object{created(workspace("team-0", "nb", "u0"), 1)}, false,
-			"namespace ws-nb on the child has no owner labels and the older workspace team-0/nb uses it; it was left alone"},
-		{"unlabelled, a younger workspace of the name", namespaceLabelled("ws-nb", nil), created(ws, 1), true,
-			[]client.Object{created(workspace("team-0", "nb", "u0"), 2)}, true, ""},
-		{"own, terminating: done", terminating(namespaceLabelled("ws-nb", ownerLabels("team-a", "nb", "u1"))), ws, true, nil, false, ""},
+		{"own", func(n string) map[string]string { return ownerLabels("team-a", n, "u1") }, false, true, true, otherNone, true, ""},
+		{"own, target not allowed", func(n string) map[string]string { return ownerLabels("team-a", n, "u1") }, false, true, false, otherNone, true, ""},
+		{"another's", func(n string) map[string]string { return ownerLabels("team-b", n, "u2") }, false, true, true, otherNone, false,
+			"namespace %[1]s on the child belongs to workspace team-b/%[2]s (uid u2) and was left alone"},
+		{"unlabelled, made by it", nil, false, true, true, otherNone, true, ""},
+		{"unlabelled, not made by it", nil, false, false, true, otherNone, false,
+			"namespace %[1]s on the child has no owner labels and this workspace did not make it; it was left alone"},
+		{"unlabelled, target not allowed", nil, false, true, false, otherNone, false,
+			"namespace %[1]s on the child has no owner labels and this workspace did not make it; it was left alone"},
+		{"unlabelled, an older workspace of the name", nil, false, true, true, olderOther, false,
+			"namespace %[1]s on the child has no owner labels and the older workspace team-0/%[2]s uses it; it was left alone"},
+		{"unlabelled, a younger workspace of the name", nil, false, true, true, youngerOther, true, ""},
+		{"own, terminating: done", func(n string) map[string]string { return ownerLabels("team-a", n, "u1") }, true, true, true, otherNone, false, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cl := child(t, tc.ns)
+			ws := workspace("team-a", unique("nb"), "u1")
+			if tc.madeByIt {
+				ws = withServiceSet(ws)
+			}
+			nsName := owned.ReleaseNamespace(ws.Name)
+			var labels map[string]string
+			if tc.labels != nil {
+				labels = tc.labels(ws.Name)
+			}
+			if tc.terminating {
+				terminating(t, namespaceLabelled(nsName, labels))
+			} else {
+				onChild(t, namespaceLabelled(nsName, labels))
+			}
+			if tc.other != otherNone {
+				other := onManagement(t, workspace("team-0", ws.Name, "u0"))[0]
+				// The server sets creationTimestamp; this workspace is a second later or earlier.
+				at := other.CreationTimestamp.Add(time.Second)
+				if tc.other == youngerOther {
+					at = other.CreationTimestamp.Add(-time.Second)
+				}
+				ws.CreationTimestamp = metav1.NewTime(at)
+			}
+			// The child is real; the wrapper only records whether Delete asked it to delete (a
+			// repeated delete of a terminating namespace changes nothing the server would show).
+			direct, err := client.NewWithWatch(childAPI.Config, client.Options{Scheme: scheme.New()})
+			if err != nil {
+				t.Fatal(err)
+			}
 			var deleted bool
-			cl = interceptor.NewClient(cl.(client.WithWatch), interceptor.Funcs{Delete: func(ctx context.Context, c client.WithWatch, o client.Object, opts ...client.DeleteOption) error {
+			cl := interceptor.NewClient(direct, interceptor.Funcs{Delete: func(ctx context.Context, c client.WithWatch, o client.Object, opts ...client.DeleteOption) error {
 				deleted = true
 				return c.Delete(ctx, o, opts...)
 			}})
-			n := Namespaces{Child: cl, Workspaces: child(t, tc.others...), Cluster: cluster}
-			left, err := n.Delete(ctx, tc.ws, tc.targetAllowed)
-			if err != nil || left != tc.left || deleted != tc.deleted {
-				t.Fatalf("Delete = %q, %v, deleted %v; want %q, deleted %v", left, err, deleted, tc.left, tc.deleted)
+			n := Namespaces{Child: cl, Workspaces: workspaces, Cluster: cluster}
+			left, err := n.Delete(ctx, ws, tc.targetAllowed)
+			want := ""
+			if tc.left != "" {
+				want = fmt.Sprintf(tc.left, nsName, ws.Name)
+			}
+			if err != nil || left != want || deleted != tc.deleted {
+				t.Fatalf("Delete = %q, %v, deleted %v; want %q, deleted %v", left, err, deleted, want, tc.deleted)
+			}
+			got := &corev1.Namespace{}
+			if err := childAPI.Client.Get(ctx, client.ObjectKey{Name: nsName}, got); err != nil {
+				t.Fatal(err)
+			}
+			if going := !got.DeletionTimestamp.IsZero(); going != (tc.deleted || tc.terminating) {
+				t.Fatalf("namespace %s terminating: %v", nsName, going)
 			}
 		})
 	}
-	if left, err := (Namespaces{Child: child(t), Cluster: cluster}).Delete(ctx, ws, true); left != "" || err != nil {
+	ws := withServiceSet(workspace("team-a", unique("nb"), "u1"))
+	if left, err := (Namespaces{Child: childAPI.Client, Cluster: cluster}).Delete(ctx, ws, true); left != "" || err != nil {
 		t.Fatalf("no namespace: %q, %v", left, err)
 	}
 }
 
-func created(ws *workspacesv1.WorkspaceDeployment, sec int64) *workspacesv1.WorkspaceDeployment {
-	ws = ws.DeepCopy()
-	ws.CreationTimestamp = metav1.NewTime(time.Unix(sec, 0))
-	return ws
-}
-
 func TestOlderSameName(t *testing.T) {
 	ctx := context.Background()
-	ws := created(workspace("team-b", "nb", "u1"), 5)
-	otherCluster := created(workspace("team-0", "nb", "u3"), 1)
-	otherCluster.Spec.ClusterDeploymentRef.Name = "elsewhere"
 	for _, tc := range []struct {
-		name   string
-		others []client.Object
-		want   string
+		name string
+		// other is the other workspace on the management server (nil: none); ws is made a second later
+		// than it (later) or earlier.
+		other func(name string) *workspacesv1.WorkspaceDeployment
+		later bool
+		want  string // %s is the workspace's name
 	}{
-		{"alone", []client.Object{ws}, ""},
-		{"an older one on the cluster", []client.Object{ws, created(workspace("team-a", "nb", "u2"), 1)}, "team-a/nb"},
-		{"a younger one", []client.Object{ws, created(workspace("team-a", "nb", "u2"), 9)}, ""},
-		{"an older one on another cluster", []client.Object{ws, otherCluster}, ""},
-		{"an older one of another name", []client.Object{ws, created(workspace("team-a", "other", "u2"), 1)}, ""},
+		{"alone", nil, true, ""},
+		{"an older one on the cluster", func(n string) *workspacesv1.WorkspaceDeployment { return workspace("team-a", n, "u2") }, true, "team-a/%s"},
+		{"a younger one", func(n string) *workspacesv1.WorkspaceDeployment { return workspace("team-a", n, "u2") }, false, ""},
+		{"an older one on another cluster", func(n string) *workspacesv1.WorkspaceDeployment {
+			ws := workspace("team-0", n, "u3")
+			ws.Spec.ClusterDeploymentRef.Name = "elsewhere"
+			return ws
+		}, true, ""},
+		{"an older one of another name", func(n string) *workspacesv1.WorkspaceDeployment { return workspace("team-a", n+"-other", "u2") }, true, ""},
 	} {
-		got, err := Namespaces{Workspaces: child(t, tc.others...), Cluster: cluster}.OlderSameName(ctx, ws)
-		if err != nil || got != tc.want {
-			t.Errorf("%s: OlderSameName = %q, %v; want %q", tc.name, got, err, tc.want)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			name := unique("nb")
+			ws := onManagement(t, workspace("team-b", name, "u1"))[0]
+			at := ws.CreationTimestamp.Time
+			if tc.other != nil {
+				other := onManagement(t, tc.other(name))[0]
+				at = other.CreationTimestamp.Add(-time.Second)
+				if tc.later {
+					at = other.CreationTimestamp.Add(time.Second)
+				}
+			}
+			ws.CreationTimestamp = metav1.NewTime(at)
+			want := tc.want
+			if want != "" {
+				want = fmt.Sprintf(want, name)
+			}
+			got, err := Namespaces{Workspaces: workspaces, Cluster: cluster}.OlderSameName(ctx, ws)
+			if err != nil || got != want {
+				t.Errorf("OlderSameName = %q, %v; want %q", got, err, want)
+			}
+		})
 	}
 }

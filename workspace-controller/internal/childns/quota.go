@@ -47,8 +47,9 @@ func QuotaString(q *corev1.ResourceQuota) string {
 	return strings.Join(parts, ", ")
 }
 
-// ensureQuota creates or corrects the quota and reports whether it patched one; fresh says the
-// namespace was just made (so the quota cannot exist yet and is created without reading it first).
+// ensureQuota creates or corrects the quota and reports whether it corrected one (patched its limits,
+// or replaced one with scopes, which cannot be patched); fresh says the namespace was just made (so
+// the quota cannot exist yet and is created without reading it first).
 func ensureQuota(ctx context.Context, cl client.Client, want *corev1.ResourceQuota, fresh bool) (patched bool, err error) {
 	got := &corev1.ResourceQuota{}
 	if fresh {
@@ -67,6 +68,17 @@ func ensureQuota(ctx context.Context, cl client.Client, want *corev1.ResourceQuo
 	}
 	if !quotaDrifted(got, want) {
 		return false, nil
+	}
+	if len(got.Spec.Scopes) > 0 || got.Spec.ScopeSelector != nil {
+		// A quota's scopes are immutable (the API server refuses to patch them away): the scoped quota
+		// is replaced by the controller's.
+		if err := cl.Delete(ctx, got, client.Preconditions{UID: &got.UID, ResourceVersion: &got.ResourceVersion}); err != nil && !apierrors.IsNotFound(err) {
+			return false, err
+		}
+		if err := cl.Create(ctx, want); err != nil {
+			return false, err
+		}
+		return true, nil
 	}
 	patchBase := got.DeepCopy()
 	got.Spec = want.Spec

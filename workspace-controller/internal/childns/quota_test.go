@@ -127,9 +127,15 @@ func TestEventTime(t *testing.T) {
 
 func TestQuotaRefusal(t *testing.T) {
 	exceeded := `pods "nb-0" is forbidden: exceeded quota: workspace-gpus, requested: requests.nvidia.com/gpu=2, used: requests.nvidia.com/gpu=0, limited: requests.nvidia.com/gpu=1 `
+	// On the child API server: the event as the ReplicaSet controller reports it.
+	ns := owned.ReleaseNamespace(unique("nb"))
+	onChild(t, namespaceLabelled(ns, nil))
 	ev := refusal("nb", exceeded, time.Now())
-	n := Namespaces{Child: child(t, &ev), Cluster: cluster}
-	got := n.QuotaRefusal(context.Background(), "ws-nb")
+	ev.Namespace, ev.Regarding.Namespace = ns, ns
+	ev.ReportingController, ev.ReportingInstance, ev.Action = "replicaset-controller", "kube-controller-manager", "Create"
+	onChild(t, &ev)
+	n := Namespaces{Child: childAPI.Client, Cluster: cluster}
+	got := n.QuotaRefusal(context.Background(), ns)
 	want := "the child refused pods of the release: ReplicaSet nb: " + strings.TrimSpace(exceeded) +
 		" (the GPUs are capped at what the gate admitted; ask for more through spec.resources, not chart values)"
 	if got != want {

@@ -126,7 +126,7 @@ func (in *Installer) reconcileShared(ctx context.Context, req Request, p workspa
 				return "", nil
 			}
 			return fmt.Sprintf("prerequisite %s: the shared ServiceSet %s/%s carries the values of WorkspaceClass %s (used by workspace %s), and WorkspaceClass %s asks other values; give both classes the same prerequisite values",
-				p.ServiceTemplate, ss.Namespace, ss.Name, owner, who, req.Class.Name), nil
+				p.ServiceTemplate.Name, ss.Namespace, ss.Name, owner, who, req.Class.Name), nil
 		}
 	}
 	if !drift && owner == req.Class.Name {
