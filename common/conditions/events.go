@@ -10,6 +10,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -126,4 +127,18 @@ func eventType(c metav1.Condition, negative bool) string {
 		return corev1.EventTypeWarning
 	}
 	return corev1.EventTypeNormal
+}
+
+// EventTime is when an event last happened: its series' last observation, its event time, or the
+// older fields' last timestamp or creation.
+func EventTime(e *eventsv1.Event) metav1.Time {
+	switch {
+	case e.Series != nil && !e.Series.LastObservedTime.IsZero():
+		return metav1.Time{Time: e.Series.LastObservedTime.Time}
+	case !e.EventTime.IsZero():
+		return metav1.Time{Time: e.EventTime.Time}
+	case !e.DeprecatedLastTimestamp.IsZero():
+		return e.DeprecatedLastTimestamp
+	}
+	return e.CreationTimestamp
 }

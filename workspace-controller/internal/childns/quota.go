@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/common/conditions"
 	"github.com/exalsius/exalsius-operator/common/gpu"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/component"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
@@ -115,23 +116,9 @@ func latestQuotaRefusal(events []eventsv1.Event) *eventsv1.Event {
 		if !strings.Contains(e.Note, "exceeded quota") || !strings.Contains(e.Note, owned.GPUQuotaName) {
 			continue
 		}
-		if latest == nil || eventTime(latest).Time.Before(eventTime(e).Time) {
+		if latest == nil || conditions.EventTime(latest).Time.Before(conditions.EventTime(e).Time) {
 			latest = e
 		}
 	}
 	return latest
-}
-
-// eventTime is when an event last happened: its series' last observation, its event time, or the
-// older fields' last timestamp or creation.
-func eventTime(e *eventsv1.Event) metav1.Time {
-	switch {
-	case e.Series != nil && !e.Series.LastObservedTime.IsZero():
-		return metav1.Time{Time: e.Series.LastObservedTime.Time}
-	case !e.EventTime.IsZero():
-		return metav1.Time{Time: e.EventTime.Time}
-	case !e.DeprecatedLastTimestamp.IsZero():
-		return e.DeprecatedLastTimestamp
-	}
-	return e.CreationTimestamp
 }

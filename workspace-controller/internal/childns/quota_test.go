@@ -105,26 +105,6 @@ func TestLatestQuotaRefusal(t *testing.T) {
 	}
 }
 
-func TestEventTime(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	e := &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(t0)}}
-	if !eventTime(e).Time.Equal(t0) {
-		t.Errorf("creation only: %v", eventTime(e))
-	}
-	e.DeprecatedLastTimestamp = metav1.NewTime(t0.Add(time.Second))
-	if !eventTime(e).Time.Equal(t0.Add(time.Second)) {
-		t.Errorf("deprecated last timestamp: %v", eventTime(e))
-	}
-	e.EventTime = metav1.NewMicroTime(t0.Add(2 * time.Second))
-	if !eventTime(e).Time.Equal(t0.Add(2 * time.Second)) {
-		t.Errorf("event time: %v", eventTime(e))
-	}
-	e.Series = &eventsv1.EventSeries{LastObservedTime: metav1.NewMicroTime(t0.Add(3 * time.Second))}
-	if !eventTime(e).Time.Equal(t0.Add(3 * time.Second)) {
-		t.Errorf("series: %v", eventTime(e))
-	}
-}
-
 func TestQuotaRefusal(t *testing.T) {
 	exceeded := `pods "nb-0" is forbidden: exceeded quota: workspace-gpus, requested: requests.nvidia.com/gpu=2, used: requests.nvidia.com/gpu=0, limited: requests.nvidia.com/gpu=1 `
 	// On the child API server: the event as the ReplicaSet controller reports it.

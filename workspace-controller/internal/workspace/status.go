@@ -138,26 +138,16 @@ func (r *Reconciler) recentEvents(ctx context.Context, s *scope) []string {
 			}
 		}
 	}
-	sort.SliceStable(picked, func(i, j int) bool { return eventTime(&picked[i]).Time.Before(eventTime(&picked[j]).Time) })
+	sort.SliceStable(picked, func(i, j int) bool {
+		return conditions.EventTime(&picked[i]).Time.Before(conditions.EventTime(&picked[j]).Time)
+	})
 	if len(picked) > maxRecentEvents {
 		picked = picked[len(picked)-maxRecentEvents:]
 	}
 	out := make([]string, 0, len(picked))
 	for _, e := range picked {
-		out = append(out, fmt.Sprintf("%s %s %s/%s: %s: %s", eventTime(&e).UTC().Format("2006-01-02T15:04:05Z"),
+		out = append(out, fmt.Sprintf("%s %s %s/%s: %s: %s", conditions.EventTime(&e).UTC().Format("2006-01-02T15:04:05Z"),
 			e.Type, e.Regarding.Kind, e.Regarding.Name, e.Reason, strings.TrimSpace(e.Note)))
 	}
 	return out
-}
-
-func eventTime(e *eventsv1.Event) metav1.Time {
-	switch {
-	case e.Series != nil && !e.Series.LastObservedTime.IsZero():
-		return metav1.Time{Time: e.Series.LastObservedTime.Time}
-	case !e.EventTime.IsZero():
-		return metav1.Time{Time: e.EventTime.Time}
-	case !e.DeprecatedLastTimestamp.IsZero():
-		return e.DeprecatedLastTimestamp
-	}
-	return e.CreationTimestamp
 }
