@@ -45,15 +45,18 @@ func trimNode(obj any) (any, error) {
 }
 
 // pod is what the cache keeps of a child's Pod: its name and namespace (for the store's key and
-// for telling a workspace's own pods apart), its node, its phase and its effective requests, one
-// quantity per resource, computed once when the Pod arrives. Containers, labels, annotations,
-// conditions and the rest are dropped: a pod costs a few hundred bytes in the cache instead of the
+// for telling a workspace's own pods apart), its node, its phase, whether it is Ready, and its
+// effective requests, one quantity per resource, computed once when the Pod arrives. Containers,
+// labels, annotations, the other conditions and the rest are dropped: a pod costs a few hundred bytes in the cache instead of the
 // kilobytes a Pod struct (even a trimmed one) takes. Pods rebuilds corev1.Pods from it for the GPU
 // and resource arithmetic (common/gpu), with one container holding the effective requests.
 type pod struct {
 	metav1.ObjectMeta // Name and Namespace only
 	NodeName          string
 	Phase             corev1.PodPhase
+	// Ready is the pod's Ready condition: a change is a change of the release whose readiness a
+	// deploying workspace waits for, so it is signalled too (it is not counted).
+	Ready bool
 	// Requests are the pod's effective requests as the scheduler counts them (gpu.PodRequestMilli:
 	// pod-level resources, app containers, sidecars, init containers and the pod's overhead), in
 	// thousandths. They are computed from the whole Pod when it arrives, so the fields the computation
@@ -67,7 +70,7 @@ func (p *pod) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind 
 
 // DeepCopyObject implements runtime.Object.
 func (p *pod) DeepCopyObject() runtime.Object {
-	out := &pod{NodeName: p.NodeName, Phase: p.Phase, Requests: p.Requests.DeepCopy()}
+	out := &pod{NodeName: p.NodeName, Phase: p.Phase, Ready: p.Ready, Requests: p.Requests.DeepCopy()}
 	out.Name, out.Namespace = p.Name, p.Namespace
 	return out
 }
@@ -78,7 +81,7 @@ func trimPod(obj any) (any, error) {
 	if !ok {
 		return obj, nil // tombstones and the like pass through
 	}
-	out := &pod{NodeName: p.Spec.NodeName, Phase: p.Status.Phase, Requests: effectiveRequests(p)}
+	out := &pod{NodeName: p.Spec.NodeName, Phase: p.Status.Phase, Ready: podReady(p), Requests: effectiveRequests(p)}
 	out.Name, out.Namespace = p.Name, p.Namespace
 	return out, nil
 }
@@ -132,8 +135,18 @@ func nodeChanged(a, b *corev1.Node) bool {
 		!equality.Semantic.DeepEqual(a.Status.Conditions, b.Status.Conditions)
 }
 
-// podChanged reports whether two pods differ in what is counted.
+// podReady reports whether a Pod's Ready condition is True.
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// podChanged reports whether two pods differ in what is counted, or in their readiness.
 func podChanged(a, b *pod) bool {
-	return a.Phase != b.Phase || a.NodeName != b.NodeName ||
+	return a.Phase != b.Phase || a.NodeName != b.NodeName || a.Ready != b.Ready ||
 		!equality.Semantic.DeepEqual(a.Requests, b.Requests)
 }

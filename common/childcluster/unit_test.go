@@ -177,6 +177,13 @@ func TestChangedIgnoresResourceVersionAndHeartbeats(t *testing.T) {
 	if !podChanged(mkPod("1", ""), mkPod("2", "n")) {
 		t.Fatal("binding is a change")
 	}
+	readyPod := &corev1.Pod{Spec: corev1.PodSpec{NodeName: "n"}, Status: corev1.PodStatus{Phase: corev1.PodPending,
+		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}}
+	out, _ := trimPod(readyPod)
+	ready := out.(*pod)
+	if !ready.Ready || !podChanged(mkPod("2", "n"), ready) {
+		t.Fatal("turning Ready is a change (a deploying workspace waits for it)")
+	}
 }
 
 func TestNotifierCoalescesAndNeverBlocks(t *testing.T) {

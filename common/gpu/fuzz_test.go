@@ -150,6 +150,13 @@ func FuzzGate(f *testing.F) {
 				t.Fatalf("placement %+v does not hold the %d replica(s)", d.Placement, max(req.Replicas, 1))
 			}
 		case Wait:
+			if d.Reason == ReasonWaitingForGpuNodes {
+				// Waiting for nodes that cannot take pods now: no schedulable node holds a replica.
+				if d.FittingReplicas != 0 {
+					t.Fatalf("waiting for held-back nodes while a replica fits: %+v", d)
+				}
+				break
+			}
 			if d.MatchingNodes == 0 || d.FittingReplicas >= max(req.Replicas, 1) {
 				t.Fatalf("wait must mean matching nodes without room: %+v", d)
 			}

@@ -3,6 +3,7 @@ package gpu
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -15,10 +16,12 @@ type Outcome string
 const (
 	// Admit means every replica fits on the matching nodes now.
 	Admit Outcome = "Admit"
-	// Wait means matching nodes exist but have too few free GPUs; retry when capacity frees up.
+	// Wait means matching nodes exist but have too few free GPUs, or cannot take pods now (cordoned,
+	// NotReady, GPUs not advertised yet); retry when capacity frees up or the nodes come back.
 	Wait Outcome = "Wait"
-	// Unavailable means no schedulable Ready node carries the selector and the GPU resource, or the
-	// request itself is invalid; a human must act.
+	// Unavailable means no node carries the selector and the GPU resource, not even one that cannot
+	// take pods now, or none could ever hold one replica, or the request itself is invalid; a human
+	// must act.
 	Unavailable Outcome = "Unavailable"
 )
 
@@ -26,6 +29,7 @@ const (
 const (
 	ReasonGpuOfferingUnavailable = workspacesv1.ReasonGpuOfferingUnavailable
 	ReasonWaitingForGpuCapacity  = workspacesv1.ReasonWaitingForGpuCapacity
+	ReasonWaitingForGpuNodes     = workspacesv1.ReasonWaitingForGpuNodes
 	ReasonFeasible               = workspacesv1.ReasonFeasible
 	ReasonNoGPURequested         = workspacesv1.ReasonNoGPURequested
 	// ReasonGpuRequestNeverFits: one replica asks for more GPUs than the largest matching node has in
@@ -74,8 +78,8 @@ type Reservation struct {
 type Decision struct {
 	// Outcome is Admit, Wait or Unavailable.
 	Outcome Outcome
-	// Reason is Feasible, NoGPURequested, WaitingForGpuCapacity, GpuOfferingUnavailable or
-	// InvalidGpuRequest.
+	// Reason is Feasible, NoGPURequested, WaitingForGpuCapacity, WaitingForGpuNodes,
+	// GpuOfferingUnavailable, GpuRequestNeverFits or InvalidGpuRequest.
 	Reason string
 	// Message explains the decision with numbers.
 	Message string
@@ -129,8 +133,13 @@ type freeNode struct {
 // Gate decides whether a workspace's GPU request fits on a cluster now.
 //
 // GPU nodes are schedulable, Ready nodes with a positive allocatable of the vendor's resource; the
-// matching nodes are those whose labels also carry the request's Selector. Without any matching node
-// the outcome is Unavailable. Each GPU node's free GPUs are its allocatable minus the effective
+// matching nodes are those whose labels also carry the request's Selector. Nodes with the Selector
+// that cannot take pods now but may soon (cordoned, NotReady, or carrying the vendor's GPU labels
+// or resource without GPUs advertised yet: see heldBackNodes) make the request Wait
+// (WaitingForGpuNodes) where it would otherwise be Unavailable: a drain, a kubelet restart or a
+// device plugin still starting is not a reason to fail. Without any such node, no matching node is
+// Unavailable (GpuOfferingUnavailable), and a replica larger than every matching node, held back
+// ones included, is Unavailable (GpuRequestNeverFits). Each GPU node's free GPUs are its allocatable minus the effective
 // requests of the non-terminal pods bound to it. Reservations are then charged, in the order given
 // (callers pass the oldest first): each replica of a reservation takes its GPUs from the first GPU
 // node, in node-name order, that matches the reservation's own selector and still has room
@@ -169,9 +178,18 @@ func Gate(req Request, nodes []corev1.Node, pods []corev1.Pod, reservations []Re
 		}
 	}
 	d.MatchingNodes = int32(len(free))
+	back := heldBackNodes(res, d.Selector, nodes)
 	if len(free) == 0 {
-		d.Outcome, d.Reason = Unavailable, ReasonGpuOfferingUnavailable
 		d.Message = fmt.Sprintf("no schedulable, Ready node has %s with selector {%s}", res, selectorString(d.Selector))
+		if back.mayHold(req.GPUsPerReplica) {
+			d.Outcome, d.Reason = Wait, ReasonWaitingForGpuNodes
+			d.Message += " now: " + back.String() + "; waiting for them"
+			return d
+		}
+		d.Outcome, d.Reason = Unavailable, ReasonGpuOfferingUnavailable
+		if !back.empty() {
+			d.Message += fmt.Sprintf("; %s, but none has more than %d in total, and one replica needs %d", back, back.capacity, req.GPUsPerReplica)
+		}
 		return d
 	}
 
@@ -191,6 +209,12 @@ func Gate(req Request, nodes []corev1.Node, pods []corev1.Pod, reservations []Re
 		}
 	}
 	if req.GPUsPerReplica > capacity {
+		if back.mayHold(req.GPUsPerReplica) {
+			d.Outcome, d.Reason = Wait, ReasonWaitingForGpuNodes
+			d.Message = fmt.Sprintf("one replica needs %d %s on one node, but the largest of the %d schedulable, Ready matching node(s) with selector {%s}, %s, has %d in total; %s: waiting for them",
+				req.GPUsPerReplica, res, d.MatchingNodes, selectorString(d.Selector), capacityNode, capacity, back)
+			return d
+		}
 		d.Outcome, d.Reason = Unavailable, ReasonGpuRequestNeverFits
 		d.Message = fmt.Sprintf("one replica needs %d %s on one node, but the largest of the %d matching node(s) with selector {%s}, %s, has %d in total; no release of GPUs can make it fit",
 			req.GPUsPerReplica, res, d.MatchingNodes, selectorString(d.Selector), capacityNode, capacity)
@@ -205,7 +229,119 @@ func Gate(req Request, nodes []corev1.Node, pods []corev1.Pod, reservations []Re
 		return d
 	}
 	d.Outcome, d.Reason, d.Message = Wait, ReasonWaitingForGpuCapacity, numbers
+	if !back.empty() {
+		d.Message += "; besides, " + back.String()
+	}
 	return d
+}
+
+// heldBack are the nodes with a request's selector that cannot take its pods now but may soon.
+type heldBack struct {
+	cordoned, notReady, unadvertised []string
+	// capacity is the largest allocatable of the resource on the cordoned and NotReady nodes.
+	capacity int64
+}
+
+// heldBackNodes finds, among the nodes with the selector, those that are not GPU nodes of the
+// resource now but may become one without anybody adding a node: cordoned (spec.unschedulable, a
+// drain) or NotReady (a kubelet restart) nodes with GPUs of the resource, and nodes that carry the
+// vendor's GPU labels or list the resource but advertise no GPU of it yet (a device plugin starting
+// or restarting). A node that is both cordoned and NotReady counts as cordoned.
+func heldBackNodes(res corev1.ResourceName, selector map[string]string, nodes []corev1.Node) heldBack {
+	var b heldBack
+	seen := map[string]bool{}
+	for i := range nodes {
+		n := &nodes[i]
+		if seen[n.Name] || !MatchesSelector(n, selector) {
+			continue
+		}
+		seen[n.Name] = true
+		alloc := Allocatable(n, res)
+		switch {
+		case alloc <= 0:
+			if promisesGPUs(n, res) {
+				b.unadvertised = append(b.unadvertised, n.Name)
+			}
+			continue
+		case n.Spec.Unschedulable:
+			b.cordoned = append(b.cordoned, n.Name)
+		case !IsReady(n):
+			b.notReady = append(b.notReady, n.Name)
+		default:
+			continue
+		}
+		b.capacity = max(b.capacity, alloc)
+	}
+	sort.Strings(b.cordoned)
+	sort.Strings(b.notReady)
+	sort.Strings(b.unadvertised)
+	return b
+}
+
+// promisesGPUs reports whether a node without GPUs of the resource advertised is a GPU node of the
+// resource whose device plugin has not reported yet: it lists the resource (at zero, as after a
+// kubelet restart), or carries a label of the resource's vendor (nvidia.com/..., amd.com/..., set by
+// the vendors' feature discovery), or only the platform's exalsius.ai/gpu-model label, with neither
+// another vendor's labels nor its GPUs.
+func promisesGPUs(n *corev1.Node, res corev1.ResourceName) bool {
+	if _, ok := n.Status.Allocatable[res]; ok {
+		return true
+	}
+	for _, v := range vendors {
+		has := false
+		for k := range n.Labels {
+			if strings.HasPrefix(k, v.labelPrefix) {
+				has = true
+				break
+			}
+		}
+		switch {
+		case v.resource == res && has:
+			return true
+		case v.resource != res && (has || Allocatable(n, v.resource) > 0):
+			return false
+		}
+	}
+	_, ok := n.Labels[LabelGPUModel]
+	return ok
+}
+
+func (b heldBack) empty() bool {
+	return len(b.cordoned)+len(b.notReady)+len(b.unadvertised) == 0
+}
+
+// mayHold reports whether a held-back node may hold one replica of perReplica GPUs once it is back:
+// a cordoned or NotReady node large enough, or a node whose GPUs are not advertised yet (their
+// number is not known).
+func (b heldBack) mayHold(perReplica int64) bool {
+	return len(b.unadvertised) > 0 || (b.capacity >= perReplica && len(b.cordoned)+len(b.notReady) > 0)
+}
+
+// String names the held-back nodes by why, for example "2 matching nodes are cordoned (a, b)".
+func (b heldBack) String() string {
+	var parts []string
+	add := func(names []string, one, many string) {
+		switch len(names) {
+		case 0:
+		case 1:
+			parts = append(parts, fmt.Sprintf("1 matching node %s (%s)", one, nodeList(names)))
+		default:
+			parts = append(parts, fmt.Sprintf("%d matching nodes %s (%s)", len(names), many, nodeList(names)))
+		}
+	}
+	add(b.cordoned, "is cordoned", "are cordoned")
+	add(b.notReady, "is NotReady", "are NotReady")
+	add(b.unadvertised, "has not advertised its GPUs yet", "have not advertised their GPUs yet")
+	return strings.Join(parts, ", ")
+}
+
+// nodeList names up to three nodes, then how many more.
+func nodeList(names []string) string {
+	const shown = 3
+	if len(names) <= shown {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:shown], ", "), len(names)-shown)
 }
 
 // freeNodes returns the schedulable, Ready nodes with the resource, sorted by name, with their free

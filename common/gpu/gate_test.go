@@ -50,17 +50,83 @@ func TestGateAdmitsAndPacksReplicas(t *testing.T) {
 
 func TestGateUnavailable(t *testing.T) {
 	nodes := []corev1.Node{
-		node("cordoned", gpus(ResourceNVIDIA, 8), labels(LabelGPUModel, "H100"), cordoned),
-		node("notready", gpus(ResourceNVIDIA, 8), labels(LabelGPUModel, "H100"), notReady),
-		node("nogpu", labels(LabelGPUModel, "H100")),
 		node("other", gpus(ResourceNVIDIA, 8), labels(LabelGPUModel, "A100")),
+		node("cpu"),
+		// AMD GPUs, cordoned or not advertised yet, never hold an NVIDIA request.
+		node("amd-cordoned", gpus(ResourceAMD, 8), labels(LabelGPUModel, "H100"), cordoned),
+		node("amd-starting", labels(LabelGPUModel, "H100", LabelAMDProductName, "AMD-Instinct-MI300X")),
 	}
 	d := Gate(Request{GPUType: "H100", GPUsPerReplica: 1, Replicas: 1}, nodes, nil, nil)
 	if d.Outcome != Unavailable || d.Reason != ReasonGpuOfferingUnavailable || d.MatchingNodes != 0 {
-		t.Fatalf("cordoned, NotReady and GPU-less nodes must not match: %+v", d)
+		t.Fatalf("no node that could ever hold H100 exists: %+v", d)
 	}
 	if !strings.Contains(d.Message, "exalsius.ai/gpu-model=H100") {
 		t.Fatalf("message must name the selector: %q", d.Message)
+	}
+	// A GPU request on a cluster of CPU nodes (empty selector) fails too.
+	if d := Gate(Request{GPUsPerReplica: 1}, []corev1.Node{node("cpu")}, nil, nil); d.Outcome != Unavailable {
+		t.Fatalf("CPU nodes only: %+v", d)
+	}
+}
+
+// TestGateHeldBackNodesWait: matching nodes that cannot take pods now but may soon (cordoned by a
+// drain, NotReady during a kubelet restart, a device plugin that has not advertised the GPUs yet)
+// make the request wait, naming them, not fail; only nodes too small for a replica fail it.
+func TestGateHeldBackNodesWait(t *testing.T) {
+	h100 := labels(LabelGPUModel, "H100")
+	cases := []struct {
+		name     string
+		nodes    []corev1.Node
+		perRep   int64
+		want     Outcome
+		reason   string
+		contains string
+	}{
+		{name: "every matching node cordoned", perRep: 8, want: Wait, reason: ReasonWaitingForGpuNodes,
+			nodes:    []corev1.Node{node("n1", gpus(ResourceNVIDIA, 8), h100, cordoned), node("n2", gpus(ResourceNVIDIA, 8), h100, cordoned)},
+			contains: "2 matching nodes are cordoned (n1, n2)"},
+		{name: "NotReady", perRep: 4, want: Wait, reason: ReasonWaitingForGpuNodes,
+			nodes:    []corev1.Node{node("n1", gpus(ResourceNVIDIA, 8), h100, notReady), node("n2", gpus(ResourceNVIDIA, 8), h100, noReadyCondition)},
+			contains: "2 matching nodes are NotReady (n1, n2)"},
+		{name: "labelled, GPUs not advertised yet", perRep: 8, want: Wait, reason: ReasonWaitingForGpuNodes,
+			nodes:    []corev1.Node{node("new", h100)},
+			contains: "1 matching node has not advertised its GPUs yet (new)"},
+		{name: "vendor label only, GPUs not advertised yet", perRep: 1, want: Wait, reason: ReasonWaitingForGpuNodes,
+			nodes:    []corev1.Node{node("new", labels(LabelNVIDIAProduct, "NVIDIA-H100"))},
+			contains: "has not advertised"},
+		{name: "kubelet restart: the resource at zero", perRep: 1, want: Wait, reason: ReasonWaitingForGpuNodes,
+			nodes:    []corev1.Node{node("n1", gpus(ResourceNVIDIA, 0))},
+			contains: "1 matching node has not advertised its GPUs yet (n1)"},
+		{name: "schedulable node too small, a cordoned one large enough", perRep: 8, want: Wait, reason: ReasonWaitingForGpuNodes,
+			nodes:    []corev1.Node{node("small", gpus(ResourceNVIDIA, 4), h100), node("big", gpus(ResourceNVIDIA, 8), h100, cordoned)},
+			contains: "1 matching node is cordoned (big)"},
+		{name: "cordoned nodes too small for a replica", perRep: 8, want: Unavailable, reason: ReasonGpuOfferingUnavailable,
+			nodes:    []corev1.Node{node("n1", gpus(ResourceNVIDIA, 4), h100, cordoned)},
+			contains: "1 matching node is cordoned (n1), but none has more than 4 in total"},
+		{name: "schedulable and cordoned nodes too small", perRep: 8, want: Unavailable, reason: ReasonGpuRequestNeverFits,
+			nodes: []corev1.Node{node("small", gpus(ResourceNVIDIA, 4), h100), node("n1", gpus(ResourceNVIDIA, 4), h100, cordoned)}},
+		{name: "capacity wait names the cordoned nodes too", perRep: 8, want: Wait, reason: ReasonWaitingForGpuCapacity,
+			nodes:    []corev1.Node{node("a", gpus(ResourceNVIDIA, 8), h100), node("b", gpus(ResourceNVIDIA, 8), h100, cordoned)},
+			contains: "besides, 1 matching node is cordoned (b)"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var pods []corev1.Pod
+			if c.reason == ReasonWaitingForGpuCapacity {
+				pods = []corev1.Pod{gpuPod("busy", "a", 1)}
+			}
+			sel := ""
+			if c.nodes[0].Labels[LabelGPUModel] != "" {
+				sel = "H100"
+			}
+			d := Gate(Request{GPUType: sel, GPUsPerReplica: c.perRep, Replicas: 1}, c.nodes, pods, nil)
+			if d.Outcome != c.want || d.Reason != c.reason {
+				t.Fatalf("got %s/%s, want %s/%s: %s", d.Outcome, d.Reason, c.want, c.reason, d.Message)
+			}
+			if !strings.Contains(d.Message, c.contains) {
+				t.Fatalf("message %q lacks %q", d.Message, c.contains)
+			}
+		})
 	}
 }
 

@@ -91,6 +91,9 @@ type Pod struct {
 	Node      string
 	Requests  corev1.ResourceList
 	Phase     corev1.PodPhase
+	// NotReady leaves a Running pod without its Ready condition True (a kubelet reports a running pod
+	// without readiness probes Ready).
+	NotReady bool
 }
 
 // CreatePod creates the namespace when needed, then a pod bound to its node, and sets its phase
@@ -118,10 +121,32 @@ func CreatePod(ctx context.Context, c client.Client, p Pod) error {
 		phase = corev1.PodRunning
 	}
 	pod.Status.Phase = phase
+	pod.Status.Conditions = readyCondition(phase == corev1.PodRunning && !p.NotReady)
 	if err := c.Status().Update(ctx, pod); err != nil {
 		return fmt.Errorf("writing status of pod %s/%s: %w", p.Namespace, p.Name, err)
 	}
 	return nil
+}
+
+// SetPodReady sets a pod's Ready condition, as a kubelet does when its readiness changes.
+func SetPodReady(ctx context.Context, c client.Client, namespace, name string, ready bool) error {
+	pod := &corev1.Pod{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, pod); err != nil {
+		return fmt.Errorf("reading pod %s/%s: %w", namespace, name, err)
+	}
+	pod.Status.Conditions = readyCondition(ready)
+	if err := c.Status().Update(ctx, pod); err != nil {
+		return fmt.Errorf("writing status of pod %s/%s: %w", namespace, name, err)
+	}
+	return nil
+}
+
+func readyCondition(ready bool) []corev1.PodCondition {
+	status := corev1.ConditionFalse
+	if ready {
+		status = corev1.ConditionTrue
+	}
+	return []corev1.PodCondition{{Type: corev1.PodReady, Status: status, LastTransitionTime: metav1.Now()}}
 }
 
 // SetPodPhase changes a pod's phase.

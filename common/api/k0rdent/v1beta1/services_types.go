@@ -296,7 +296,10 @@ type ServiceState struct {
 	// +required
 	LastStateTransitionTime *metav1.Time `json:"lastStateTransitionTime"`
 
-	// LastDeployedHash is the hash of the last deployed configuration (KCM v1.12 and later).
+	// LastDeployedHash is KCM's fingerprint (chart, rendered values and patches) of the configuration
+	// the service was last confirmed Deployed at, by Sveltos and by KCM's check of the release's
+	// resources on the child (KCM v1.12 and later, when health rules are loaded). It moves only when
+	// a new configuration is confirmed Deployed.
 	// +optional
 	LastDeployedHash string `json:"lastDeployedHash,omitempty"`
 

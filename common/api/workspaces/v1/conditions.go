@@ -27,8 +27,8 @@ const (
 	// workspace-controller sets it: the webhook refuses it from anyone else.
 	ReleaseNameAnnotation = "workspaces.exalsius.ai/release-name"
 	// AutoStoppedAnnotation records, on a WorkspaceDeployment, when the workspace-controller set
-	// spec.stopped because spec.stopAfter elapsed without a spec change; it is removed once the
-	// workspace is started again.
+	// spec.stopped because spec.stopAfter elapsed while the workspace held its admission, without a
+	// spec change; it is removed once the workspace is started again.
 	AutoStoppedAnnotation = "workspaces.exalsius.ai/auto-stopped"
 	// LegacyFinalizer is the finalizer the upstream exalsius-operator 0.11 put on WorkspaceDeployments.
 	// Nothing else removes it after a switch, so the workspace-controller does, once its own is on.
@@ -123,9 +123,18 @@ const (
 	ReasonGpuRequestNeverFits = "GpuRequestNeverFits"
 	// ReasonWaitingForGpuCapacity: the GPU kind exists but not enough is free; the workspace waits.
 	ReasonWaitingForGpuCapacity = "WaitingForGpuCapacity"
+	// ReasonWaitingForGpuNodes: no matching node can take GPU pods now, but matching nodes exist that
+	// are cordoned, NotReady or have not advertised their GPUs yet (a drain, a kubelet restart, a new
+	// cluster whose device plugin is starting); the workspace waits and keeps its place in the queue.
+	ReasonWaitingForGpuNodes = "WaitingForGpuNodes"
 	// ReasonClusterUnreachable: the child cluster cannot be reached; ReleaseNamespaceReady is False
 	// with this reason too.
 	ReasonClusterUnreachable = "ClusterUnreachable"
+	// ReasonAdmissionLost is the reason of the Warning Event recorded when a workspace's admission no
+	// longer holds and the workspace is gated again: its ClusterDeployment was deleted and created
+	// again, or an admitted node is gone, or runs none of its pods and cannot take them (cordoned,
+	// NotReady, too few GPUs). The Feasible condition's message starts with the same words.
+	ReasonAdmissionLost = "AdmissionLost"
 )
 
 // Reasons of Placed (only for a workspace that names a Colony or a cluster selector).
@@ -218,6 +227,12 @@ const (
 	// ReasonGpuQuotaExceeded: the child refused pods of the release because they ask for more GPUs
 	// than the gate admitted (the release namespace's ResourceQuota).
 	ReasonGpuQuotaExceeded = "GpuQuotaExceeded"
+	// ReasonPodsRefused: the child refused to create a pod of the release for another cause than the
+	// GPU quota (a workload controller's FailedCreate: a missing RuntimeClass, an admission webhook's
+	// denial, Pod Security, another quota), or a pod of the release has been Unschedulable for longer
+	// than the controller's bound; the message names the pod or workload and the child's own message.
+	// The phase stays Deploying until deployTimeout.
+	ReasonPodsRefused = "PodsRefused"
 	// ReasonServiceSetConflict: a ServiceSet of the workspace's name exists but belongs to something
 	// else; it is not adopted.
 	ReasonServiceSetConflict = "ServiceSetConflict"

@@ -3,6 +3,7 @@ package v1
 import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // ClusterDeploymentRef names the k0rdent ClusterDeployment a workspace runs on.
@@ -103,9 +104,12 @@ type WorkspaceDeploymentSpec struct {
 	// +optional
 	Stopped bool `json:"stopped,omitempty"`
 
-	// StopAfter stops the workspace (the controller sets spec.stopped to true) once the spec has not
-	// changed for this long, counted from status.lastSpecChange. Starting the workspace again is a spec
-	// change, so the clock restarts. A positive duration such as `30m` or `8h` (units h, m, s, ms).
+	// StopAfter stops the workspace (the controller sets spec.stopped to true) once it has held its
+	// admission (status.admission: its GPUs) for this long without a spec change, counted from the later
+	// of status.lastSpecChange and status.admission.admittedAt. A workspace without an admission
+	// (Waiting for GPUs, Pending, installing its prerequisites) is never stopped by it; its clock starts
+	// when the GPU gate admits it. Starting the workspace again is a spec change, so the clock restarts.
+	// A positive duration such as `30m` or `8h` (units h, m, s, ms).
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`
@@ -245,6 +249,12 @@ type AdmittedNode struct {
 type Admission struct {
 	// Cluster is the ClusterDeployment (namespace/name) the admission is for.
 	Cluster string `json:"cluster"`
+	// ClusterUID is the UID of the ClusterDeployment the admission was granted on. A ClusterDeployment
+	// deleted and re-created under the same name has another UID: its child is a new cluster, and the
+	// workspace is gated again there. Empty on an admission recorded before the field existed; the
+	// controller fills it in without gating again.
+	// +optional
+	ClusterUID types.UID `json:"clusterUID,omitempty"`
 	// GPUResourceName is the extended resource the GPUs are counted in; empty without GPUs.
 	// +optional
 	GPUResourceName string `json:"gpuResourceName,omitempty"`
@@ -391,7 +401,7 @@ type WorkspaceDeploymentStatus struct {
 	Message string `json:"message,omitempty"`
 
 	// LastSpecChange is the spec generation the controller last saw change, and when it first saw it;
-	// spec.stopAfter counts from it.
+	// spec.stopAfter counts from it, or from the admission when that came later.
 	// +optional
 	LastSpecChange *SpecChange `json:"lastSpecChange,omitempty"`
 }
