@@ -16,7 +16,6 @@
 //     (MayAdoptUnlabelled); otherwise a conflict, and it is never deleted;
 //  3. being deleted (a deletionTimestamp): Terminating. A terminating ws-<name> is never used,
 //     labelled, given a quota or deleted again: a pass waits for it to go and makes it again then, and
-//     a deletion counts it as done. The reconciler reports it as ReleaseNamespaceTerminating in the
-//     phase the pass is in where it was found: Pending at the claim before the gate, Deploying once
-//     the gate admitted the workspace in this pass (it then holds its admission while it waits).
+//     a deletion counts it as done. The reconciler reports it the same way wherever it is found:
+//     Pending with ReleaseNamespaceTerminating (an admission the workspace holds stays held).
 package childns

@@ -17,6 +17,7 @@ import (
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/conditions"
 	"github.com/exalsius/exalsius-operator/common/gpu"
+	"github.com/exalsius/exalsius-operator/common/text"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/component"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 )
@@ -92,20 +93,10 @@ func quotaDrifted(got, want *corev1.ResourceQuota) bool {
 	return !equality.Semantic.DeepEqual(got.Spec.Hard, want.Spec.Hard) || len(got.Spec.Scopes) > 0 || got.Spec.ScopeSelector != nil
 }
 
-// QuotaRefusal returns the child's latest report that pods in namespace were refused for exceeding
-// the GPU quota (the workload controllers' FailedCreate events), as the message the workspace repeats,
-// or "". A child that cannot be read reports nothing.
-func (n Namespaces) QuotaRefusal(ctx context.Context, namespace string) string {
-	var list eventsv1.EventList
-	if err := n.Child.List(ctx, &list, client.InNamespace(namespace), client.Limit(500)); err != nil {
-		return ""
-	}
-	latest := latestQuotaRefusal(list.Items)
-	if latest == nil {
-		return ""
-	}
+// quotaMessage is what the workspace repeats of a refusal of the GPU quota.
+func quotaMessage(e *eventsv1.Event) string {
 	return fmt.Sprintf("the child refused pods of the release: %s %s: %s (the GPUs are capped at what the gate admitted; ask for more through spec.resources, not chart values)",
-		latest.Regarding.Kind, latest.Regarding.Name, strings.TrimSpace(latest.Note))
+		e.Regarding.Kind, e.Regarding.Name, text.Truncate(strings.TrimSpace(e.Note), MaxChildMessageBytes))
 }
 
 // latestQuotaRefusal is the latest of events that says the GPU quota was exceeded, or nil.

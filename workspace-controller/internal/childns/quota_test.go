@@ -115,13 +115,13 @@ func TestQuotaRefusal(t *testing.T) {
 	ev.ReportingController, ev.ReportingInstance, ev.Action = "replicaset-controller", "kube-controller-manager", "Create"
 	onChild(t, &ev)
 	n := Namespaces{Child: childAPI.Client, Cluster: cluster}
-	got := n.QuotaRefusal(context.Background(), ns)
+	got := n.PodRefusal(context.Background(), ns, time.Now(), time.Minute)
 	want := "the child refused pods of the release: ReplicaSet nb: " + strings.TrimSpace(exceeded) +
 		" (the GPUs are capped at what the gate admitted; ask for more through spec.resources, not chart values)"
-	if got != want {
-		t.Fatalf("QuotaRefusal =\n%q\nwant\n%q", got, want)
+	if got.Reason != workspacesv1.ReasonGpuQuotaExceeded || got.Message != want {
+		t.Fatalf("PodRefusal = %s\n%q\nwant %s\n%q", got.Reason, got.Message, workspacesv1.ReasonGpuQuotaExceeded, want)
 	}
-	if got := n.QuotaRefusal(context.Background(), "ws-other"); got != "" {
-		t.Fatalf("another namespace: %q", got)
+	if got := n.PodRefusal(context.Background(), "ws-other", time.Now(), time.Minute); got.Found() {
+		t.Fatalf("another namespace: %+v", got)
 	}
 }

@@ -48,6 +48,10 @@ type Request struct {
 	Resources *workspacesv1.ResolvedResources
 	// Cluster is the cluster Admit decides on.
 	Cluster types.NamespacedName
+	// ClusterUID is the UID of Cluster's ClusterDeployment as the pass found it; an admission granted
+	// on another UID (a ClusterDeployment re-created under the same name) is gated again. Empty when
+	// not known.
+	ClusterUID types.UID
 	// Candidates are the clusters Place chooses from, sorted by name.
 	Candidates []types.NamespacedName
 	// ServiceSet is the workspace's own ServiceSet as the pass found it before the gate; nil when
@@ -79,9 +83,11 @@ const (
 	Kept Outcome = "Kept"
 	// Admitted means the resources fit; Admission, Feasibility and Quota say how.
 	Admitted Outcome = "Admitted"
-	// Waiting means the GPUs are taken now; they may free up.
+	// Waiting means the GPUs are taken now, or the matching nodes cannot take pods now (cordoned,
+	// NotReady, GPUs not advertised yet); they may free up or come back.
 	Waiting Outcome = "Wait"
-	// Unavailable means the cluster can never hold the resources.
+	// Unavailable means the cluster can never hold the resources: no node that could hold a replica
+	// exists there, not even a cordoned, NotReady or not yet advertised one.
 	Unavailable Outcome = "Unavailable"
 	// Unreachable means the child could not be read.
 	Unreachable Outcome = "Unreachable"
@@ -111,11 +117,18 @@ type Decision struct {
 	Cluster types.NamespacedName
 	// Recorded is true when Record wrote the status with this decision.
 	Recorded bool
+	// Lost says why the workspace's earlier admission no longer held and it was gated again (its
+	// ClusterDeployment re-created, an admitted node gone, or unable to take the workspace's pods:
+	// Lost); empty otherwise. Message and Feasibility start with it.
+	Lost string
 }
 
 // Admit decides whether the workspace's resources may start on req.Cluster now. A workspace whose
-// admission covers its current resources is not checked again: its own pods hold, or will hold, the
-// GPUs. Before the gate's locks are released an admission is either remembered until the pass's
+// admission covers its current resources is not gated again while the admission holds: its own pods
+// hold, or will hold, the GPUs. It no longer holds when it was granted on an earlier ClusterDeployment
+// of the name (ClusterRecreated) or an admitted node is lost (Lost); the workspace is then gated again
+// as if it had none, and Decision.Lost says why. An admission without a cluster UID (recorded before
+// it was) is given the current one without gating again. Before the gate's locks are released an admission is either remembered until the pass's
 // status write (a first GPU admission outside any quota, which also travels on the ServiceSet the pass
 // makes), or written at once through req.Record (under a quota, or when a ServiceSet exists); so the
 // next decision on the cluster, in this process or after a restart, counts it.
@@ -130,8 +143,15 @@ func (g *Gate) Admit(ctx context.Context, req Request) (Decision, error) {
 			d.Admission, current = ad, ad
 		}
 	}
+	lost := ""
 	if Covers(current, cluster, req.Resources) {
-		return d, nil
+		if lost = g.lost(ctx, req, current); lost == "" {
+			if current.ClusterUID == "" && req.ClusterUID != "" {
+				d.Admission = current.DeepCopy()
+				d.Admission.ClusterUID = req.ClusterUID
+			}
+			return d, nil
+		}
 	}
 	// A CPU-only workspace reserves no GPUs: its decision needs neither the cluster's gate lock nor
 	// the other workspaces' reservations, and its admission is written with the pass's status. Under a
@@ -171,16 +191,17 @@ func (g *Gate) Admit(ctx context.Context, req Request) (Decision, error) {
 	if cpuOnly {
 		f.MatchingNodes, f.FittingReplicas = fit.MatchingNodes, fit.FittingReplicas
 	}
-	d = Decision{Cluster: req.Cluster, Reason: gd.Reason, Message: gd.Message, Feasibility: f}
-	switch gd.Outcome {
-	case gpu.Unavailable:
-		d.Outcome = Unavailable
-		return d, nil
-	case gpu.Wait:
-		d.Outcome, d.Reason = Waiting, workspacesv1.ReasonWaitingForGpuCapacity
+	d = Decision{Cluster: req.Cluster, Outcome: outcomeOf(gd), Reason: gd.Reason, Message: gd.Message, Feasibility: f}
+	if lost != "" {
+		d.Lost = lost
+		d.Message = "gated again: " + lost + "; " + d.Message
+		f.Message = "gated again: " + lost + "; " + f.Message
+	}
+	if d.Outcome != Admitted {
 		return d, nil
 	}
 	ad := newAdmission(cluster, req.Resources, gd, nodes, req.Now)
+	ad.ClusterUID = req.ClusterUID
 	q, err := g.checkQuota(ctx, req.Workspace, ad)
 	if err != nil {
 		return Decision{}, err
@@ -209,6 +230,38 @@ func (g *Gate) Admit(ctx context.Context, req Request) (Decision, error) {
 	}
 	d, _, err = g.record(ctx, req, d)
 	return d, err
+}
+
+// lost says why an admission that covers the request no longer holds, or "": it was granted on an
+// earlier ClusterDeployment of the name, or an admitted node is lost (Lost), read from the child's
+// cached Nodes and Pods (no request to the child). A child that cannot be read says nothing about
+// its nodes: the admission holds.
+func (g *Gate) lost(ctx context.Context, req Request, ad *workspacesv1.Admission) string {
+	if ClusterRecreated(ad, req.ClusterUID) {
+		return fmt.Sprintf("ClusterDeployment %s was deleted and created again (uid %s, admitted on uid %s)", req.Cluster, req.ClusterUID, ad.ClusterUID)
+	}
+	if ad.GPUsPerReplica == 0 || len(ad.Nodes) == 0 {
+		return ""
+	}
+	nodes, pods, err := g.children.Snapshot(ctx, req.Cluster)
+	if err != nil {
+		return ""
+	}
+	return Lost(ad, owned.ReleaseNamespace(req.Workspace.Name), nodes, pods)
+}
+
+// outcomeOf is the gate's outcome for the arithmetic's decision on one cluster: Unavailable only when
+// no node that could ever hold a replica exists; Waiting while GPUs are taken or the matching nodes
+// cannot take pods now (cordoned, NotReady, GPUs not advertised yet: gpu.ReasonWaitingForGpuNodes),
+// so that a drain or a kubelet restart keeps a waiter in the queue, in its place.
+func outcomeOf(gd gpu.Decision) Outcome {
+	switch gd.Outcome {
+	case gpu.Unavailable:
+		return Unavailable
+	case gpu.Wait:
+		return Waiting
+	}
+	return Admitted
 }
 
 // record writes the decision through req.Record and remembers the written admission until the cache
@@ -242,6 +295,7 @@ func (g *Gate) keepEarlierAdmission(ctx context.Context, req Request) (Decision,
 		gd.Selector = f.Selector
 	}
 	d := Decision{Outcome: Kept, Cluster: req.Cluster, Admission: newAdmission(req.Cluster.String(), req.Resources, gd, nil, req.Now)}
+	d.Admission.ClusterUID = req.ClusterUID
 	d, _, err = g.record(ctx, req, d)
 	return d, true, err
 }

@@ -176,3 +176,45 @@ func TestAdmittedModel(t *testing.T) {
 	}
 }
 func ptr[T any](v T) *T { return &v }
+
+// TestHeldBackNodesWait: a cluster whose matching nodes all cannot take pods now (a drain cordoned
+// them, a kubelet restart made them NotReady or dropped their GPUs to zero, a new cluster's device
+// plugin has not advertised them yet) makes Admit wait and Place wait unplaced (NoClusterFitsNow),
+// never fail (Unavailable, NoClusterCanFit); only a cluster with no such node fails.
+func TestHeldBackNodesWait(t *testing.T) {
+	h100 := map[string]string{gpu.LabelGPUModel: "H100"}
+	gpus := func(n int64) corev1.ResourceList {
+		return corev1.ResourceList{gpu.ResourceNVIDIA: *resource.NewQuantity(n, resource.DecimalSI)}
+	}
+	node := func(name string, alloc corev1.ResourceList, unschedulable bool, ready corev1.ConditionStatus) corev1.Node {
+		return corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: h100}, Spec: corev1.NodeSpec{Unschedulable: unschedulable},
+			Status: corev1.NodeStatus{Allocatable: alloc, Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready}}}}
+	}
+	req := gpu.Request{GPUType: "H100", GPUsPerReplica: 8, Replicas: 1}
+	cases := []struct {
+		name  string
+		nodes []corev1.Node
+		want  Outcome
+	}{
+		{"cordoned", []corev1.Node{node("a", gpus(8), true, corev1.ConditionTrue), node("b", gpus(8), true, corev1.ConditionTrue)}, Waiting},
+		{"NotReady", []corev1.Node{node("a", gpus(8), false, corev1.ConditionUnknown)}, Waiting},
+		{"zero allocatable", []corev1.Node{node("a", gpus(0), false, corev1.ConditionTrue)}, Waiting},
+		{"not advertised", []corev1.Node{node("a", corev1.ResourceList{}, false, corev1.ConditionTrue)}, Waiting},
+		{"no matching node", nil, Unavailable},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			gd := gpu.Gate(req, tc.nodes, nil, nil)
+			if got := outcomeOf(gd); got != tc.want {
+				t.Fatalf("Admit's outcome %s, want %s: %s", got, tc.want, gd.Message)
+			}
+			c := candidate{key: types.NamespacedName{Namespace: "ns", Name: "c"}, nodes: tc.nodes, decision: gd}
+			if i, _ := choosePlacement([]candidate{c}, 8); i >= 0 {
+				t.Fatalf("placed on a cluster whose nodes cannot take pods")
+			}
+			if later := couldFitLater([]candidate{c}); later != (tc.want == Waiting) {
+				t.Fatalf("couldFitLater = %v: Place would say %s", later, map[bool]Outcome{true: NoFitNow, false: NoFitEver}[later])
+			}
+		})
+	}
+}

@@ -63,19 +63,26 @@ func (c priorityCaps) ahead(a, b *workspacesv1.WorkspaceDeployment) bool {
 	return owned.Older(a, b)
 }
 
-// waitingForGPUs reports whether a workspace waits in its cluster's GPU queue: Waiting for capacity,
+// waitingForGPUs reports whether a workspace waits in its cluster's GPU queue (Queued).
+func waitingForGPUs(ws *workspacesv1.WorkspaceDeployment) bool { return Queued(&ws.Status) }
+
+// Queued reports whether a workspace with this status waits in its cluster's GPU queue: Waiting, and
 // not for its namespace's quota (a quota waiter holds no place on the cluster, so that a tenant over
-// quota never blocks another tenant's workspace).
-func waitingForGPUs(ws *workspacesv1.WorkspaceDeployment) bool {
-	return ws.Status.Phase == workspacesv1.PhaseWaiting && !WaitingForQuota(ws)
+// quota never blocks another tenant's workspace). A waiter whose child cannot be reached, or whose
+// matching nodes are cordoned or NotReady, stays Waiting and so keeps its place (its order is its
+// priority, then its creation: nothing in its status decides it).
+func Queued(st *workspacesv1.WorkspaceDeploymentStatus) bool {
+	return st.Phase == workspacesv1.PhaseWaiting && !waitingForQuota(st)
 }
 
 // WaitingForQuota reports whether a workspace waits for its namespace's quota.
-func WaitingForQuota(ws *workspacesv1.WorkspaceDeployment) bool {
-	if ws.Status.Phase != workspacesv1.PhaseWaiting {
+func WaitingForQuota(ws *workspacesv1.WorkspaceDeployment) bool { return waitingForQuota(&ws.Status) }
+
+func waitingForQuota(st *workspacesv1.WorkspaceDeploymentStatus) bool {
+	if st.Phase != workspacesv1.PhaseWaiting {
 		return false
 	}
-	c := meta.FindStatusCondition(ws.Status.Conditions, workspacesv1.ReadyCondition)
+	c := meta.FindStatusCondition(st.Conditions, workspacesv1.ReadyCondition)
 	return c != nil && c.Reason == workspacesv1.ReasonQuotaExceeded
 }
 

@@ -27,9 +27,20 @@ func holdsGPUs(o *workspacesv1.WorkspaceDeployment, ad *workspacesv1.Admission, 
 	return hasServiceSet || (o.DeletionTimestamp.IsZero() && phase != workspacesv1.PhaseFailed)
 }
 
+// bindsNoMore reports whether an admitted workspace's replicas that are not bound yet will not be
+// bound by its release any more: it is being deleted (its release is uninstalled), or it failed (its
+// release failed, or its deploy timeout passed). Its bound pods still hold their GPUs, and the nodes
+// show them as used; its unbound replicas no longer reserve GPUs or keep others off their nodes, so
+// that a release whose pods can never bind (a chart that fails, a request no node has, an
+// untolerated taint) does not block every admission on its nodes for as long as it exists.
+func bindsNoMore(o *workspacesv1.WorkspaceDeployment, phase workspacesv1.WorkspacePhase) bool {
+	return !o.DeletionTimestamp.IsZero() || phase == workspacesv1.PhaseFailed
+}
+
 // reservations returns the GPUs held by other workspaces on the cluster that the child's pods do not
-// show yet: the admissions that still hold GPUs (see holdsGPUs), each replica charged to the node it
-// was counted on, less the replicas bound there; then the workspaces waiting for the same GPUs that
+// show yet: the admissions that still hold GPUs (see holdsGPUs) and whose release may still bind
+// replicas (see bindsNoMore), each replica charged to the node it was counted on, less the replicas
+// bound there; then the workspaces waiting for the same GPUs that
 // are ahead of this one in the cluster's queue (higher priority, then older; priority.go) and not
 // suspended. want are the resources of ws, the workspace asking.
 func (g *Gate) reservations(ctx context.Context, ws *workspacesv1.WorkspaceDeployment, want *workspacesv1.ResolvedResources, cd types.NamespacedName, pods []corev1.Pod) (heldGPUs, error) {
@@ -66,7 +77,7 @@ func (g *Gate) reservations(ctx context.Context, ws *workspacesv1.WorkspaceDeplo
 			ad = nil
 		}
 		switch {
-		case holdsGPUs(o, ad, phase, hasSet):
+		case holdsGPUs(o, ad, phase, hasSet) && !bindsNoMore(o, phase):
 			admitted = append(admitted, admittedReservations(key, ad, bound[owned.ReleaseNamespace(o.Name)])...)
 			if !pinnedAdmission(ad) {
 				unpinned[key] = true

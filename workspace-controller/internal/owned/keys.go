@@ -5,8 +5,8 @@ package owned
 // object is and what state it is in; a tenant can never set them.
 const (
 	// LabelStopped marks a workspace's ServiceSet whose values scale the release to zero replicas. The
-	// GPU gate does not count such a ServiceSet as holding GPUs: pods still terminating are counted
-	// live on the child, and the workspace's admission is kept until k0rdent reports the release scaled.
+	// GPU gate does not count such a ServiceSet as holding GPUs: pods still running are counted live on
+	// the child, and the workspace's admission is kept until no pod of the release holds a GPU there.
 	LabelStopped = "workspaces.exalsius.ai/stopped"
 	// LabelValuesSecret marks a workspace's values Secret.
 	LabelValuesSecret = "workspaces.exalsius.ai/values-secret"
@@ -22,6 +22,11 @@ const (
 	// last rollout k0rdent reported Deployed. A later Provisioning or Pending of the same rollout is a
 	// re-sync, not a new deployment, and no deadline applies to it.
 	AnnotationRolloutDeployed = "workspaces.exalsius.ai/rollout-deployed"
+	// AnnotationRolloutBaseHash records, on a workspace's ServiceSet, the release's lastDeployedHash
+	// in the ServiceSet's status when the current rollout started (empty when k0rdent had stamped
+	// none), set only when the rollout changes what k0rdent fingerprints (the template or the values).
+	// A Deployed whose lastDeployedHash is still this one is the previous rollout's.
+	AnnotationRolloutBaseHash = "workspaces.exalsius.ai/rollout-base-hash"
 	// AnnotationAdmission carries, on a workspace's ServiceSet, the GPU admission the release was made
 	// for (JSON, as status.admission). The status records it in the same pass; the annotation keeps it
 	// counted when that pass ended between the ServiceSet and the status write.
@@ -44,6 +49,13 @@ const (
 	// GPUQuotaName is the ResourceQuota in each release namespace that caps its GPU requests at what
 	// the gate admitted.
 	GPUQuotaName = "workspace-gpus"
+	// StopQuotaName is the ResourceQuota (pods: 0) in the release namespace of a stopped workspace: no
+	// pod of the release runs while it is stopped, whatever replica count its chart sets.
+	StopQuotaName = "workspace-stopped"
+	// AnnotationStartedAt is set, on a started workspace's ReplicaSets and StatefulSets on the child,
+	// to the time of the start: the change makes their controllers create the pods the stop quota
+	// refused at once, not after their back-off.
+	AnnotationStartedAt = "workspaces.exalsius.ai/started-at"
 )
 
 // Field indexes on WorkspaceDeployments, registered by the workspace controller's setup.

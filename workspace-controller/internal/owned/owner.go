@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
@@ -39,6 +40,17 @@ func UpstreamShape(ss *k0rdentv1beta1.ServiceSet, ws *workspacesv1.WorkspaceDepl
 func OwnValuesSecret(sec *corev1.Secret, ws *workspacesv1.WorkspaceDeployment) bool {
 	return sec.Labels[LabelValuesSecret] == "true" && sec.Labels[workspacesv1.WorkspaceLabel] == ws.Name &&
 		sec.Labels[workspacesv1.WorkspaceNamespaceLabel] == ws.Namespace
+}
+
+// ValuesSecretLabels are the labels of the values Secret of the workspace namespace/name, from its
+// creation on: they say whose it is before the ServiceSet that owns it exists (or when it never came
+// to exist), and the deletion and the orphan collector find the workspace's values Secrets by them.
+func ValuesSecretLabels(ws types.NamespacedName) map[string]string {
+	return map[string]string{
+		LabelValuesSecret:                    "true",
+		workspacesv1.WorkspaceLabel:          ws.Name,
+		workspacesv1.WorkspaceNamespaceLabel: ws.Namespace,
+	}
 }
 
 // SetAdmissionAnnotation records the workspace's GPU admission on its ServiceSet, or removes a

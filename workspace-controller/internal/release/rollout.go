@@ -17,7 +17,10 @@ type Rollout struct {
 	// Current: State describes this rollout. A state from before it describes the previous values
 	// and is trusted only once k0rdent had time (the settle time) to report a newer one.
 	Current bool
-	// DeployedBefore: k0rdent reported this rollout Deployed once (the ServiceSet's annotation).
+	// StaleHash: k0rdent reports Deployed with the lastDeployedHash the release had when this rollout
+	// started (KCM v1.12): the configuration of before the change, whatever the time.
+	StaleHash bool
+	// DeployedBefore: the controller confirmed this rollout deployed once (the ServiceSet's annotation).
 	DeployedBefore bool
 	Started        time.Time
 	// Where names the release for messages.
@@ -42,6 +45,15 @@ func ReadRollout(ss *k0rdentv1beta1.ServiceSet, ws *workspacesv1.WorkspaceDeploy
 	ro.Current = ro.State != nil && (ro.State.LastStateTransitionTime == nil ||
 		!ro.State.LastStateTransitionTime.Time.Before(ro.Started.Truncate(time.Second)) ||
 		now.Sub(ro.Started) >= settle)
+	// KCM v1.12 moves lastDeployedHash only once Sveltos and its own check of the child confirm a new
+	// configuration Deployed. Where the rollout recorded the hash it started from, a Deployed carrying
+	// a hash says which configuration it is, better than its time: the previous one while the hash is
+	// unchanged (however long ago the rollout started), this one once it moved (however old the state).
+	base, hasBase := ss.Annotations[owned.AnnotationRolloutBaseHash]
+	if hasBase && ro.State != nil && ro.State.State == k0rdentv1beta1.ServiceStateDeployed && ro.State.LastDeployedHash != "" {
+		ro.StaleHash = ro.State.LastDeployedHash == base
+		ro.Current = !ro.StaleHash
+	}
 	ro.DeployedBefore = stamp != "" && ss.Annotations[owned.AnnotationRolloutDeployed] == stamp
 	return ro
 }
@@ -126,8 +138,11 @@ func (ro Rollout) Readiness(now time.Time, timeout, settle time.Duration) Readin
 	if ro.State != nil && ro.Current {
 		out.Message += ": state " + string(ro.State.State)
 	}
+	if ro.StaleHash {
+		out.Message += ": k0rdent still reports the configuration deployed before the change (lastDeployedHash unchanged)"
+	}
 	out.RequeueAfter = timeout - elapsed
-	if ro.State != nil && !ro.Current {
+	if ro.State != nil && !ro.Current && !ro.StaleHash {
 		out.RequeueAfter = min(out.RequeueAfter, settle-elapsed)
 	}
 	return out

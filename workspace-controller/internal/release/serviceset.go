@@ -102,7 +102,41 @@ func StartRollout(ss *k0rdentv1beta1.ServiceSet, stamp string, admission *worksp
 		ss.Annotations = map[string]string{}
 	}
 	ss.Annotations[owned.AnnotationRolloutStarted] = stamp
+	ss.Annotations[owned.AnnotationRolloutBaseHash] = "" // a new ServiceSet: no configuration was confirmed before
 	owned.SetAdmissionAnnotation(ss, admission)
+}
+
+// Fingerprinted reports whether bringing got to want changes what KCM fingerprints in a service's
+// lastDeployedHash (the chart, the release's name and namespace, the rendered values): a template, a
+// release, inline values, valuesFrom or the values Secret's content. Only then must a new rollout
+// move the hash; a change of anything else (helm options, a field someone else set) may not.
+func Fingerprinted(got, want *k0rdentv1beta1.ServiceSet) bool {
+	if len(got.Spec.Services) != len(want.Spec.Services) ||
+		got.Annotations[owned.AnnotationValuesHash] != want.Annotations[owned.AnnotationValuesHash] {
+		return true
+	}
+	for i := range want.Spec.Services {
+		g, w := got.Spec.Services[i], want.Spec.Services[i]
+		if g.Name != w.Name || g.Namespace != w.Namespace || g.Template != w.Template || ValuesDigest(g.Values) != ValuesDigest(w.Values) ||
+			!equality.Semantic.DeepEqual(g.ValuesFrom, w.ValuesFrom) {
+			return true
+		}
+	}
+	return false
+}
+
+// lastDeployedHash is the lastDeployedHash got's status reports for want's release ("" when none).
+func lastDeployedHash(got, want *k0rdentv1beta1.ServiceSet) string {
+	if len(want.Spec.Services) == 0 {
+		return ""
+	}
+	w := want.Spec.Services[0]
+	for _, st := range got.Status.Services {
+		if st.Name == w.Name && st.Namespace == w.Namespace {
+			return st.LastDeployedHash
+		}
+	}
+	return ""
 }
 
 // Conflict says why a ServiceSet of the workspace's name that is not the workspace's is left alone.
@@ -166,12 +200,17 @@ func Correct(got, want *k0rdentv1beta1.ServiceSet, spec bool, stamp string, admi
 	if !spec {
 		return
 	}
-	got.Spec.Cluster = want.Spec.Cluster
-	got.Spec.Provider.Name = want.Spec.Provider.Name
-	got.Spec.Services = want.Spec.Services
 	if got.Annotations == nil {
 		got.Annotations = map[string]string{}
 	}
+	if Fingerprinted(got, want) {
+		got.Annotations[owned.AnnotationRolloutBaseHash] = lastDeployedHash(got, want)
+	} else {
+		delete(got.Annotations, owned.AnnotationRolloutBaseHash)
+	}
+	got.Spec.Cluster = want.Spec.Cluster
+	got.Spec.Provider.Name = want.Spec.Provider.Name
+	got.Spec.Services = want.Spec.Services
 	got.Annotations[owned.AnnotationRolloutStarted] = stamp
 	if h := want.Annotations[owned.AnnotationValuesHash]; h != "" {
 		got.Annotations[owned.AnnotationValuesHash] = h

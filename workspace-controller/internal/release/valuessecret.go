@@ -6,9 +6,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
-	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 )
 
@@ -38,17 +38,15 @@ func ValuesFrom(in Input) []k0rdentv1beta1.ValuesFrom {
 
 // DesiredValuesSecret is the workspace's values Secret. Its owner is the workspace's ServiceSet (the
 // workspace itself may live in another namespace), so it goes when the ServiceSet goes; owner is nil,
-// or has no UID, before the ServiceSet exists.
+// or has no UID, before the ServiceSet exists. Its labels (owned.ValuesSecretLabels) name the
+// workspace from the start, so that the workspace's deletion finds it also when no ServiceSet ever
+// owned it (a ServiceSet create that failed).
 func DesiredValuesSecret(in Input, owner *k0rdentv1beta1.ServiceSet) *corev1.Secret {
 	sec := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      owned.ValuesSecretName(in.Workspace),
-			Namespace: in.ClusterKey.Namespace,
-			Labels: map[string]string{
-				owned.LabelValuesSecret:              "true",
-				workspacesv1.WorkspaceLabel:          in.Workspace.Name,
-				workspacesv1.WorkspaceNamespaceLabel: in.Workspace.Namespace,
-			},
+			Name:        owned.ValuesSecretName(in.Workspace),
+			Namespace:   in.ClusterKey.Namespace,
+			Labels:      owned.ValuesSecretLabels(types.NamespacedName{Namespace: in.Workspace.Namespace, Name: in.Workspace.Name}),
 			Annotations: map[string]string{sveltosTemplateAnnotation: "ok"},
 		},
 		Type: corev1.SecretTypeOpaque,

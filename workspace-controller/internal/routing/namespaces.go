@@ -15,8 +15,8 @@ import (
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 )
 
-// owned reports whether an object's identity labels name the workspace.
-func owned(o metav1.Object, ws Workspace) bool {
+// labelledFor reports whether an object's identity labels name the workspace.
+func labelledFor(o metav1.Object, ws Workspace) bool {
 	l := o.GetLabels()
 	return l[workspacesv1.WorkspaceLabel] == ws.Name && l[workspacesv1.WorkspaceNamespaceLabel] == ws.Namespace
 }
@@ -25,7 +25,7 @@ func owned(o metav1.Object, ws Workspace) bool {
 // identity labels name the workspace and it carries RouteNamespaceLabel (a release namespace never
 // does).
 func ownedRouteNamespace(n *corev1.Namespace, ws Workspace) bool {
-	return isRouteNamespace(n) && owned(n, ws)
+	return isRouteNamespace(n) && labelledFor(n, ws)
 }
 
 // isRouteNamespace reports whether the provider made the namespace for routes.

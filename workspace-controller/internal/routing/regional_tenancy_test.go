@@ -222,3 +222,90 @@ func TestRegionalLabelsRemoveAndSweep(t *testing.T) {
 		return nil
 	})
 }
+
+// A ClusterDeployment relabelled away from its regional cluster: the sweep that Moved asks for
+// removes its workspaces' routes there, though no ClusterDeployment names that regional cluster any
+// more (a periodic sweep would never visit it again); routes of a workspace whose new regional
+// ClusterDeployment reaches the same cluster are left alone.
+func TestSweepAfterTheRegionalLabelMoves(t *testing.T) {
+	nsA := newNamespace(t)
+	labels := regionalIn(t, nsA)
+	cdName := createCluster(t, nsA, labels)
+	cd := &k0rdentv1beta1.ClusterDeployment{}
+	must(t, k8s.Get(ctxT(t), types.NamespacedName{Namespace: nsA, Name: cdName}, cd))
+	// A second regional ClusterDeployment of the same cluster, under another name.
+	must(t, mgmt.WriteKubeconfigSecret(ctxT(t), nsA, "regional-alias", regional.Kubeconfig))
+
+	cache, err := childcluster.New(childcluster.Options{Reader: k8s, Scheme: routing.Scheme()})
+	must(t, err)
+	t.Cleanup(cache.Stop)
+	regionals := routing.CacheRegionals{Cache: cache}
+	g := &routing.Gateway{Regionals: regionals, Options: routing.Options{GatewayNamespace: gwNamespace, GatewayName: gwName}}
+	sweeper := &routing.Sweeper{Clusters: client.NewNamespacedClient(k8s, nsA), Workspaces: k8s, Regionals: regionals, Log: log.Log}
+
+	// The workspace exists but names no class: only this test's Gateway routes it.
+	wsObj := &workspacesv1.WorkspaceDeployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: nsA, Name: name("moved")},
+		Spec: workspacesv1.WorkspaceDeploymentSpec{WorkspaceClassRef: name("absent-class"),
+			ClusterDeploymentRef: workspacesv1.ClusterDeploymentRef{Name: cdName}},
+	}
+	must(t, k8s.Create(ctxT(t), wsObj))
+	t.Cleanup(func() { deleteWorkspace(t, client.ObjectKeyFromObject(wsObj)) })
+	ws := routing.Workspace{Namespace: nsA, Name: wsObj.Name, UID: wsObj.UID, ClusterKey: client.ObjectKeyFromObject(cd), Cluster: cd,
+		Release: wsObj.Name, ReleaseNamespace: "ws-" + wsObj.Name, Endpoints: []workspacesv1.AccessEndpoint{httpEP("web", 80)}}
+	ctx := ctxT(t)
+	res, err := g.Ensure(ctx, ws)
+	must(t, err)
+	if res.InfraNotReady != "" {
+		t.Fatalf("Ensure: %s", res.InfraNotReady)
+	}
+	published := routesOn(t, nsA, ws.Name)
+	if len(published) == 0 {
+		t.Fatal("Ensure published nothing")
+	}
+
+	relabel := func(l map[string]string) (old *k0rdentv1beta1.ClusterDeployment) {
+		t.Helper()
+		old = cd.DeepCopy()
+		patch := client.MergeFrom(cd.DeepCopy())
+		cd.Labels = l
+		must(t, k8s.Patch(ctx, cd, patch))
+		eventually(t, "the relabelled ClusterDeployment read back", func() error {
+			got := &k0rdentv1beta1.ClusterDeployment{}
+			if err := k8s.Get(ctx, client.ObjectKeyFromObject(cd), got); err != nil {
+				return err
+			}
+			if got.Labels[routing.RegionalClusterNameLabel] != l[routing.RegionalClusterNameLabel] {
+				return fmt.Errorf("labels %v", got.Labels)
+			}
+			return nil
+		})
+		return old
+	}
+
+	// Another name for the same cluster: the routes there are still the workspace's.
+	old := relabel(map[string]string{routing.RegionalClusterNameLabel: "regional-alias", routing.RegionalClusterNamespaceLabel: nsA})
+	sweeper.Moved(old, cd)
+	_, err = sweeper.Sweep(ctx)
+	must(t, err)
+	if got := routesOn(t, nsA, ws.Name); strings.Join(got, ",") != strings.Join(published, ",") {
+		t.Fatalf("routes on the same cluster under another regional ClusterDeployment changed: %v, were %v", got, published)
+	}
+
+	// No regional cluster any more: the routes on the former one go.
+	old = relabel(nil)
+	_, err = sweeper.Sweep(ctx)
+	must(t, err)
+	if got := routesOn(t, nsA, ws.Name); len(got) == 0 {
+		t.Fatal("a sweep without Moved reached a regional cluster no ClusterDeployment names: the test shows nothing")
+	}
+	sweeper.Moved(old, cd)
+	_, err = sweeper.Sweep(ctx)
+	must(t, err)
+	eventually(t, "routes on the former regional cluster removed", func() error {
+		if got := routesOn(t, nsA, ws.Name); len(got) > 0 {
+			return fmt.Errorf("still there: %v", got)
+		}
+		return nil
+	})
+}

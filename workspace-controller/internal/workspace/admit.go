@@ -2,16 +2,13 @@ package workspace
 
 import (
 	"context"
-	"fmt"
+	"strings"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/types"
 
-	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/gate"
-	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 )
 
 // admit is the step that asks the GPU gate (internal/gate) whether the workspace may start on its
@@ -20,18 +17,42 @@ func (r *Reconciler) admit(ctx context.Context, s *scope) (stepResult, error) {
 	s.ws.Status.ResolvedResources = s.resources.DeepCopy()
 	req := r.gateRequest(s, s.applyGate)
 	req.Cluster = s.cdKey
+	if s.cd != nil {
+		req.ClusterUID = s.cd.UID
+	}
 	d, err := r.gateFor().Admit(ctx, req)
 	if err != nil {
 		return stop, err
 	}
+	r.recordLost(s, d)
 	s.applyGate(d)
 	switch d.Outcome {
 	case gate.Unreachable:
 		return stopAfter(r.Options.UnreachableRetry), nil
-	case gate.Unavailable, gate.Waiting, gate.OverQuota:
+	case gate.Waiting, gate.OverQuota:
+		// Events wake a waiter (queue.go, watches.go); the timer bounds what a missed one costs, as
+		// for an unplaced waiter.
+		return stopAfter(r.Options.WaitingRetry), r.releaseAdmission(ctx, s)
+	case gate.Unavailable:
+		if d.Lost != "" {
+			return stopAfter(r.Options.WaitingRetry), r.releaseAdmission(ctx, s)
+		}
 		return stop, r.releaseAdmission(ctx, s)
 	}
 	return next, nil
+}
+
+// recordLost records an Event when the gate took the workspace's admission back (gate.Decision.Lost):
+// once, when the Feasible condition did not say so already, since a workspace gated again to Waiting
+// keeps the old admission while its ServiceSet exists and is gated again on every pass.
+func (r *Reconciler) recordLost(s *scope, d gate.Decision) {
+	if d.Lost == "" || r.Recorder == nil {
+		return
+	}
+	if c := meta.FindStatusCondition(s.prev.Conditions, workspacesv1.FeasibleCondition); c != nil && strings.Contains(c.Message, d.Lost) {
+		return
+	}
+	r.Recorder.Eventf(s.ws, nil, corev1.EventTypeWarning, workspacesv1.ReasonAdmissionLost, "GateAgain", "%s (outcome %s)", d.Message, d.Outcome)
 }
 
 // gateRequest is the gate's request for the workspace of the pass; apply puts a decision into the
@@ -57,12 +78,20 @@ func (s *scope) applyGate(d gate.Decision) {
 		}
 		return
 	case gate.Unreachable:
-		s.waitFor(workspacesv1.FeasibleCondition, d.Reason, d.Message)
+		s.waitForChild(workspacesv1.FeasibleCondition, d.Message)
 		return
 	}
 	s.ws.Status.Feasibility = d.Feasibility
 	switch d.Outcome {
 	case gate.Unavailable:
+		if d.Lost != "" {
+			// The node the workspace ran on went, and none that could hold it is there now: a node
+			// replaced (drained, deleted, then a new one joins) is a wait, not a failure. Its release
+			// keeps its ServiceSet and with it the lost admission, so every pass finds it lost again
+			// until a node joins.
+			s.waitForGPUs(workspacesv1.FeasibleCondition, workspacesv1.ReasonWaitingForGpuNodes, d.Message+"; it waits for a node that can hold it to join")
+			return
+		}
 		s.failed(workspacesv1.FeasibleCondition, d.Reason, d.Message)
 	case gate.Waiting:
 		s.waitForGPUs(workspacesv1.FeasibleCondition, d.Reason, d.Message)
@@ -72,9 +101,10 @@ func (s *scope) applyGate(d gate.Decision) {
 		s.applyQuota(d.Quota)
 		s.ws.Status.Admission = d.Admission
 		s.setTrue(workspacesv1.FeasibleCondition, d.Feasibility.Reason, d.Feasibility.Message)
-		if p := s.prev.Phase; p == workspacesv1.PhaseFailed || p == workspacesv1.PhaseWaiting || p == workspacesv1.PhasePending || p == "" {
+		if p := s.prev.Phase; d.Lost != "" || p == workspacesv1.PhaseFailed || p == workspacesv1.PhaseWaiting || p == workspacesv1.PhasePending || p == "" {
 			// Admitted: no longer Failed or Waiting, also for the decisions that read the status before
-			// this pass ends (a later step's verdict replaces this one).
+			// this pass ends (a later step's verdict replaces this one). A workspace gated again because
+			// its admission was lost deploys again: its pods move to the new admission.
 			s.obs.verdict = verdict{kind: verdictDeploying, reason: d.Reason, message: "admitted by the GPU gate: " + d.Message}
 		}
 	}
@@ -126,19 +156,8 @@ func (r *Reconciler) hasServiceSet(ctx context.Context, s *scope) (bool, error) 
 	if s.svcSet != nil {
 		return true, nil
 	}
-	name := s.ws.Status.ServiceSetName
-	if name == "" {
-		name = owned.ServiceSetName(s.ws)
-	}
-	ss := &k0rdentv1beta1.ServiceSet{}
-	err := r.Client.Get(ctx, types.NamespacedName{Namespace: owned.ClusterKey(s.ws).Namespace, Name: name}, ss)
-	if apierrors.IsNotFound(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("reading ServiceSet %s/%s: %w", owned.ClusterKey(s.ws).Namespace, name, err)
-	}
-	return owned.OwnedServiceSet(ss, s.ws), nil
+	ss, err := r.ownServiceSet(ctx, s)
+	return ss != nil, err
 }
 
 // pinToAdmittedNodes makes the replicas schedulable where the gate counted them. When the gate
@@ -148,17 +167,22 @@ func (r *Reconciler) hasServiceSet(ctx context.Context, s *scope) (bool, error) 
 // over several nodes cannot be pinned through a node selector; the gate counts one node whenever one
 // holds them all. See docs/RECONCILIATION.md.
 func (r *Reconciler) pinToAdmittedNodes(_ context.Context, s *scope) (stepResult, error) {
-	pin := gate.PinSelector(s.ws.Status.Admission)
+	s.resources.NodeSelector = withSelector(s.resources.NodeSelector, gate.PinSelector(s.ws.Status.Admission))
+	return next, nil
+}
+
+// withSelector returns sel joined with pin (pin wins on a shared key), as a new map; sel itself when
+// pin is empty.
+func withSelector(sel, pin map[string]string) map[string]string {
 	if len(pin) == 0 {
-		return next, nil
+		return sel
 	}
-	sel := make(map[string]string, len(s.resources.NodeSelector)+len(pin))
-	for k, v := range s.resources.NodeSelector {
-		sel[k] = v
+	out := make(map[string]string, len(sel)+len(pin))
+	for k, v := range sel {
+		out[k] = v
 	}
 	for k, v := range pin {
-		sel[k] = v
+		out[k] = v
 	}
-	s.resources.NodeSelector = sel
-	return next, nil
+	return out
 }

@@ -95,8 +95,10 @@ func (r *Reconciler) labelAdopted(ctx context.Context, ss *k0rdentv1beta1.Servic
 // the upstream ServiceSet before the release namespace goes, as the upstream operator did; it
 // reports whether it is gone. Adopted workspaces delete it as their own ServiceSet. The ServiceSet
 // carries no labels of ours, so it is deleted only where the workspace may act (targetAllowed: the
-// tenancy rule holds for the ClusterDeployment's namespace), and only in the upstream shape.
-func (r *Reconciler) deleteLegacyServiceSet(ctx context.Context, s *scope, targetAllowed bool) (bool, error) {
+// tenancy rule holds for the ClusterDeployment's namespace), and only in the upstream shape. When
+// the ClusterDeployment is gone, KCM's finalizer on it would never be removed (as for our own
+// ServiceSet, deleteServiceSet): the operator removes it, there is no release left to uninstall.
+func (r *Reconciler) deleteLegacyServiceSet(ctx context.Context, s *scope, targetAllowed, cdGone bool) (bool, error) {
 	ws := s.ws
 	if !targetAllowed || !controllerutil.ContainsFinalizer(ws, workspacesv1.LegacyFinalizer) || owned.AdoptedServiceSetName(ws) != "" {
 		return true, nil
@@ -118,5 +120,13 @@ func (r *Reconciler) deleteLegacyServiceSet(ctx context.Context, s *scope, targe
 			return false, fmt.Errorf("deleting the upstream ServiceSet %s: %w", key, err)
 		}
 	}
+	if cdGone && len(ss.Finalizers) > 0 {
+		patchBase := ss.DeepCopy()
+		ss.Finalizers = nil
+		if err := r.Client.Patch(ctx, ss, client.MergeFrom(patchBase)); err != nil && !apierrors.IsNotFound(err) {
+			return false, fmt.Errorf("removing finalizers of the upstream ServiceSet %s (its ClusterDeployment is gone): %w", key, err)
+		}
+	}
+	s.obs.note = fmt.Sprintf("uninstalling: waiting for the upstream ServiceSet %s to be deleted", key)
 	return false, nil // the ServiceSet watch (or the next pass) comes back once it is gone
 }

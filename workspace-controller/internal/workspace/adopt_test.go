@@ -113,3 +113,41 @@ func TestDeleteDropsUpstreamFinalizer(t *testing.T) {
 		t.Errorf("the upstream ServiceSet is still there (%v)", err)
 	}
 }
+
+// TestDeleteNeverAdoptedAfterClusterGone: a workspace of the upstream operator that was never
+// adopted (here: suspended) and whose ClusterDeployment is gone is deleted: KCM's finalizer on its
+// upstream ServiceSet would never go, so the controller removes it, and the workspace and the
+// ServiceSet are both gone.
+func TestDeleteNeverAdoptedAfterClusterGone(t *testing.T) {
+	ns := newNamespace(t)
+	class := createClass(t, classSpec(name("legacy-gone")), ns)
+	cd := createCluster(t, ns, child.Kubeconfig)
+	wsName := name("old")
+	legacyName := "wsd-" + cd.Name + "-" + wsName
+	legacy := &k0rdentv1beta1.ServiceSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: legacyName, Finalizers: []string{k0rdentv1beta1.ServiceSetFinalizer}},
+		Spec: k0rdentv1beta1.ServiceSetSpec{
+			Cluster:  cd.Name,
+			Provider: k0rdentv1beta1.StateManagementProviderConfig{Name: k0rdentv1beta1.DefaultStateManagementProvider},
+			Services: []k0rdentv1beta1.ServiceWithValues{{Name: legacyName, Namespace: "ws-" + wsName, Template: "t"}},
+		},
+	}
+	must(t, k8s.Create(ctxT(t), legacy))
+	key := createWorkspace(t, ns, class, cd.Name, func(ws *workspacesv1.WorkspaceDeployment) {
+		ws.Name = wsName
+		ws.Finalizers = []string{workspacesv1.LegacyFinalizer}
+		ws.Spec.Suspend = true
+	})
+	eventually(t, "the workspace-controller's finalizer added", func() error {
+		if cur := getWS(t, key); !controllerutil.ContainsFinalizer(cur, workspacesv1.WorkspaceFinalizer) {
+			return fmt.Errorf("finalizers %v", cur.Finalizers)
+		}
+		return nil
+	})
+	must(t, k8s.Delete(ctxT(t), cd))
+	waitGone(t, "ClusterDeployment", client.ObjectKeyFromObject(cd), &k0rdentv1beta1.ClusterDeployment{})
+
+	must(t, k8s.Delete(ctxT(t), getWS(t, key)))
+	waitGone(t, "upstream ServiceSet", client.ObjectKeyFromObject(legacy), &k0rdentv1beta1.ServiceSet{})
+	waitGone(t, "workspace", key, &workspacesv1.WorkspaceDeployment{})
+}

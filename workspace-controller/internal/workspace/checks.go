@@ -32,7 +32,8 @@ import (
 // input appears (the watches bring it back, or retry does). A workspace whose release is installed
 // and followed (scope.installed) is never taken out of Deploying or Running by a finding that
 // whenInstalled covers: the condition says what is wrong, the release is left as it is, and the pass
-// goes on.
+// goes on (or stops there, keeping the phase, when it cannot go on without the input: a class
+// briefly missing).
 
 // check is one named check of the chain, run by the step that names it.
 type check struct {
@@ -49,8 +50,11 @@ type finding struct {
 	// retry: no watch sees the input; the pass comes back after this long.
 	retry time.Duration
 	// whenInstalled, when set, is what an installed workspace gets instead: the condition is
-	// recorded and the pass goes on.
+	// recorded and the pass goes on, or, with hold, stops there keeping the phase and Ready.
 	whenInstalled *finding
+	// hold (of a whenInstalled finding): the pass cannot go on without the input; it stops, the
+	// installed release left as it is and the phase kept.
+	hold bool
 }
 
 // Steps that run the chain.
@@ -98,6 +102,10 @@ func runChecks(ctx context.Context, s *scope, checks []check, resolved func()) (
 			continue
 		}
 		if w := f.whenInstalled; w != nil && s.installed() {
+			if w.hold {
+				s.holding(w.condition, w.reason, w.message)
+				return stopAfter(w.retry), nil
+			}
 			s.setCondition(w.condition, metav1.ConditionFalse, w.reason, w.message)
 			return next, nil
 		}
@@ -154,7 +162,9 @@ func (r *Reconciler) classExists(ctx context.Context, s *scope) (*finding, error
 	err := r.Client.Get(ctx, types.NamespacedName{Name: s.ws.Spec.WorkspaceClassRef}, class)
 	if apierrors.IsNotFound(err) {
 		return &finding{condition: workspacesv1.ClassResolvedCondition, reason: workspacesv1.ReasonClassNotFound, fail: true,
-			message: fmt.Sprintf("spec.workspaceClassRef: WorkspaceClass %q not found", s.ws.Spec.WorkspaceClassRef)}, nil
+			message: fmt.Sprintf("spec.workspaceClassRef: WorkspaceClass %q not found", s.ws.Spec.WorkspaceClassRef),
+			whenInstalled: &finding{condition: workspacesv1.ClassResolvedCondition, reason: workspacesv1.ReasonClassNotFound, hold: true,
+				message: fmt.Sprintf("spec.workspaceClassRef: WorkspaceClass %q not found now; the installed release is left as it is until it is back", s.ws.Spec.WorkspaceClassRef)}}, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading WorkspaceClass %s: %w", s.ws.Spec.WorkspaceClassRef, err)
@@ -223,8 +233,7 @@ func (r *Reconciler) clusterExists(ctx context.Context, s *scope) (*finding, err
 	cd := &k0rdentv1beta1.ClusterDeployment{}
 	err := r.Client.Get(ctx, s.cdKey, cd)
 	if apierrors.IsNotFound(err) {
-		return &finding{condition: workspacesv1.ClusterDeploymentResolvedCondition, reason: workspacesv1.ReasonClusterDeploymentNotFound,
-			message: fmt.Sprintf("spec.clusterDeploymentRef: ClusterDeployment %s not found; waiting for it", s.cdKey)}, nil
+		return r.clusterGone(ctx, s) // clustergone.go
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading ClusterDeployment %s: %w", s.cdKey, err)

@@ -28,11 +28,15 @@ import (
 const EventReasonCleanupIncomplete = "CleanupIncomplete"
 
 // reconcileDelete uninstalls the workspace: it deletes the ServiceSet and waits for it to go, deletes
-// ws-<name> on the child when the workspace owns it (skipped when the cluster is gone), then removes
-// the finalizer. suspend is ignored here, and nothing waits on a cluster that no longer exists. A
+// the values Secrets labelled with the workspace, deletes ws-<name> on the child when the workspace
+// owns it (skipped when the cluster is gone), then removes the finalizer. suspend is ignored here, and nothing waits on a cluster that no longer exists. A
 // child that cannot be reached while its ClusterDeployment exists is waited for at most
 // UnreachableDeleteTimeout from the deletion request; then the deletion completes and a Warning Event
 // names what was left behind.
+// While the child is reachable the wait for KCM to drop its finalizer from the ServiceSet has no bound
+// of its own (KCM finishes an install in progress first): ending it early would delete ws-<name>
+// under a release still being installed. The workspace's unbound replicas hold no GPUs meanwhile
+// (gate: bindsNoMore). See docs/RECONCILIATION.md, Deletion.
 func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (reconcile.Result, error) {
 	ws := s.ws
 	if !controllerutil.ContainsFinalizer(ws, workspacesv1.WorkspaceFinalizer) && !controllerutil.ContainsFinalizer(ws, workspacesv1.LegacyFinalizer) {
@@ -77,7 +81,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (reconcile.R
 	}
 	// A workspace the upstream operator made and this one never adopted has its ServiceSet under the
 	// upstream name (adopt.go): it goes first, like our own.
-	if gone, err := r.deleteLegacyServiceSet(ctx, s, targetAllowed); err != nil || !gone {
+	if gone, err := r.deleteLegacyServiceSet(ctx, s, targetAllowed, cdGone); err != nil || !gone {
 		return reconcile.Result{RequeueAfter: r.Options.UnreachableRetry}, err
 	}
 	gone, err := r.deleteServiceSet(ctx, s, cdGone)
@@ -105,6 +109,11 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (reconcile.R
 		left = append(left, fmt.Sprintf("ServiceSet %s/%s is still being deleted by k0rdent, so the release may still be installed",
 			s.cdKey.Namespace, s.serviceSetNameForDelete()))
 		cause = childErr
+	}
+	// The values Secrets go with the workspace, also those no ServiceSet ever owned (a ServiceSet
+	// create that failed): nothing that holds its secret values outlives it.
+	if err := r.removeValuesSecrets(ctx, s); err != nil {
+		return reconcile.Result{}, err
 	}
 
 	if cdGone || secretGone {
@@ -215,6 +224,21 @@ func (r *Reconciler) deleteServiceSet(ctx context.Context, s *scope, cdGone bool
 	}
 	s.obs.note = fmt.Sprintf("uninstalling: waiting for ServiceSet %s/%s to be deleted", ss.Namespace, ss.Name)
 	return false, nil
+}
+
+// removeValuesSecrets deletes the values Secrets labelled with the workspace in its ClusterDeployment's
+// namespace, once its ServiceSet is gone (or the deletion gave up waiting for it). They are listed
+// from the API server: the cache may not show one a pass made a moment ago.
+func (r *Reconciler) removeValuesSecrets(ctx context.Context, s *scope) error {
+	var reader client.Reader = r.Client
+	if r.APIReader != nil {
+		reader = r.APIReader
+	}
+	secrets, err := valuesSecretsOf(ctx, reader, types.NamespacedName{Namespace: s.ws.Namespace, Name: s.ws.Name}, s.cdKey.Namespace)
+	if err != nil {
+		return err
+	}
+	return r.deleteValuesSecrets(ctx, secrets)
 }
 
 // targetAllowed reports whether the workspace may act in its ClusterDeployment's namespace: its own,

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/gpu"
 	"github.com/exalsius/exalsius-operator/common/testing/childtest"
@@ -201,4 +202,67 @@ func TestUnreachableChildStaysPending(t *testing.T) {
 	if ws := getWS(t, key); ws.Status.FailureContext != nil {
 		t.Errorf("failureContext %+v", ws.Status.FailureContext)
 	}
+}
+
+// spreadWorkspace makes a workspace of two replicas of n GPUs over two nodes of n GPUs each, admitted
+// (Deploying) with pods that never bind (the test API server has no scheduler), and a one-GPU
+// workspace that waits behind its reservation. It returns both and the spread one's ServiceSet,
+// which carries KCM's finalizer.
+func spreadWorkspace(t *testing.T, n int32) (spread, waiter types.NamespacedName, ssKey types.NamespacedName) {
+	t.Helper()
+	ns, class, cd := gateFixture(t)
+	model := name("h20")
+	gpuNode(t, child.Client, gpu.ResourceNVIDIA, int64(n), modelLabels(model))
+	gpuNode(t, child.Client, gpu.ResourceNVIDIA, int64(n), modelLabels(model))
+	spread = createWorkspace(t, ns, class, cd, func(ws *workspacesv1.WorkspaceDeployment) {
+		ws.Spec.Resources = gpuResources(n, model)
+		r := int32(2)
+		ws.Spec.Resources.Replicas = &r
+	})
+	ss := waitServiceSet(t, waitPhase(t, spread, workspacesv1.PhaseDeploying, ""))
+	patch := client.MergeFrom(ss.DeepCopy())
+	ss.Finalizers = append(ss.Finalizers, k0rdentv1beta1.ServiceSetFinalizer)
+	must(t, k8s.Patch(ctxT(t), ss, patch))
+	waiter = createWorkspace(t, ns, class, cd, func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Resources = gpuResources(1, model) })
+	waitPhase(t, waiter, workspacesv1.PhaseWaiting, workspacesv1.ReasonWaitingForGpuCapacity)
+	return spread, waiter, client.ObjectKeyFromObject(ss)
+}
+
+// TestFailedSpreadWorkspaceStopsBlocking: a spread workspace whose pods never bind reserves its GPUs
+// while its release may still bind them; once the release failed, its unbound replicas no longer
+// keep a waiter off the nodes, and the waiter is admitted while the failed ServiceSet still exists.
+func TestFailedSpreadWorkspaceStopsBlocking(t *testing.T) {
+	spread, waiter, ssKey := spreadWorkspace(t, 5)
+	setServiceState(t, ssKey, k0rdentv1beta1.ServiceStateFailed, "pods never became ready")
+	waitPhase(t, spread, workspacesv1.PhaseFailed, "")
+	waitPhase(t, waiter, workspacesv1.PhaseDeploying, "")
+	dropFinalizers(t, ssKey)
+}
+
+// TestDeletedSpreadWorkspaceReleasesAtOnce: a workspace being deleted whose pods hold no GPU on the
+// child releases its reservation at once, while k0rdent still uninstalls its release (its
+// ServiceSet held by KCM's finalizer).
+func TestDeletedSpreadWorkspaceReleasesAtOnce(t *testing.T) {
+	spread, waiter, ssKey := spreadWorkspace(t, 5)
+	must(t, k8s.Delete(ctxT(t), getWS(t, spread)))
+	waitPhase(t, spread, workspacesv1.PhaseDeleting, workspacesv1.ReasonDeleting)
+	waitPhase(t, waiter, workspacesv1.PhaseDeploying, "")
+	if err := k8s.Get(ctxT(t), ssKey, &k0rdentv1beta1.ServiceSet{}); err != nil {
+		t.Fatalf("the ServiceSet is gone before the waiter was admitted (%v): the test shows nothing", err)
+	}
+	dropFinalizers(t, ssKey)
+	waitGone(t, "workspace", spread, &workspacesv1.WorkspaceDeployment{})
+}
+
+// dropFinalizers plays KCM finishing with a ServiceSet: its finalizer goes.
+func dropFinalizers(t *testing.T, key types.NamespacedName) {
+	t.Helper()
+	ss := &k0rdentv1beta1.ServiceSet{}
+	if err := k8s.Get(ctxT(t), key, ss); err != nil {
+		must(t, client.IgnoreNotFound(err))
+		return
+	}
+	patch := client.MergeFrom(ss.DeepCopy())
+	ss.Finalizers = nil
+	must(t, k8s.Patch(ctxT(t), ss, patch))
 }

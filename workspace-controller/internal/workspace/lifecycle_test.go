@@ -168,6 +168,104 @@ func TestReleaseNamespaceEnforced(t *testing.T) {
 	})
 }
 
+// TestRefusedPodNamedWhileDeploying: a chart asking a RuntimeClass the child lacks (runtimeClassName
+// nvidia on a child without NVIDIA's GPU operator) has its pods refused by the child's API server;
+// the workspace stays Deploying, names the workload and the child's message in HelmReleaseReady
+// (PodsRefused) and in an Event, and records one more Event when the refusal changes.
+func TestRefusedPodNamedWhileDeploying(t *testing.T) {
+	ns := newNamespace(t)
+	class := createClass(t, classSpec(name("rc")), ns)
+	cd := createCluster(t, ns, child.Kubeconfig)
+	key := createWorkspace(t, ns, class, cd.Name)
+	ws := waitPhase(t, key, workspacesv1.PhaseDeploying, "")
+	waitServiceSet(t, ws)
+	var childNS *corev1.Namespace
+	eventually(t, "ws-<name> on the child", func() (err error) {
+		childNS, err = childNamespace(t, child.Client, key.Name)
+		return err
+	})
+
+	// What the ReplicaSet controller is told when it creates the chart's pod.
+	nvidia := "nvidia"
+	err := child.Client.Create(ctxT(t), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: childNS.Name, Name: "nb-5d8f-x"}, Spec: corev1.PodSpec{
+		RuntimeClassName: &nvidia, Containers: []corev1.Container{{Name: "c", Image: "registry.example/x:1"}}}})
+	if err == nil || !strings.Contains(err.Error(), `RuntimeClass "nvidia" not found`) {
+		t.Fatalf("a pod asking the RuntimeClass nvidia on a child without it: %v, want it refused", err)
+	}
+	refused := "Error creating: " + err.Error()[strings.Index(err.Error(), "pods "):]
+	failedCreate := func(workload, note string) {
+		t.Helper()
+		must(t, child.Client.Create(ctxT(t), &eventsv1.Event{
+			ObjectMeta: metav1.ObjectMeta{Namespace: childNS.Name, Name: name("ev")},
+			EventTime:  metav1.NewMicroTime(time.Now()), ReportingController: "replicaset-controller", ReportingInstance: "kcm", Action: "Create",
+			Reason: "FailedCreate", Type: corev1.EventTypeWarning, Note: note,
+			Regarding: corev1.ObjectReference{Kind: "ReplicaSet", Namespace: childNS.Name, Name: workload, APIVersion: "apps/v1"},
+		}))
+	}
+	failedCreate("nb-5d8f", refused)
+	named := func(workload, childMessage string) func() error {
+		return func() error {
+			got := getWS(t, key)
+			c := condition(got, workspacesv1.HelmReleaseReadyCondition)
+			if got.Status.Phase != workspacesv1.PhaseDeploying || c.Reason != workspacesv1.ReasonPodsRefused {
+				return fmt.Errorf("phase %s, HelmReleaseReady %s: %s", got.Status.Phase, c.Reason, c.Message)
+			}
+			if err := contains(c.Message, "ReplicaSet "+workload+": "); err != nil {
+				return err
+			}
+			if err := contains(c.Message, childMessage); err != nil {
+				return err
+			}
+			return contains(got.Status.Message, childMessage)
+		}
+	}
+	eventually(t, "the workspace names the refused pod while Deploying", named("nb-5d8f", `RuntimeClass "nvidia" not found`))
+	eventEvery := func(what string) func() error {
+		return func() error {
+			for _, e := range workspaceEvents(t, key) {
+				if e.Reason == workspacesv1.ReasonPodsRefused && e.Type == corev1.EventTypeWarning && strings.Contains(e.Note, what) {
+					return nil
+				}
+			}
+			return fmt.Errorf("no PodsRefused Event naming %q", what)
+		}
+	}
+	eventually(t, "an Event names the refusal", eventEvery(`ReplicaSet nb-5d8f: `+refused))
+
+	// Another refusal under the same reason: the status and one more Event say so.
+	denied := `Error creating: admission webhook "policy.example" denied the request: no GPUs for team x`
+	failedCreate("nb-7c2a", denied)
+	eventually(t, "the workspace names the new refusal", named("nb-7c2a", denied))
+	eventually(t, "an Event names the new refusal", eventEvery("ReplicaSet nb-7c2a: "+denied))
+	count := func() int {
+		n := 0
+		for _, e := range workspaceEvents(t, key) {
+			if e.Reason == workspacesv1.ReasonPodsRefused {
+				n++
+			}
+		}
+		return n
+	}
+	// A pass that finds the same refusal records nothing more: a spec edit brings one, and its
+	// status names the refusal for the new generation.
+	before := count()
+	ws = getWS(t, key)
+	patch := client.MergeFrom(ws.DeepCopy())
+	ws.Spec.Values = jsonRaw(t, map[string]any{"nudge": true})
+	must(t, k8s.Patch(ctxT(t), ws, patch))
+	eventually(t, "a pass of the new generation names the refusal", func() error {
+		got := getWS(t, key)
+		c := condition(got, workspacesv1.HelmReleaseReadyCondition)
+		if got.Status.ObservedGeneration != got.Generation || c.ObservedGeneration != got.Generation || c.Reason != workspacesv1.ReasonPodsRefused {
+			return fmt.Errorf("generation %d, observed %d, HelmReleaseReady %s of generation %d", got.Generation, got.Status.ObservedGeneration, c.Reason, c.ObservedGeneration)
+		}
+		return nil
+	})
+	if after := count(); after != before {
+		t.Errorf("PodsRefused Events went from %d to %d while the refusal stayed the same", before, after)
+	}
+}
+
 // TestClassAsksPodSecurityLevel: a class may ask another Pod Security level; with no GPUs the quota
 // allows none.
 func TestClassAsksPodSecurityLevel(t *testing.T) {
@@ -231,8 +329,9 @@ func TestFailedBeforeInstallReleasesGPUs(t *testing.T) {
 	waitPhase(t, b, workspacesv1.PhaseDeploying, "")
 }
 
-// TestAdmissionSurvivesRestart: a workspace whose release failed still holds its GPUs through its
-// ServiceSet; after a controller restart a second workspace is still not admitted onto them.
+// TestAdmissionSurvivesRestart: a workspace admitted and still installing holds its GPUs through its
+// admission; after a controller restart a second workspace is still not admitted onto them. Once the
+// release failed, its replicas that never bound hold nothing, and the second one is admitted.
 func TestAdmissionSurvivesRestart(t *testing.T) {
 	ns := newNamespace(t)
 	model := name("h20")
@@ -246,11 +345,6 @@ func TestAdmissionSurvivesRestart(t *testing.T) {
 		t.Fatalf("admission %+v: want 1 GPU on %s of %s/%s", ad, node, ns, cd.Name)
 	}
 	ss := waitServiceSet(t, ws)
-	setServiceState(t, client.ObjectKeyFromObject(ss), k0rdentv1beta1.ServiceStateFailed, "crash loop")
-	ws = waitPhase(t, a, workspacesv1.PhaseFailed, workspacesv1.ReasonHelmReleaseFailed)
-	if ws.Status.Admission == nil {
-		t.Fatal("a failed workspace whose ServiceSet exists dropped its admission")
-	}
 
 	restartControllers(t)
 
@@ -259,8 +353,12 @@ func TestAdmissionSurvivesRestart(t *testing.T) {
 	if err := contains(got.Status.Feasibility.Message, "1 reserved"); err != nil {
 		t.Error(err)
 	}
-	// Deleting the failed workspace releases the GPU.
-	must(t, k8s.Delete(ctxT(t), getWS(t, a)))
+	// The release fails with its pod never bound: the GPU is free for the waiter.
+	setServiceState(t, client.ObjectKeyFromObject(ss), k0rdentv1beta1.ServiceStateFailed, "crash loop")
+	ws = waitPhase(t, a, workspacesv1.PhaseFailed, workspacesv1.ReasonHelmReleaseFailed)
+	if ws.Status.Admission == nil {
+		t.Fatal("a failed workspace whose ServiceSet exists dropped its admission")
+	}
 	waitPhase(t, b, workspacesv1.PhaseDeploying, "")
 }
 
@@ -613,6 +711,7 @@ func TestEarlierAdmissionAdopted(t *testing.T) {
 	key := createWorkspace(t, ns, class, cd.Name, func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Resources = gpuResources(1, model) })
 	ws := waitPhase(t, key, workspacesv1.PhaseDeploying, "")
 	setServiceState(t, client.ObjectKeyFromObject(waitServiceSet(t, ws)), k0rdentv1beta1.ServiceStateDeployed, "")
+	releasePod(t, ws, node, 0, false)
 	waitPhase(t, key, workspacesv1.PhaseRunning, workspacesv1.ReasonRunning)
 	// The GPU is taken by a pod outside the workspace, and the status looks as an earlier version wrote it.
 	gpuPod(t, child.Client, "busy", node, gpu.ResourceNVIDIA, 1)

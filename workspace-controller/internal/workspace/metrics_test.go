@@ -60,10 +60,11 @@ func TestMetrics(t *testing.T) {
 	runningBefore := metric(t, "workspace_controller_creation_to_running_seconds", nil)
 	ns, class, cd := gateFixture(t)
 	model := name("metrics")
-	gpuNode(t, child.Client, gpu.ResourceNVIDIA, 1, modelLabels(model))
+	node := gpuNode(t, child.Client, gpu.ResourceNVIDIA, 1, modelLabels(model))
 	key := createWorkspace(t, ns, class, cd, func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Resources = gpuResources(1, model) })
 	ws := waitPhase(t, key, workspacesv1.PhaseDeploying, "")
 	setServiceState(t, client.ObjectKeyFromObject(waitServiceSet(t, ws)), k0rdentv1beta1.ServiceStateDeployed, "")
+	releasePod(t, ws, node, 0, false)
 	waitPhase(t, key, workspacesv1.PhaseRunning, "")
 
 	eventually(t, "metrics", func() error {

@@ -9,6 +9,7 @@ import (
 
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/childns"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 )
 
 // The release namespace ws-<name> on the child is internal/childns's; the steps here reach the child
@@ -33,7 +34,7 @@ func (r *Reconciler) claimReleaseNamespace(ctx context.Context, s *scope) (stepR
 		return stop, err
 	}
 	s.releaseNSClaim = &out // ensureReleaseNamespace makes or corrects it without reading it again
-	return r.releaseNamespaceStops(s, out, false), nil
+	return r.releaseNamespaceStops(s, out), nil
 }
 
 // ensureReleaseNamespace makes ws-<name> on the child before the release: owned by the workspace,
@@ -55,42 +56,51 @@ func (r *Reconciler) ensureReleaseNamespace(ctx context.Context, s *scope) (step
 		return stop, err
 	}
 	if out.Kind == childns.Ready {
+		if s.wasStopped() {
+			// Started again: the stop's quota goes and the release's workloads make their pods now.
+			if err := r.namespaces(s, cl).Start(ctx, out.Namespace.Name, s.now); err != nil {
+				return stop, err
+			}
+		}
 		s.setTrue(workspacesv1.ReleaseNamespaceReadyCondition, out.Reason, out.Message)
 		return next, nil
 	}
-	return r.releaseNamespaceStops(s, out, true), nil
+	return r.releaseNamespaceStops(s, out), nil
+}
+
+// wasStopped reports whether the workspace comes back from a stop: it was Stopped (or stopping), or
+// its ServiceSet still carries the zero-replica values of the stop.
+func (s *scope) wasStopped() bool {
+	return s.prev.Phase == workspacesv1.PhaseStopped || (s.claimed != nil && s.claimed.Labels[owned.LabelStopped] == "true")
 }
 
 // releaseNamespaceStops turns a ws-<name> that is not this workspace's to use into the condition and
-// the end of the pass: a Conflict fails the workspace; a Terminating namespace is waited for
-// (childns: one rule), as what the pass is doing where it was found: waiting for it at the claim,
-// deploying once the gate admitted the workspace (admitted). A usable or absent namespace goes on.
-func (r *Reconciler) releaseNamespaceStops(s *scope, out childns.Outcome, admitted bool) stepResult {
+// the end of the pass, by one rule wherever it was found: a Conflict fails the workspace; a Terminating
+// namespace is waited for, Pending, until it is gone (an admission the workspace holds stays held). A
+// usable or absent namespace goes on.
+func (r *Reconciler) releaseNamespaceStops(s *scope, out childns.Outcome) stepResult {
 	switch out.Kind {
 	case childns.Conflict:
 		s.failed(workspacesv1.ReleaseNamespaceReadyCondition, out.Reason, out.Message)
 		return stop
 	case childns.Terminating:
-		report, msg := s.waitFor, "is still being deleted"
-		if admitted {
-			report, msg = s.deploying, "is being deleted"
-		}
-		report(workspacesv1.ReleaseNamespaceReadyCondition, workspacesv1.ReasonReleaseNamespaceTerminating,
-			fmt.Sprintf("namespace %s on the child of ClusterDeployment %s %s; it is made again once it is gone", out.Namespace.Name, s.cdKey, msg))
+		s.waitFor(workspacesv1.ReleaseNamespaceReadyCondition, workspacesv1.ReasonReleaseNamespaceTerminating,
+			fmt.Sprintf("namespace %s on the child of ClusterDeployment %s is still being deleted; it is made again once it is gone", out.Namespace.Name, s.cdKey))
 		return stopAfter(r.Options.UnreachableRetry)
 	}
 	return next
 }
 
 // childUnreachable reports a child that cannot be reached. An installed workspace keeps its phase
-// (its release is untouched, and the rest of the pass needs no child); any other waits Pending.
+// (its release is untouched, and the rest of the pass needs no child); a GPU waiter stays Waiting,
+// in its place in the queue; any other waits Pending (waitForChild).
 func (r *Reconciler) childUnreachable(s *scope, err error) stepResult {
 	msg := fmt.Sprintf("cannot reach the child cluster of ClusterDeployment %s: %v", s.cdKey, err)
 	if s.installed() {
 		s.setCondition(workspacesv1.ReleaseNamespaceReadyCondition, metav1.ConditionFalse, workspacesv1.ReasonClusterUnreachable, msg)
 		return next
 	}
-	s.waitFor(workspacesv1.ReleaseNamespaceReadyCondition, workspacesv1.ReasonClusterUnreachable, msg)
+	s.waitForChild(workspacesv1.ReleaseNamespaceReadyCondition, msg)
 	return stopAfter(r.Options.UnreachableRetry)
 }
 
@@ -100,16 +110,16 @@ func (r *Reconciler) childContext(ctx context.Context) (context.Context, context
 	return context.WithTimeout(ctx, r.Options.ChildRequestTimeout)
 }
 
-// quotaRefusal returns the child's latest report that the release's pods were refused for exceeding
-// the namespace's quota (childns.QuotaRefusal), or "".
-func (r *Reconciler) quotaRefusal(ctx context.Context, s *scope) string {
+// podRefusal reads on the child why the release's pods are not running (childns.PodRefusal): a pod
+// the child refused to create, or one Unschedulable for longer than UnschedulableAfter.
+func (r *Reconciler) podRefusal(ctx context.Context, s *scope) childns.Refusal {
 	ctx, cancel := r.childContext(ctx)
 	defer cancel()
 	cl, err := r.Children.Client(ctx, s.cdKey)
 	if err != nil {
-		return ""
+		return childns.Refusal{}
 	}
-	return r.namespaces(s, cl).QuotaRefusal(ctx, s.releaseNamespace())
+	return r.namespaces(s, cl).PodRefusal(ctx, s.releaseNamespace(), s.now, r.Options.UnschedulableAfter)
 }
 
 // deleteReleaseNamespace deletes ws-<name> on the child when it belongs to this workspace

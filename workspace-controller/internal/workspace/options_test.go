@@ -65,6 +65,9 @@ func TestOptionsValidateNamesTheFlag(t *testing.T) {
 		"rollout settle":  {func(o *Options) { o.RolloutSettle = 0 }, "RolloutSettle"},
 		"unreachable":     {func(o *Options) { o.UnreachableRetry = 0 }, "UnreachableRetry"},
 		"request timeout": {func(o *Options) { o.ChildRequestTimeout = 0 }, "ChildRequestTimeout"},
+		"waiting retry":   {func(o *Options) { o.WaitingRetry = 0 }, "WaitingRetry"},
+		"unschedulable":   {func(o *Options) { o.UnschedulableAfter = 0 }, "UnschedulableAfter"},
+		"cluster gone":    {func(o *Options) { o.ClusterGoneGrace = 0 }, "ClusterGoneGrace"},
 	} {
 		o := DefaultOptions()
 		c.set(&o)

@@ -100,16 +100,26 @@ func (r *Reconciler) removeVanished(ctx context.Context, s *scope) error {
 	return r.removeInstall(ctx, s)
 }
 
-// collectOrphans deletes the ServiceSets, and the release namespaces on the child, of a workspace that
-// does not exist. The cache is read first (a deleted workspace has none, normally); the API server
-// confirms that no workspace of that name exists before anything is deleted.
+// collectOrphans deletes the ServiceSets, the release namespaces on the child and the values Secrets
+// of a workspace that does not exist. The cache is read first (a deleted workspace has none,
+// normally); the API server confirms that no workspace of that name exists before anything is
+// deleted. The values Secrets labelled with the workspace go once no ServiceSet of it is left (one
+// that exists owns its Secret, and its deletion brings the collector back): a Secret no ServiceSet
+// ever owned, left by a failed ServiceSet create, goes too.
 func (r *Reconciler) collectOrphans(ctx context.Context, key types.NamespacedName) error {
 	var sets k0rdentv1beta1.ServiceSetList
 	if err := r.Client.List(ctx, &sets, client.UnsafeDisableDeepCopy, client.MatchingLabels{
 		workspacesv1.WorkspaceLabel: key.Name, workspacesv1.WorkspaceNamespaceLabel: key.Namespace}); err != nil {
 		return fmt.Errorf("listing the ServiceSets of workspace %s: %w", key, err)
 	}
+	var secrets []metav1.PartialObjectMetadata
 	if len(sets.Items) == 0 {
+		var err error
+		if secrets, err = valuesSecretsOf(ctx, r.Client, key, ""); err != nil {
+			return err
+		}
+	}
+	if len(sets.Items) == 0 && len(secrets) == 0 {
 		return nil
 	}
 	if r.APIReader != nil {
@@ -120,6 +130,10 @@ func (r *Reconciler) collectOrphans(ctx context.Context, key types.NamespacedNam
 		if !apierrors.IsNotFound(err) {
 			return fmt.Errorf("reading workspace %s: %w", key, err)
 		}
+	}
+	if len(secrets) > 0 {
+		log.FromContext(ctx).Info("removing the values Secrets of a workspace that no longer exists", "secrets", len(secrets))
+		return r.deleteValuesSecrets(ctx, secrets)
 	}
 	var errs []error
 	for i := range sets.Items {

@@ -41,6 +41,29 @@ func noInstallLeft(ctx context.Context, ns, name string) error {
 	return client.IgnoreNotFound(err)
 }
 
+// TestOrphanedValuesSecretIsCollected: a values Secret labelled with a workspace that does not exist,
+// and owned by no ServiceSet (left by a failed ServiceSet create whose workspace vanished), is removed
+// when the controller hears of it; the values Secret of a workspace that exists is left alone.
+func TestOrphanedValuesSecretIsCollected(t *testing.T) {
+	ctx := ctxT(t)
+	ns := newNamespace(t)
+	cd := createCluster(t, ns, child.Kubeconfig)
+	live := createWorkspace(t, ns, name("no-class"), cd.Name)
+	ghost := types.NamespacedName{Namespace: ns, Name: name("ghost")}
+	secretOf := func(key types.NamespacedName) *corev1.Secret {
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cd.Name + "-ws-" + key.Name + "-values",
+			Labels: owned.ValuesSecretLabels(key)}, StringData: map[string]string{owned.ValuesSecretKey: "password: orphan-pw-77\n"}}
+	}
+	kept := secretOf(live)
+	orphan := secretOf(ghost)
+	must(t, k8s.Create(ctx, kept))
+	must(t, k8s.Create(ctx, orphan))
+	waitGone(t, "orphaned values Secret", client.ObjectKeyFromObject(orphan), &corev1.Secret{})
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(kept), &corev1.Secret{}); err != nil {
+		t.Errorf("the values Secret of a workspace that exists: %v", err)
+	}
+}
+
 // TestOrphanedServiceSetIsCollected: a ServiceSet (and ws-<name> on the child) labelled with a
 // workspace that does not exist is removed when the controller hears of it, as it would be after a
 // workspace vanished while a pass installed it.

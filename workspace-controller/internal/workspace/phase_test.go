@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
@@ -88,6 +89,34 @@ func TestDeriveStatus(t *testing.T) {
 			}
 			if !reflect.DeepEqual(prev, c.prev.DeepCopy()) {
 				t.Errorf("deriveStatus changed its input")
+			}
+		})
+	}
+}
+
+// TestUnreachableChildKeepsAWaiterInTheQueue: a child that cannot be reached leaves a GPU waiter
+// Waiting (ClusterUnreachable), in its place in the queue; a workspace waiting for its namespace's
+// quota (no place in a queue) or for anything else waits Pending.
+func TestUnreachableChildKeepsAWaiterInTheQueue(t *testing.T) {
+	ready := func(reason string) []metav1.Condition {
+		return []metav1.Condition{{Type: workspacesv1.ReadyCondition, Status: metav1.ConditionFalse, Reason: reason}}
+	}
+	for _, tc := range []struct {
+		name string
+		prev workspacesv1.WorkspaceDeploymentStatus
+		want workspacesv1.WorkspacePhase
+	}{
+		{"GPU waiter", workspacesv1.WorkspaceDeploymentStatus{Phase: workspacesv1.PhaseWaiting, Conditions: ready(workspacesv1.ReasonWaitingForGpuNodes)}, workspacesv1.PhaseWaiting},
+		{"quota waiter", workspacesv1.WorkspaceDeploymentStatus{Phase: workspacesv1.PhaseWaiting, Conditions: ready(workspacesv1.ReasonQuotaExceeded)}, workspacesv1.PhasePending},
+		{"pending", workspacesv1.WorkspaceDeploymentStatus{Phase: workspacesv1.PhasePending}, workspacesv1.PhasePending},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &scope{ws: &workspacesv1.WorkspaceDeployment{Status: *tc.prev.DeepCopy()}, prev: tc.prev}
+			s.waitForChild(workspacesv1.FeasibleCondition, "cannot reach the child cluster")
+			s.apply()
+			ready := meta.FindStatusCondition(s.ws.Status.Conditions, workspacesv1.ReadyCondition)
+			if s.ws.Status.Phase != tc.want || ready == nil || ready.Reason != workspacesv1.ReasonClusterUnreachable {
+				t.Errorf("phase %s, Ready %+v; want %s, ClusterUnreachable", s.ws.Status.Phase, ready, tc.want)
 			}
 		})
 	}

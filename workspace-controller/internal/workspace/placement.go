@@ -24,11 +24,6 @@ import (
 
 // +kubebuilder:rbac:groups=infra.exalsius.ai,resources=colonies,verbs=get;list;watch
 
-// placementRetry is how soon an unplaced workspace is looked at again without an event: the events
-// that can make a cluster fit (child nodes and pods, workspaces releasing GPUs, ClusterDeployments,
-// Colonies, quotas) wake it earlier.
-const placementRetry = time.Minute
-
 // place picks the cluster of a workspace that names a Colony or a cluster selector, once: the choice
 // is recorded in status.placement with the admission of the gate on that cluster, in one write made
 // under the candidates' gate locks, and never changes afterwards. A workspace that names its
@@ -51,7 +46,7 @@ func (r *Reconciler) place(ctx context.Context, s *scope) (stepResult, error) {
 	}
 	keys, why, err := r.candidates(ctx, s)
 	if err != nil || why != nil {
-		return stopAfter(placementRetry), err
+		return stopAfter(r.Options.WaitingRetry), err
 	}
 	s.resources = MergeResources(s.class.Spec.DefaultResources, s.ws.Spec.Resources)
 	s.ws.Status.ResolvedResources = s.resources.DeepCopy()
@@ -65,7 +60,7 @@ func (r *Reconciler) place(ctx context.Context, s *scope) (stepResult, error) {
 	s.applyPlacement(d)
 	switch d.Outcome {
 	case gate.NoFitNow:
-		return stopAfter(placementRetry), nil
+		return stopAfter(r.Options.WaitingRetry), nil
 	case gate.NoFitEver:
 		return stop, nil
 	case gate.OverQuota:

@@ -149,8 +149,8 @@ func TestPlacementAcrossClusters(t *testing.T) {
 	if p := waitPlaced(t, five); p.Cluster != busy.Name {
 		t.Errorf("5 NVIDIA GPUs placed on %s, want %s", p.Cluster, busy.Name)
 	}
-	if since := time.Since(freed); since > placementRetry/2 {
-		t.Errorf("placed %s after the GPUs were freed: the child's event did not wake the waiter, its %s retry did", since.Round(time.Second), placementRetry)
+	if since := time.Since(freed); since > DefaultWaitingRetry/2 {
+		t.Errorf("placed %s after the GPUs were freed: the child's event did not wake the waiter, its %s retry did", since.Round(time.Second), DefaultWaitingRetry)
 	}
 	waitPhase(t, five, workspacesv1.PhaseDeploying, "")
 

@@ -6,8 +6,10 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
@@ -24,7 +26,9 @@ func (r *Reconciler) setupPlacement(mgr manager.Manager, b *builder.TypedBuilder
 	}
 	return b.
 		Watches(&infrav1.Colony{}, handler.EnqueueRequestsFromMapFunc(r.forColony)).
-		Watches(&workspacesv1.WorkspaceQuota{}, handler.EnqueueRequestsFromMapFunc(r.forQuota)), nil
+		Watches(&workspacesv1.WorkspaceQuota{}, handler.EnqueueRequestsFromMapFunc(r.forQuota)).
+		Watches(&workspacesv1.WorkspaceQuota{}, handler.EnqueueRequestsFromMapFunc(r.forPriorityCap),
+			builder.WithPredicates(maxPriorityChanged{})), nil
 }
 
 // namespaceWaiters lists the workspaces of a namespace that wait for placement or for the namespace's
@@ -55,7 +59,8 @@ func (r *Reconciler) forColony(ctx context.Context, o client.Object) []reconcile
 }
 
 // forQuota brings back the namespace's waiting workspaces when a quota changes: a raised limit frees
-// room, a changed maxPriority reorders the queues.
+// room, a changed maxPriority reorders the queues (the waiters of other namespaces in those queues
+// are brought back by forPriorityCap).
 func (r *Reconciler) forQuota(ctx context.Context, o client.Object) []reconcile.Request {
 	var list workspacesv1.WorkspaceDeploymentList
 	if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.UnsafeDisableDeepCopy); err != nil { // read-only
@@ -68,4 +73,60 @@ func (r *Reconciler) forQuota(ctx context.Context, o client.Object) []reconcile.
 		}
 	}
 	return out
+}
+
+// maxPriorityChanged passes the WorkspaceQuota events that change the namespace's priority cap
+// (spec.maxPriority): a quota with a cap created or deleted, or its cap changed. The quota's status,
+// written on every change of its use, does not pass.
+type maxPriorityChanged struct{ predicate.Funcs }
+
+func capOf(o client.Object) *int32 {
+	if q, ok := o.(*workspacesv1.WorkspaceQuota); ok {
+		return q.Spec.MaxPriority
+	}
+	return nil
+}
+
+func (maxPriorityChanged) Create(e event.CreateEvent) bool { return capOf(e.Object) != nil }
+func (maxPriorityChanged) Delete(e event.DeleteEvent) bool { return capOf(e.Object) != nil }
+func (maxPriorityChanged) Generic(event.GenericEvent) bool { return false }
+func (maxPriorityChanged) Update(e event.UpdateEvent) bool {
+	o, n := capOf(e.ObjectOld), capOf(e.ObjectNew)
+	return (o == nil) != (n == nil) || (o != nil && *o != *n)
+}
+
+// forPriorityCap brings back, when a namespace's priority cap changes, the waiters of every queue
+// its waiting workspaces stand in: a lowered cap moves them back, so a waiter of another namespace
+// may now go first (priority.go), with no other event to wake it. The waiters are those on each such
+// cluster and the unplaced waiters of the cluster's namespace, which the gate counts the queue for
+// when it places them.
+func (r *Reconciler) forPriorityCap(ctx context.Context, o client.Object) []reconcile.Request {
+	var list workspacesv1.WorkspaceDeploymentList
+	if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.UnsafeDisableDeepCopy); err != nil { // read-only
+		return nil
+	}
+	clusters := map[client.ObjectKey]bool{}
+	for i := range list.Items {
+		if w := &list.Items[i]; gate.Queued(&w.Status) && !gate.Unplaced(w) {
+			clusters[owned.ClusterKey(w)] = true
+		}
+	}
+	seen := map[reconcile.Request]bool{}
+	var out []reconcile.Request
+	for cd := range clusters {
+		for _, req := range append(r.queueOf(ctx, cd, client.ObjectKey{}), r.namespaceWaiters(ctx, cd.Namespace, client.ObjectKey{})...) {
+			if !seen[req] {
+				seen[req] = true
+				out = append(out, req)
+			}
+		}
+	}
+	return out
+}
+
+// queueOf lists the Waiting workspaces on a cluster, but skip.
+func (r *Reconciler) queueOf(ctx context.Context, cd, skip client.ObjectKey) []reconcile.Request {
+	return r.workspaces(ctx, owned.IndexCluster, cd.String(), func(w *workspacesv1.WorkspaceDeployment) bool {
+		return w.Status.Phase == workspacesv1.PhaseWaiting && client.ObjectKeyFromObject(w) != skip
+	})
 }

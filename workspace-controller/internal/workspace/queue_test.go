@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
@@ -110,4 +111,90 @@ func createColony(t *testing.T, ns, colonyName string, clusters ...string) {
 		c.Status.ClusterDeploymentRefs = append(c.Status.ClusterDeploymentRefs, infrav1.ObjectRef{Name: cd, Namespace: ns})
 	}
 	must(t, k8s.Status().Update(ctxT(t), c))
+}
+
+// setCordoned cordons or uncordons a node of a child, as kubectl cordon does.
+func setCordoned(t *testing.T, c client.Client, node string, cordoned bool) {
+	t.Helper()
+	n := &corev1.Node{}
+	must(t, c.Get(ctxT(t), client.ObjectKey{Name: node}, n))
+	patch := client.MergeFrom(n.DeepCopy())
+	n.Spec.Unschedulable = cordoned
+	must(t, c.Patch(ctxT(t), n, patch))
+}
+
+// waitsBehind waits until a Waiting workspace's latest decision counted GPUs reserved for another.
+func waitsBehind(t *testing.T, key types.NamespacedName) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("%s waits behind a reservation", key), func() error {
+		ws := getWS(t, key)
+		if ws.Status.Phase != workspacesv1.PhaseWaiting || ws.Status.Feasibility == nil {
+			return fmt.Errorf("phase %s, feasibility %+v", ws.Status.Phase, ws.Status.Feasibility)
+		}
+		return contains(ws.Status.Feasibility.Message, "1 reserved")
+	})
+}
+
+// TestCordonedNodesKeepTheQueue: two workspaces wait for the one GPU of a node; a drain cordons the
+// node. They stay Waiting (WaitingForGpuNodes, naming the cordoned node), not Failed, and keep their
+// places: once the node is uncordoned with its GPU free, the higher priority goes first although it
+// queued later.
+func TestCordonedNodesKeepTheQueue(t *testing.T) {
+	ns, class, cd := gateFixture(t)
+	createQuota(t, ns, workspacesv1.WorkspaceQuotaSpec{MaxPriority: ptr(int32(10))})
+	model := name("c200")
+	node := pinnableNode(t, child.Client, gpu.ResourceNVIDIA, 1, model)
+	busy := gpuPod(t, child.Client, "busy", node, gpu.ResourceNVIDIA, 1)
+	older := createWorkspace(t, ns, class, cd, func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Resources = gpuResources(1, model) })
+	waitPhase(t, older, workspacesv1.PhaseWaiting, workspacesv1.ReasonWaitingForGpuCapacity)
+	higher := createWorkspace(t, ns, class, cd, func(ws *workspacesv1.WorkspaceDeployment) {
+		ws.Spec.Resources = gpuResources(1, model)
+		ws.Spec.Priority = 5
+	})
+	waitPhase(t, higher, workspacesv1.PhaseWaiting, workspacesv1.ReasonWaitingForGpuCapacity)
+
+	setCordoned(t, child.Client, node, true)
+	for _, key := range []types.NamespacedName{older, higher} {
+		ws := waitPhase(t, key, workspacesv1.PhaseWaiting, workspacesv1.ReasonWaitingForGpuNodes)
+		if err := contains(ws.Status.Message, "1 matching node is cordoned ("+node+")"); err != nil {
+			t.Error(err)
+		}
+		if c := condition(ws, workspacesv1.FeasibleCondition); c.Reason != workspacesv1.ReasonWaitingForGpuNodes {
+			t.Errorf("%s: Feasible %+v", key, c)
+		}
+	}
+	// The GPU frees up while the node is cordoned: nobody may take it yet.
+	must(t, childtest.SetPodPhase(ctxT(t), child.Client, "busy", busy, corev1.PodSucceeded))
+	setCordoned(t, child.Client, node, false)
+	waitPhase(t, higher, workspacesv1.PhaseDeploying, "")
+	waitsBehind(t, older)
+}
+
+// TestLoweredPriorityWakesTheNextWaiter: a waiter ahead in the queue that cannot go itself (two
+// replicas, one free GPU) holds the free GPU for itself; when it lowers its priority below the next
+// waiter's, that one is woken and admitted with no other event.
+func TestLoweredPriorityWakesTheNextWaiter(t *testing.T) {
+	ns, class, cd := gateFixture(t)
+	createQuota(t, ns, workspacesv1.WorkspaceQuotaSpec{MaxPriority: ptr(int32(10))})
+	model := name("p200")
+	node := pinnableNode(t, child.Client, gpu.ResourceNVIDIA, 1, model)
+	busy := gpuPod(t, child.Client, "busy", node, gpu.ResourceNVIDIA, 1)
+	next := createWorkspace(t, ns, class, cd, func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Resources = gpuResources(1, model) })
+	waitPhase(t, next, workspacesv1.PhaseWaiting, workspacesv1.ReasonWaitingForGpuCapacity)
+	head := createWorkspace(t, ns, class, cd, func(ws *workspacesv1.WorkspaceDeployment) {
+		ws.Spec.Resources = gpuResources(1, model)
+		ws.Spec.Resources.Replicas = ptr(int32(2))
+		ws.Spec.Priority = 5
+	})
+	waitPhase(t, head, workspacesv1.PhaseWaiting, workspacesv1.ReasonWaitingForGpuCapacity)
+	must(t, childtest.SetPodPhase(ctxT(t), child.Client, "busy", busy, corev1.PodSucceeded))
+	waitsBehind(t, next)
+	waitPhase(t, head, workspacesv1.PhaseWaiting, workspacesv1.ReasonWaitingForGpuCapacity)
+
+	ws := getWS(t, head)
+	patch := client.MergeFrom(ws.DeepCopy())
+	ws.Spec.Priority = 0
+	must(t, k8s.Patch(ctxT(t), ws, patch))
+	waitPhase(t, next, workspacesv1.PhaseDeploying, "")
+	waitPhase(t, head, workspacesv1.PhaseWaiting, workspacesv1.ReasonWaitingForGpuCapacity)
 }

@@ -205,7 +205,9 @@ func (r *Reconciler) patchStatus(ctx context.Context, before *workspacesv1.Works
 		r.gateFor().Settle(s.key(), ws.Status.Admission, ws.ResourceVersion, ws.Status.Phase)
 		return nil
 	}
-	recordPassEvent(r.Recorder, ws, before.Status.Conditions, ws.Status.Conditions)
+	if !recordPassEvent(r.Recorder, ws, before.Status.Conditions, ws.Status.Conditions) {
+		r.recordRefusal(ws, s.refusal)
+	}
 	if equality.Semantic.DeepEqual(s.before.Status, ws.Status) {
 		r.gateFor().Settle(s.key(), ws.Status.Admission, ws.ResourceVersion, ws.Status.Phase)
 		return nil // written already, with the admission
@@ -301,6 +303,10 @@ type scope struct {
 	// requeueAfter asks for a pass at a deadline (deployTimeout, routing) even without events; set by
 	// "readiness" and "routes".
 	requeueAfter time.Duration
+	// refusal is a refusal of the release's pods that "readiness" found new or changed under an
+	// unchanged HelmReleaseReady reason; patchStatus records it as an Event (a new reason is an
+	// Event of its own: recordPassEvent).
+	refusal *childns.Refusal
 }
 
 func newScope(ws *workspacesv1.WorkspaceDeployment, now time.Time) *scope {

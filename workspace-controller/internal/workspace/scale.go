@@ -65,9 +65,10 @@ func (w *ownWrites) forget(key string) {
 // recordPassEvent records at most one Event for a pass's condition transitions: Ready's transition
 // when Ready changed (it carries the pass's verdict), otherwise the first transition to a bad state,
 // otherwise the first transition. Reconciling and Stalled repeat Ready and make none of their own.
-func recordPassEvent(recorder events.EventRecorder, ws *workspacesv1.WorkspaceDeployment, before, after []metav1.Condition) {
+// It reports whether it recorded one.
+func recordPassEvent(recorder events.EventRecorder, ws *workspacesv1.WorkspaceDeployment, before, after []metav1.Condition) bool {
 	if recorder == nil {
-		return
+		return false
 	}
 	var pick *conditions.Transition
 	for _, t := range conditions.Transitions(before, after) {
@@ -87,7 +88,7 @@ func recordPassEvent(recorder events.EventRecorder, ws *workspacesv1.WorkspaceDe
 		}
 	}
 	if pick == nil {
-		return
+		return false
 	}
 	var only []metav1.Condition
 	for _, c := range after {
@@ -100,6 +101,7 @@ func recordPassEvent(recorder events.EventRecorder, ws *workspacesv1.WorkspaceDe
 		was = []metav1.Condition{*pick.Before}
 	}
 	conditions.RecordTransitions(recorder, ws, was, only)
+	return true
 }
 
 // workspaceChanged passes the workspace's own events that call for a pass: a create or delete, a spec

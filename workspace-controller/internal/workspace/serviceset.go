@@ -3,15 +3,20 @@ package workspace
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/common/text"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/childns"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/release"
 )
@@ -155,9 +160,13 @@ func (r *Reconciler) dropValuesSecret(ctx context.Context, s *scope) error {
 // service really fails.
 func (r *Reconciler) readiness(ctx context.Context, s *scope) (stepResult, error) {
 	timeout := s.class.Spec.DeployTimeoutOrDefault()
-	rd := r.rolloutOf(s).Readiness(s.now, timeout, r.Options.RolloutSettle)
+	ro := r.rolloutOf(s)
+	rd := ro.Readiness(s.now, timeout, r.Options.RolloutSettle)
 	switch rd.Verdict {
 	case release.Deployed:
+		if !ro.DeployedBefore && !r.releasePodsRun(ctx, s, rd) {
+			return next, nil
+		}
 		if err := r.markDeployed(ctx, s.svcSet); err != nil {
 			return stop, err
 		}
@@ -165,8 +174,8 @@ func (r *Reconciler) readiness(ctx context.Context, s *scope) (stepResult, error
 		return next, nil
 	case release.Failed:
 		msg, reason := rd.Message, workspacesv1.ReasonHelmReleaseFailed
-		if why := r.quotaRefusal(ctx, s); why != "" {
-			msg, reason = msg+"; "+why, workspacesv1.ReasonGpuQuotaExceeded
+		if why := r.podRefusal(ctx, s); why.Found() {
+			msg, reason = msg+"; "+why.Message, why.Reason
 		}
 		s.failed(workspacesv1.HelmReleaseReadyCondition, reason, msg)
 		s.snapshot = true
@@ -175,14 +184,14 @@ func (r *Reconciler) readiness(ctx context.Context, s *scope) (stepResult, error
 		s.running(workspacesv1.ReasonHelmReleaseResyncing, rd.Message)
 		return next, nil
 	}
-	quota := ""
+	var why childns.Refusal
 	if !s.releaseNSCreated { // a namespace made in this pass has no refused pods yet
-		quota = r.quotaRefusal(ctx, s)
+		why = r.podRefusal(ctx, s)
 	}
 	if rd.Verdict == release.TimedOut {
 		msg, reason := rd.Message, workspacesv1.ReasonDeployTimeout
-		if quota != "" {
-			msg, reason = msg+"; "+quota, workspacesv1.ReasonGpuQuotaExceeded
+		if why.Found() {
+			msg, reason = msg+"; "+why.Message, why.Reason
 		}
 		s.failed(workspacesv1.HelmReleaseReadyCondition, workspacesv1.ReasonHelmReleaseFailed, msg)
 		s.setCondition(workspacesv1.HelmReleaseReadyCondition, metav1.ConditionFalse, reason, msg)
@@ -190,16 +199,83 @@ func (r *Reconciler) readiness(ctx context.Context, s *scope) (stepResult, error
 		return next, nil
 	}
 	msg, reason := rd.Message, workspacesv1.ReasonHelmReleaseDeploying
-	if quota != "" {
-		msg, reason = msg+"; "+quota, workspacesv1.ReasonGpuQuotaExceeded
+	if why.Found() {
+		msg, reason = msg+"; "+why.Message, why.Reason
+		s.noteRefusal(why)
 	}
 	s.deploying(workspacesv1.HelmReleaseReadyCondition, reason, msg)
-	s.requeueAfter = rd.RequeueAfter
-	if quota == "" {
-		// The child's refusals are not watched: look again while the release is installed.
-		s.requeueAfter = min(s.requeueAfter, r.Options.UnreachableRetry*4)
+	// The child's refusals are not watched: look again while the release is installed (a refusal may
+	// go, or change), and when a pod Unschedulable now passes the bound.
+	s.requeueAfter = min(rd.RequeueAfter, r.Options.UnreachableRetry*4)
+	if why.RecheckAfter > 0 {
+		s.requeueAfter = min(s.requeueAfter, why.RecheckAfter)
 	}
 	return next, nil
+}
+
+// releasePodsRun checks, once k0rdent reports the current rollout Deployed and before the workspace
+// is Running for it, that the release's pods run on the child (childns.PodsReady, one List): every
+// pod that is not finished and not being deleted is Ready, and a workspace that asks GPUs has at least
+// one (a release without GPUs may run no pod: a chart of Services or ConfigMaps only). Otherwise the
+// workspace stays Deploying, naming the pods not Ready yet, under the deployTimeout. Once the rollout
+// was confirmed (rollout-deployed), later passes do not look again: a pod that restarts later does
+// not undo Running. A child that cannot be read keeps a Running workspace Running.
+func (r *Reconciler) releasePodsRun(ctx context.Context, s *scope, rd release.Readiness) bool {
+	ctx, cancel := r.childContext(ctx)
+	defer cancel()
+	var pods childns.PodsReadiness
+	cl, err := r.Children.Client(ctx, s.cdKey)
+	if err == nil {
+		pods, err = r.namespaces(s, cl).PodsReady(ctx, s.releaseNamespace())
+	}
+	var why string
+	switch {
+	case err != nil && s.prev.Phase == workspacesv1.PhaseRunning:
+		return true
+	case err != nil:
+		why = fmt.Sprintf("cannot read the release's pods on the child of ClusterDeployment %s: %v", s.cdKey, err)
+	case pods.Ready(s.asksGPUs()):
+		return true
+	default:
+		why = pods.String()
+	}
+	msg := rd.Message + " by k0rdent, but " + why
+	if !s.now.Before(rd.Deadline) {
+		msg = fmt.Sprintf("%s; not running within deployTimeout %s", msg, s.class.Spec.DeployTimeoutOrDefault())
+		s.failed(workspacesv1.HelmReleaseReadyCondition, workspacesv1.ReasonHelmReleaseFailed, msg)
+		s.setCondition(workspacesv1.HelmReleaseReadyCondition, metav1.ConditionFalse, workspacesv1.ReasonDeployTimeout, msg)
+		s.snapshot = true
+		return false
+	}
+	s.deploying(workspacesv1.HelmReleaseReadyCondition, workspacesv1.ReasonHelmReleaseDeploying, msg)
+	// The child's pods are not watched for this: look again soon, and at the deadline.
+	s.requeueAfter = min(rd.Deadline.Sub(s.now), r.Options.UnreachableRetry)
+	return false
+}
+
+// asksGPUs reports whether the workspace's release asks GPUs (replicas with a GPU count).
+func (s *scope) asksGPUs() bool {
+	rs := s.resources
+	return rs != nil && rs.Replicas > 0 && rs.PerReplica.GPUCount != nil && *rs.PerReplica.GPUCount > 0
+}
+
+// noteRefusal keeps why for an Event when HelmReleaseReady already named a refusal with the same
+// reason and another message: the refusal changed (another pod or workload, another cause). A first
+// refusal changes the reason, and that transition is its Event (recordPassEvent).
+func (s *scope) noteRefusal(why childns.Refusal) {
+	prev := meta.FindStatusCondition(s.prev.Conditions, workspacesv1.HelmReleaseReadyCondition)
+	if prev != nil && prev.Reason == why.Reason && !strings.Contains(prev.Message, why.Message) {
+		s.refusal = &why
+	}
+}
+
+// recordRefusal records a changed refusal of the release's pods as a Warning Event on the workspace.
+func (r *Reconciler) recordRefusal(ws *workspacesv1.WorkspaceDeployment, why *childns.Refusal) {
+	if why == nil || r.Recorder == nil {
+		return
+	}
+	r.Recorder.Eventf(ws, nil, corev1.EventTypeWarning, why.Reason, workspacesv1.HelmReleaseReadyCondition, "%s",
+		text.Truncate(why.Message, text.MaxEventNoteBytes))
 }
 
 // rolloutOf reads the rollout of the workspace's ServiceSet (release.ReadRollout).

@@ -24,7 +24,7 @@ import (
 func TestWorkspaceRunsThroughServiceSet(t *testing.T) {
 	ns := newNamespace(t)
 	model := name("a100")
-	gpuNode(t, child.Client, gpu.ResourceNVIDIA, 4, modelLabels(model))
+	node := gpuNode(t, child.Client, gpu.ResourceNVIDIA, 4, modelLabels(model))
 	spec := classSpec(name("jupyter"))
 	spec.DeployTimeout = &metav1.Duration{Duration: 7 * time.Minute}
 	spec.DefaultResources = workspacesv1.DefaultResources{PerReplica: &workspacesv1.PerReplicaResources{CPU: qty("2"), Memory: qty("8Gi"), Storage: qty("50Gi")}}
@@ -103,6 +103,7 @@ func TestWorkspaceRunsThroughServiceSet(t *testing.T) {
 	}
 
 	setServiceState(t, client.ObjectKeyFromObject(ss), k0rdentv1beta1.ServiceStateDeployed, "")
+	releasePod(t, ws, node, 0, false)
 	ws = waitPhase(t, key, workspacesv1.PhaseRunning, workspacesv1.ReasonRunning)
 	if ws.Status.ObservedGeneration != ws.Generation {
 		t.Errorf("observedGeneration %d, generation %d", ws.Status.ObservedGeneration, ws.Generation)

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"time"
 
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	"github.com/exalsius/exalsius-operator/common/bootstrap"
 	"github.com/exalsius/exalsius-operator/common/childcluster"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/prerequisites"
@@ -32,6 +34,9 @@ const (
 	DefaultRolloutSettle            = 30 * time.Second
 	DefaultUnreachableRetry         = 30 * time.Second
 	DefaultChildRequestTimeout      = 30 * time.Second
+	DefaultWaitingRetry             = time.Minute
+	DefaultUnschedulableAfter       = 2 * time.Minute
+	DefaultClusterGoneGrace         = 5 * time.Minute
 )
 
 // Options are the workspace-controller's settings, besides the ones every binary shares
@@ -83,9 +88,25 @@ type Options struct {
 	RolloutSettle time.Duration
 	// UnreachableRetry is the delay before retrying a child that could not be reached. Default 30s.
 	UnreachableRetry time.Duration
+	// WaitingRetry is how soon a waiting workspace (Waiting for GPUs, a fitting cluster or its
+	// namespace's quota, on a named cluster or unplaced) is looked at again without an event. The
+	// events that can let it go (child Nodes and Pods, workspaces releasing GPUs or leaving or
+	// reordering the queue, ClusterDeployments, Colonies, quotas) wake it earlier; the timer only
+	// bounds how long a missed event costs. Default 1m.
+	WaitingRetry time.Duration
 	// ChildRequestTimeout bounds each step's requests to a child cluster (the release namespace, its
 	// quota, the quota refusals). Default 30s.
 	ChildRequestTimeout time.Duration
+	// UnschedulableAfter is how long a pod of a Deploying release may stay Unschedulable on the child
+	// before the workspace names it (HelmReleaseReady reason PodsRefused): the scheduler reports a pod
+	// Unschedulable for a moment while nodes start or a previous pod's GPUs are freed. Default 2m.
+	UnschedulableAfter time.Duration
+	// ClusterGoneGrace is how long a workspace whose ClusterDeployment does not exist keeps what it
+	// holds for that cluster: its admission (counted by the GPU gate and the WorkspaceQuotas), its
+	// ServiceSet and, when placement chose the cluster, its placement. A ClusterDeployment its Colony
+	// deletes and makes again comes back within it. Past it the ServiceSet is deleted, the admission
+	// released and a placed workspace placed again (clustergone.go). Default 5m.
+	ClusterGoneGrace time.Duration
 	// ChildCluster holds the connection timings of the child and regional cluster caches (Debounce,
 	// SyncTimeout, HealthInterval, BackoffBase, BackoffMax); zero values take the childcluster
 	// defaults. Setup fills the readers, logger, user agent, scheme and the flag-backed fields.
@@ -112,6 +133,9 @@ func DefaultOptions() Options {
 		RolloutSettle:            DefaultRolloutSettle,
 		UnreachableRetry:         DefaultUnreachableRetry,
 		ChildRequestTimeout:      DefaultChildRequestTimeout,
+		WaitingRetry:             DefaultWaitingRetry,
+		UnschedulableAfter:       DefaultUnschedulableAfter,
+		ClusterGoneGrace:         DefaultClusterGoneGrace,
 	}
 }
 
@@ -187,7 +211,8 @@ func (o *Options) validateTimings() error {
 	for _, d := range []struct {
 		field string
 		v     time.Duration
-	}{{"RolloutSettle", o.RolloutSettle}, {"UnreachableRetry", o.UnreachableRetry}, {"ChildRequestTimeout", o.ChildRequestTimeout}} {
+	}{{"RolloutSettle", o.RolloutSettle}, {"UnreachableRetry", o.UnreachableRetry}, {"ChildRequestTimeout", o.ChildRequestTimeout},
+		{"WaitingRetry", o.WaitingRetry}, {"UnschedulableAfter", o.UnschedulableAfter}, {"ClusterGoneGrace", o.ClusterGoneGrace}} {
 		if d.v <= 0 {
 			errs = append(errs, fmt.Errorf("options: %s must be positive, got %s (DefaultOptions sets it)", d.field, d.v))
 		}
@@ -239,11 +264,27 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 			Regionals: routing.CacheRegionals{Cache: regionals},
 			Options:   routing.Options{GatewayName: opts.GatewayName, GatewayNamespace: opts.GatewayNamespace, DefaultRegional: regional},
 		}
-		if err := mgr.Add(&routing.Sweeper{
+		sweeper := &routing.Sweeper{
 			Clusters: mgr.GetClient(), Workspaces: mgr.GetAPIReader(), Regionals: gw.Regionals,
 			DefaultRegional: regional, Interval: opts.RouteSweepInterval, Log: mgr.GetLogger().WithName("routesweeper"),
-		}); err != nil {
+		}
+		if err := mgr.Add(sweeper); err != nil {
 			return err
+		}
+		// A ClusterDeployment relabelled to another regional cluster: its workspaces' routes on the
+		// former one are swept at once (the workspaces' own passes publish them on the new one).
+		inf, err := mgr.GetCache().GetInformer(ctx, &k0rdentv1beta1.ClusterDeployment{})
+		if err != nil {
+			return fmt.Errorf("watching ClusterDeployments for the route sweeper: %w", err)
+		}
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{UpdateFunc: func(o, n any) {
+			old, ok := o.(*k0rdentv1beta1.ClusterDeployment)
+			now, ok2 := n.(*k0rdentv1beta1.ClusterDeployment)
+			if ok && ok2 {
+				sweeper.Moved(old, now)
+			}
+		}}); err != nil {
+			return fmt.Errorf("watching ClusterDeployments for the route sweeper: %w", err)
 		}
 		routes = gw
 	}

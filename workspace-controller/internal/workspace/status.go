@@ -14,6 +14,7 @@ import (
 
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/conditions"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/gate"
 )
 
 // maxRecentEvents bounds failureContext.recentEvents.
@@ -46,6 +47,18 @@ func (s *scope) waitForGPUs(condType, reason, message string) {
 	s.report(verdictWaiting, condType, reason, message)
 }
 
+// waitForChild records that the child cannot be reached (condType False, ClusterUnreachable). A
+// workspace waiting in its cluster's GPU queue stays Waiting and keeps its place there: an API blip
+// of the child must not let a workspace behind it take the GPUs it waits for when the child is back.
+// Any other waits Pending.
+func (s *scope) waitForChild(condType, message string) {
+	if gate.Queued(&s.prev) {
+		s.waitForGPUs(condType, workspacesv1.ReasonClusterUnreachable, message+"; the workspace keeps its place in the GPU queue")
+		return
+	}
+	s.waitFor(condType, workspacesv1.ReasonClusterUnreachable, message)
+}
+
 // installingPrerequisites records that the pass waits for the cluster's prerequisites.
 func (s *scope) installingPrerequisites(condType, reason, message string) {
 	s.report(verdictPrerequisites, condType, reason, message)
@@ -59,6 +72,14 @@ func (s *scope) deploying(condType, reason, message string) {
 func (s *scope) report(kind verdictKind, condType, reason, message string) {
 	s.setCondition(condType, metav1.ConditionFalse, reason, message)
 	s.obs.verdict = verdict{kind: kind, reason: reason, message: message}
+}
+
+// holding records, on an installed workspace, an input the pass cannot go on without and that is
+// likely to come back (a class briefly missing, a valuesFrom source briefly gone): condType is False
+// saying why, the release is left as it is, and the phase and Ready stay what they were.
+func (s *scope) holding(condType, reason, message string) {
+	s.setCondition(condType, metav1.ConditionFalse, reason, message)
+	s.obs.verdict = verdict{}
 }
 
 // failed records that a human must act, with condType False saying why.

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,6 +16,7 @@ import (
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/gpu"
+	"github.com/exalsius/exalsius-operator/common/testing/childtest"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 )
 
@@ -72,38 +75,75 @@ func waitReplicas(t *testing.T, key types.NamespacedName, n int64) *k0rdentv1bet
 	return ss
 }
 
-// TestStopFreesGPUsAndStartGatesAgain: a Running workspace holding the only GPU is stopped; its
-// release is scaled to zero through _exalsius, it keeps its GPU until k0rdent reports the scaled
-// release, then a waiting workspace is admitted. Started again while the GPU is taken it waits
-// (never Failed) with its release still at zero, and comes back once the GPU is free.
+// TestStopFreesGPUsAndStartGatesAgain: a Running workspace holding the only GPU is stopped. Its
+// chart ignores the replica count (as the published catalog's charts do): its pod keeps running
+// whatever the values say, and k0rdent reports the zero-replica values Deployed all the same. The
+// stop is made on the child (a quota refusing every pod of the release, the running pod deleted), and
+// the workspace keeps its GPU until the child shows the pod gone; then a waiting workspace is
+// admitted. Started again while the GPU is taken it waits (never Failed) with its release still at
+// zero, and comes back once the GPU is free: the stop's quota is gone and the release's workloads are
+// woken to make their pods at once.
 func TestStopFreesGPUsAndStartGatesAgain(t *testing.T) {
 	ns, class, cd := gateFixture(t)
 	model := name("a10")
-	gpuNode(t, child.Client, gpu.ResourceNVIDIA, 1, modelLabels(model))
+	node := gpuNode(t, child.Client, gpu.ResourceNVIDIA, 1, modelLabels(model))
 	holder := createWorkspace(t, ns, class, cd, func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Resources = gpuResources(1, model) })
 	ws := waitPhase(t, holder, workspacesv1.PhaseDeploying, "")
 	ssKey := client.ObjectKeyFromObject(waitServiceSet(t, ws))
+	release := owned.ReleaseNamespace(holder.Name)
+	// The release on the child, as the chart made it: a ReplicaSet of one replica, whatever the
+	// values, and its pod bound to the GPU node.
+	syncQuota(t, child.Client, release)
+	one := int32(1)
+	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: release, Name: "notebook"}, Spec: appsv1.ReplicaSetSpec{
+		Replicas: &one, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "notebook"}},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "notebook"}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "registry.example/notebook:1"}}}},
+	}}
+	must(t, child.Client.Create(ctxT(t), rs))
+	pod := gpuPod(t, child.Client, release, node, gpu.ResourceNVIDIA, 1)
 	setServiceState(t, ssKey, k0rdentv1beta1.ServiceStateDeployed, "")
 	waitPhase(t, holder, workspacesv1.PhaseRunning, "")
-	// A re-sync in progress, so that the state k0rdent shows is not Deployed when the stop rolls out.
-	setServiceState(t, ssKey, k0rdentv1beta1.ServiceStateProvisioning, "")
 	waiter := createWorkspace(t, ns, class, cd, func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Resources = gpuResources(1, model) })
 	waitPhase(t, waiter, workspacesv1.PhaseWaiting, workspacesv1.ReasonWaitingForGpuCapacity)
 
 	setStopped(t, holder, true)
 	waitReplicas(t, holder, 0)
+	// k0rdent reports the zero-replica values deployed; the chart ignored them.
+	setServiceState(t, ssKey, k0rdentv1beta1.ServiceStateDeployed, "")
+	eventually(t, "the stop made on the child", func() error {
+		q := &corev1.ResourceQuota{}
+		if err := child.Client.Get(ctxT(t), client.ObjectKey{Namespace: release, Name: owned.StopQuotaName}, q); err != nil {
+			return err
+		}
+		if h := q.Spec.Hard[corev1.ResourcePods]; !h.IsZero() {
+			return fmt.Errorf("stop quota allows %s pods", h.String())
+		}
+		p := &corev1.Pod{}
+		if err := child.Client.Get(ctxT(t), client.ObjectKey{Namespace: release, Name: pod}, p); err != nil {
+			return err
+		}
+		if p.DeletionTimestamp.IsZero() {
+			return fmt.Errorf("the release's pod is not being deleted")
+		}
+		return nil
+	})
 	ws = waitPhase(t, holder, workspacesv1.PhaseStopped, workspacesv1.ReasonStopping)
 	if ws.Status.Admission == nil {
-		t.Errorf("the admission is released before the release is scaled to zero")
+		t.Errorf("the admission is released while the release's pod still holds its GPU")
+	}
+	if err := contains(ws.Status.Message, pod); err != nil {
+		t.Errorf("the stopping message does not name the pod that holds the GPU: %v", err)
 	}
 	if c := condition(ws, workspacesv1.ReconcilingCondition); c.Status != metav1.ConditionTrue {
 		t.Errorf("Reconciling %+v while stopping, want True", c)
 	}
 	if p := getWS(t, waiter).Status.Phase; p != workspacesv1.PhaseWaiting {
-		t.Errorf("the waiter is %s while the stopped release still scales down, want Waiting", p)
+		t.Errorf("the waiter is %s while the stopped release's pod still runs, want Waiting", p)
 	}
 
-	setServiceState(t, ssKey, k0rdentv1beta1.ServiceStateDeployed, "")
+	// The kubelet stops the pod.
+	must(t, child.Client.Delete(ctxT(t), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: release, Name: pod}}, client.GracePeriodSeconds(0)))
 	ws = waitPhase(t, holder, workspacesv1.PhaseStopped, workspacesv1.ReasonStopped)
 	if ws.Status.Admission != nil {
 		t.Errorf("a stopped workspace keeps its admission: %+v", ws.Status.Admission)
@@ -134,10 +174,35 @@ func TestStopFreesGPUsAndStartGatesAgain(t *testing.T) {
 	}
 	waitReplicas(t, holder, 0) // not scaled up while it waits
 
+	if err := child.Client.Get(ctxT(t), client.ObjectKey{Namespace: release, Name: owned.StopQuotaName}, &corev1.ResourceQuota{}); err != nil {
+		t.Errorf("the stop quota went while the started workspace still waits for a GPU: %v", err)
+	}
+
 	must(t, k8s.Delete(ctxT(t), getWS(t, waiter)))
 	waitGone(t, "waiter", waiter, &workspacesv1.WorkspaceDeployment{})
 	waitPhase(t, holder, workspacesv1.PhaseDeploying, "")
 	waitReplicas(t, holder, 1)
+	eventually(t, "the stop undone on the child", func() error {
+		err := child.Client.Get(ctxT(t), client.ObjectKey{Namespace: release, Name: owned.StopQuotaName}, &corev1.ResourceQuota{})
+		if err == nil {
+			return fmt.Errorf("the stop quota is still there")
+		}
+		if client.IgnoreNotFound(err) != nil {
+			return err
+		}
+		got := &appsv1.ReplicaSet{}
+		if err := child.Client.Get(ctxT(t), client.ObjectKeyFromObject(rs), got); err != nil {
+			return err
+		}
+		if got.Annotations[owned.AnnotationStartedAt] == "" {
+			return fmt.Errorf("the release's ReplicaSet was not woken")
+		}
+		return nil
+	})
+	// The woken ReplicaSet makes its pod again (the test plays its controller and the kubelet): a
+	// started workspace is Running once it runs.
+	syncQuota(t, child.Client, release)
+	gpuPod(t, child.Client, release, node, gpu.ResourceNVIDIA, 1)
 	setServiceState(t, ssKey, k0rdentv1beta1.ServiceStateDeployed, "")
 	ws = waitPhase(t, holder, workspacesv1.PhaseRunning, "")
 	if ws.Status.Admission == nil || ws.Status.Admission.GPUs != 1 {
@@ -234,6 +299,80 @@ func TestStopAfterStopsAtTheDeadline(t *testing.T) {
 	}
 }
 
+// TestStopAfterCountsFromAdmission: spec.stopAfter never stops a workspace Waiting for GPUs, however
+// long it waits, and its clock starts when the gate admits it; the Event names the GPU it frees.
+func TestStopAfterCountsFromAdmission(t *testing.T) {
+	ns, class, cd := gateFixture(t)
+	model := name("l4")
+	node := gpuNode(t, child.Client, gpu.ResourceNVIDIA, 1, modelLabels(model))
+	busy := gpuPod(t, child.Client, "busy", node, gpu.ResourceNVIDIA, 1)
+	const after = 2 * time.Second
+	key := createWorkspace(t, ns, class, cd, func(ws *workspacesv1.WorkspaceDeployment) {
+		ws.Spec.Resources = gpuResources(1, model)
+		ws.Spec.StopAfter = &metav1.Duration{Duration: after}
+	})
+	ws := waitPhase(t, key, workspacesv1.PhaseWaiting, workspacesv1.ReasonWaitingForGpuCapacity)
+	change := ws.Status.LastSpecChange
+	if change == nil || change.Generation != ws.Generation {
+		t.Fatalf("lastSpecChange %+v, want generation %d", change, ws.Generation)
+	}
+	// Well past the deadline the spec change alone would set, the workspace still waits.
+	idle := change.Time.Add(2 * after)
+	eventually(t, "stopAfter passed twice since the spec change", func() error {
+		if time.Now().Before(idle) {
+			return fmt.Errorf("not yet %s", idle)
+		}
+		return nil
+	})
+	ws = getWS(t, key)
+	if ws.Spec.Stopped || ws.Status.Phase != workspacesv1.PhaseWaiting {
+		t.Fatalf("a workspace waiting for GPUs was stopped by stopAfter: stopped %t, phase %s, annotations %v",
+			ws.Spec.Stopped, ws.Status.Phase, ws.Annotations)
+	}
+
+	// The GPU frees up: admitted now, and stopped stopAfter after the admission, not before.
+	must(t, childtest.SetPodPhase(ctxT(t), child.Client, "busy", busy, corev1.PodSucceeded))
+	ws = waitPhase(t, key, workspacesv1.PhaseDeploying, "")
+	ad := ws.Status.Admission
+	if ad == nil || ad.AdmittedAt == nil || ad.GPUs != 1 {
+		t.Fatalf("admission %+v, want 1 GPU with its time", ad)
+	}
+	if ad.AdmittedAt.Add(time.Second).Before(idle) {
+		t.Fatalf("admitted at %s, before the workspace had waited until %s", ad.AdmittedAt, idle)
+	}
+	var stopped *workspacesv1.WorkspaceDeployment
+	eventually(t, "spec.stopped set by stopAfter", func() error {
+		stopped = getWS(t, key)
+		if !stopped.Spec.Stopped {
+			return fmt.Errorf("not stopped yet (phase %s)", stopped.Status.Phase)
+		}
+		return nil
+	})
+	at, err := time.Parse(time.RFC3339, stopped.Annotations[workspacesv1.AutoStoppedAnnotation])
+	must(t, err)
+	if deadline := ad.AdmittedAt.Add(after); at.Before(deadline) {
+		t.Errorf("stopped at %s, before stopAfter passed since the admission at %s", at, ad.AdmittedAt)
+	}
+	eventually(t, "StoppedAfterIdle event naming the GPU", func() error {
+		return eventNote(t, stopped, "StoppedAfterIdle", "its 1 GPU is released")
+	})
+}
+
+// eventNote reports whether an event of the reason regards the workspace and its note holds want.
+func eventNote(t *testing.T, ws *workspacesv1.WorkspaceDeployment, reason, want string) error {
+	t.Helper()
+	var list eventsv1.EventList
+	if err := k8s.List(ctxT(t), &list, client.InNamespace(ws.Namespace)); err != nil {
+		return err
+	}
+	for _, e := range list.Items {
+		if e.Regarding.Name == ws.Name && e.Reason == reason {
+			return contains(e.Note, want)
+		}
+	}
+	return fmt.Errorf("no %s event for %s among %d", reason, ws.Name, len(list.Items))
+}
+
 // hasEvent reports whether an event of the reason regards the workspace.
 func hasEvent(t *testing.T, ws *workspacesv1.WorkspaceDeployment, reason string) error {
 	t.Helper()
@@ -281,4 +420,74 @@ func TestSuspendHoldsStop(t *testing.T) {
 	waitReplicas(t, key, 0)
 	setServiceState(t, ssKey, k0rdentv1beta1.ServiceStateDeployed, "")
 	waitPhase(t, key, workspacesv1.PhaseStopped, workspacesv1.ReasonStopped)
+}
+
+// TestStopKeepsThePodTemplate: a workspace pinned to its admitted node is stopped; the stop's values
+// change only the replica count (the node pin stays, so a chart that applies the selector verbatim
+// keeps its pod template), and once Stopped the release stays as the stop left it: a later pass, with
+// no admission left to pin from, does not rewrite it, and a spec change made while stopped waits for
+// the start.
+func TestStopKeepsThePodTemplate(t *testing.T) {
+	ns, class, cd := gateFixture(t)
+	model := name("l4")
+	node, host := hostnameNode(t, child.Client, 1, model)
+	key := createWorkspace(t, ns, class, cd, func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Resources = gpuResources(1, model) })
+	ws := waitPhase(t, key, workspacesv1.PhaseDeploying, "")
+	ssKey := client.ObjectKeyFromObject(waitServiceSet(t, ws))
+	// The release's pod runs on the node; the stop deletes it (and the test plays the kubelet).
+	release := owned.ReleaseNamespace(key.Name)
+	syncQuota(t, child.Client, release)
+	pod := gpuPod(t, child.Client, release, node, gpu.ResourceNVIDIA, 1)
+	setServiceState(t, ssKey, k0rdentv1beta1.ServiceStateDeployed, "")
+	waitPhase(t, key, workspacesv1.PhaseRunning, "")
+
+	pinned := func(ss *k0rdentv1beta1.ServiceSet) error {
+		ex, _ := serviceSetValues(t, ss)["_exalsius"].(map[string]any)
+		sched, _ := ex["scheduling"].(map[string]any)
+		sel, _ := sched["nodeSelector"].(map[string]any)
+		if sel[corev1.LabelHostname] != host {
+			return fmt.Errorf("nodeSelector %v, want %s=%s", sel, corev1.LabelHostname, host)
+		}
+		return nil
+	}
+	setStopped(t, key, true)
+	ss := waitReplicas(t, key, 0)
+	if err := pinned(ss); err != nil {
+		t.Errorf("the stop's values: %v", err)
+	}
+	eventually(t, "the release's pod deleted by the stop", func() error {
+		p := &corev1.Pod{}
+		if err := child.Client.Get(ctxT(t), client.ObjectKey{Namespace: release, Name: pod}, p); err != nil {
+			return err
+		}
+		if p.DeletionTimestamp.IsZero() {
+			return fmt.Errorf("not being deleted")
+		}
+		return nil
+	})
+	must(t, child.Client.Delete(ctxT(t), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: release, Name: pod}}, client.GracePeriodSeconds(0)))
+	ws = waitPhase(t, key, workspacesv1.PhaseStopped, workspacesv1.ReasonStopped)
+	if ws.Status.Admission != nil {
+		t.Fatalf("admission %+v after the stop", ws.Status.Admission)
+	}
+	stoppedGen := ss.Generation
+
+	// A spec change while stopped: observed, and the release left as it is.
+	patch := client.MergeFrom(ws.DeepCopy())
+	ws.Spec.Values = jsonRaw(t, map[string]any{"greeting": "later"})
+	must(t, k8s.Patch(ctxT(t), ws, patch))
+	eventually(t, "the spec change observed while stopped", func() error {
+		got := getWS(t, key)
+		if got.Status.ObservedGeneration != got.Generation || got.Status.Phase != workspacesv1.PhaseStopped {
+			return fmt.Errorf("observed %d of %d, phase %s", got.Status.ObservedGeneration, got.Generation, got.Status.Phase)
+		}
+		return nil
+	})
+	must(t, k8s.Get(ctxT(t), ssKey, ss))
+	if ss.Generation != stoppedGen {
+		t.Errorf("the stopped release was rewritten (generation %d, was %d)", ss.Generation, stoppedGen)
+	}
+	if err := pinned(ss); err != nil {
+		t.Errorf("the stopped release: %v", err)
+	}
 }

@@ -1,6 +1,7 @@
 package workspace
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -11,12 +12,15 @@ import (
 )
 
 // TestStopDeadline: spec.stopAfter counts from the second after the controller first saw the
-// generation (never earlier than the change), applies only to a running generation it has seen, and
-// the pass comes back exactly at the deadline unless it comes back sooner anyway.
+// generation (never earlier than the change), applies only to a generation it has seen of a workspace
+// that holds an admission, and the pass comes back exactly at the deadline unless it comes back sooner
+// anyway.
 func TestStopDeadline(t *testing.T) {
 	seen := time.Date(2026, 1, 2, 3, 4, 5, 300_000_000, time.UTC)
 	ws := &workspacesv1.WorkspaceDeployment{ObjectMeta: metav1.ObjectMeta{Generation: 3}}
 	ws.Spec.StopAfter = &metav1.Duration{Duration: time.Minute}
+	admitted := metav1.NewTime(seen.Add(-time.Hour).Truncate(time.Second))
+	ws.Status.Admission = &workspacesv1.Admission{GPUs: 1, AdmittedAt: &admitted}
 	s := &scope{ws: ws, now: seen}
 	s.trackSpecChange()
 	c := ws.Status.LastSpecChange
@@ -49,6 +53,7 @@ func TestStopDeadline(t *testing.T) {
 		"a newer spec":      func(w *workspacesv1.WorkspaceDeployment) { w.Generation = 4 },
 		"negative":          func(w *workspacesv1.WorkspaceDeployment) { w.Spec.StopAfter = &metav1.Duration{Duration: -time.Minute} },
 		"never seen at all": func(w *workspacesv1.WorkspaceDeployment) { w.Status.LastSpecChange = nil },
+		"not admitted":      func(w *workspacesv1.WorkspaceDeployment) { w.Status.Admission = nil },
 	} {
 		w := ws.DeepCopy()
 		mutate(w)
@@ -58,6 +63,57 @@ func TestStopDeadline(t *testing.T) {
 		}
 		if got := s.untilStopDeadline(reconcile.Result{}).RequeueAfter; got != 0 {
 			t.Errorf("%s: requeue after %s, want none", name, got)
+		}
+	}
+}
+
+// TestStopDeadlineStartsAtAdmission: a workspace admitted after its last spec change (it waited for
+// GPUs, or was Pending) has its stopAfter clock start at the admission, from the second after the
+// recorded (rounded down) admission time; one admitted before keeps counting from the spec change.
+func TestStopDeadlineStartsAtAdmission(t *testing.T) {
+	changed := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	ws := &workspacesv1.WorkspaceDeployment{ObjectMeta: metav1.ObjectMeta{Generation: 2}}
+	ws.Spec.StopAfter = &metav1.Duration{Duration: time.Minute}
+	ws.Status.LastSpecChange = &workspacesv1.SpecChange{Generation: 2, Time: metav1.NewTime(changed)}
+	for _, tc := range []struct {
+		name     string
+		admitted time.Time
+		want     time.Time
+	}{
+		{"admitted an hour after the change", changed.Add(time.Hour), changed.Add(time.Hour + time.Second + time.Minute)},
+		{"admitted before the change", changed.Add(-time.Hour), changed.Add(time.Minute)},
+		{"admitted in the second of the change", changed, changed.Add(time.Second + time.Minute)},
+	} {
+		w := ws.DeepCopy()
+		at := metav1.NewTime(tc.admitted)
+		w.Status.Admission = &workspacesv1.Admission{AdmittedAt: &at}
+		s := &scope{ws: w, now: tc.admitted}
+		if d, ok := s.stopDeadline(); !ok || !d.Equal(tc.want) {
+			t.Errorf("%s: deadline %s %t, want %s", tc.name, d, ok, tc.want)
+		}
+	}
+	// Waiting for GPUs an hour past the spec change: no clock runs, no pass is asked for.
+	s := &scope{ws: ws.DeepCopy(), now: changed.Add(time.Hour)}
+	if d, ok := s.stopDeadline(); ok {
+		t.Errorf("a workspace without an admission has the deadline %s", d)
+	}
+}
+
+// TestFreedOnStop: the stop's Event claims released GPUs only for an admission that holds some.
+func TestFreedOnStop(t *testing.T) {
+	for _, tc := range []struct {
+		ad      *workspacesv1.Admission
+		want    string
+		mustNot string
+	}{
+		{nil, "holds no GPU", "released"},
+		{&workspacesv1.Admission{Replicas: 1}, "holds no GPU", "released"},
+		{&workspacesv1.Admission{GPUs: 1}, "its 1 GPU is released", ""},
+		{&workspacesv1.Admission{GPUs: 4}, "its 4 GPUs are released", ""},
+	} {
+		got := freedOnStop(tc.ad)
+		if !strings.Contains(got, tc.want) || (tc.mustNot != "" && strings.Contains(got, tc.mustNot)) {
+			t.Errorf("freedOnStop(%+v) = %q, want %q and not %q", tc.ad, got, tc.want, tc.mustNot)
 		}
 	}
 }

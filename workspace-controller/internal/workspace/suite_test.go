@@ -42,6 +42,9 @@ const (
 	testGracePeriod = 2 * time.Second
 	// testDeleteTimeout is how long a deletion waits for an unreachable child.
 	testDeleteTimeout = 3 * time.Second
+	// testClusterGoneGrace is how long a workspace keeps what it holds for a ClusterDeployment that is
+	// gone: long enough that a loaded machine still sees the grace before it passes.
+	testClusterGoneGrace = 10 * time.Second
 )
 
 var (
@@ -95,9 +98,12 @@ func startControllers() error {
 	opts := DefaultOptions()
 	opts.MaxConcurrentReconciles = 4
 	opts.UnreachableRetry = 500 * time.Millisecond
+	// Longer than waitTimeout: a waiter the tests see admitted was woken by an event, not a timer.
+	opts.WaitingRetry = 10 * time.Minute
 	opts.UnreachableDeleteTimeout = testDeleteTimeout
 	opts.ChildRequestTimeout = 5 * time.Second
 	opts.PrerequisiteGracePeriod = testGracePeriod
+	opts.ClusterGoneGrace = testClusterGoneGrace
 	opts.ChildCluster = childcluster.Options{Debounce: 100 * time.Millisecond, SyncTimeout: 5 * time.Second,
 		HealthInterval: time.Second, BackoffBase: 200 * time.Millisecond, BackoffMax: 2 * time.Second}
 	opts.DisableRouting = true

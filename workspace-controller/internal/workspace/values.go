@@ -43,8 +43,14 @@ func (r *Reconciler) valuesFor(ctx context.Context, s *scope, res *workspacesv1.
 		return stop, nil
 	}
 	if len(missing) > 0 {
-		s.waitFor(workspacesv1.ResourcesInjectedCondition, workspacesv1.ReasonValuesFromNotFound,
-			"spec.valuesFrom: waiting for "+strings.Join(missing, ", ")+" in namespace "+s.ws.Namespace+" (mark a source optional to go on without it)")
+		msg := "spec.valuesFrom: waiting for " + strings.Join(missing, ", ") + " in namespace " + s.ws.Namespace + " (mark a source optional to go on without it)"
+		if s.installed() {
+			// Gone, often only briefly (a Secret re-created by its tool): the release keeps the values
+			// it has.
+			s.holding(workspacesv1.ResourcesInjectedCondition, workspacesv1.ReasonValuesFromNotFound, msg+"; the installed release is left as it is")
+			return stop, nil
+		}
+		s.waitFor(workspacesv1.ResourcesInjectedCondition, workspacesv1.ReasonValuesFromNotFound, msg)
 		return stop, nil
 	}
 	out, err := helmvalues.Build(helmvalues.Input{Class: s.class, Workspace: s.ws, Resources: res, From: from})

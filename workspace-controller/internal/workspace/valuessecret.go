@@ -66,3 +66,34 @@ func (r *Reconciler) ensureValuesSecret(ctx context.Context, s *scope, owner *k0
 	}
 	return nil
 }
+
+// valuesSecretsOf lists the metadata of the values Secrets whose labels name the workspace key, in
+// namespace ("" for every namespace the reader sees). The content is never read.
+func valuesSecretsOf(ctx context.Context, reader client.Reader, key types.NamespacedName, namespace string) ([]metav1.PartialObjectMetadata, error) {
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("SecretList"))
+	opts := []client.ListOption{client.MatchingLabels(owned.ValuesSecretLabels(key))}
+	if namespace != "" {
+		opts = append(opts, client.InNamespace(namespace))
+	}
+	if err := reader.List(ctx, list, opts...); err != nil {
+		return nil, fmt.Errorf("listing the values Secrets of workspace %s: %w", key, err)
+	}
+	return list.Items, nil
+}
+
+// deleteValuesSecrets deletes the values Secrets of a workspace that is being deleted or is gone,
+// found by their labels, whether or not a ServiceSet of the workspace exists or ever existed: the
+// Secret is made before the ServiceSet and owned by it only once that exists, so a failed ServiceSet
+// create leaves it without an owner. Each is deleted with its UID as precondition.
+func (r *Reconciler) deleteValuesSecrets(ctx context.Context, secrets []metav1.PartialObjectMetadata) error {
+	for i := range secrets {
+		sec := &secrets[i]
+		sec.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+		uid := sec.UID
+		if err := r.Client.Delete(ctx, sec, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return fmt.Errorf("deleting values Secret %s/%s: %w", sec.Namespace, sec.Name, err)
+		}
+	}
+	return nil
+}

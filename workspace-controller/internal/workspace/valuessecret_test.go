@@ -1,10 +1,12 @@
 package workspace
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -257,5 +259,91 @@ func TestSecretValuesRedactedFromFailures(t *testing.T) {
 		if strings.Contains(e.Note, secret) {
 			t.Errorf("Event %s quotes the secret value: %s", e.Reason, e.Note)
 		}
+	}
+}
+
+// refuseServiceSetCreates makes the API server refuse every ServiceSet create in namespace ns, as an
+// admission webhook or policy of the platform may, until the test ends.
+func refuseServiceSetCreates(t *testing.T, ns string) {
+	t.Helper()
+	fail, reason := admissionregistrationv1.Fail, metav1.StatusReasonForbidden
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "refuse-servicesets-" + ns},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: &fail,
+			MatchConstraints: &admissionregistrationv1.MatchResources{
+				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}},
+				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+					Rule: admissionregistrationv1.Rule{APIGroups: []string{k0rdentv1beta1.GroupVersion.Group},
+						APIVersions: []string{k0rdentv1beta1.GroupVersion.Version}, Resources: []string{"servicesets"}},
+				}}},
+			},
+			Validations: []admissionregistrationv1.Validation{{Expression: "false", Message: "ServiceSets are refused here", Reason: &reason}},
+		},
+	}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: policy.Name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName:        policy.Name,
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+		},
+	}
+	for _, o := range []client.Object{policy, binding} {
+		must(t, k8s.Create(ctxT(t), o))
+		t.Cleanup(func() { _ = k8s.Delete(context.Background(), o) })
+	}
+	eventually(t, "the admission policy refuses ServiceSets in "+ns, func() error {
+		probe := &k0rdentv1beta1.ServiceSet{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe"},
+			Spec: k0rdentv1beta1.ServiceSetSpec{Cluster: "probe",
+				Provider: k0rdentv1beta1.StateManagementProviderConfig{Name: k0rdentv1beta1.DefaultStateManagementProvider}},
+		}
+		err := k8s.Create(ctxT(t), probe, client.DryRunAll)
+		if apierrors.IsForbidden(err) {
+			return nil
+		}
+		return fmt.Errorf("not refused yet: %v", err)
+	})
+}
+
+// workspaceValuesSecrets lists the values Secrets labelled with the workspace key, in every namespace.
+func workspaceValuesSecrets(t *testing.T, key types.NamespacedName) []corev1.Secret {
+	t.Helper()
+	var list corev1.SecretList
+	must(t, k8s.List(ctxT(t), &list, client.MatchingLabels(owned.ValuesSecretLabels(key))))
+	return list.Items
+}
+
+// TestValuesSecretGoesWithWorkspaceWhoseServiceSetWasRefused: the values Secret is made, labelled
+// with its workspace, before the ServiceSet; when the API server refuses the ServiceSet, no
+// ServiceSet ever owns the Secret, and deleting the workspace still deletes it and releases the
+// finalizer.
+func TestValuesSecretGoesWithWorkspaceWhoseServiceSetWasRefused(t *testing.T) {
+	ns := newNamespace(t)
+	class := createClass(t, secretClassSpec(name("secret")), ns)
+	cd := createCluster(t, ns, child.Kubeconfig)
+	refuseServiceSetCreates(t, ns)
+	key := createWorkspace(t, ns, class, cd.Name, func(ws *workspacesv1.WorkspaceDeployment) {
+		ws.Spec.Values = jsonRaw(t, map[string]any{"notebook": map[string]any{"password": "refused-pw-5150"}})
+	})
+	eventually(t, "the values Secret, labelled with the workspace, without a ServiceSet", func() error {
+		if n := len(workspaceValuesSecrets(t, key)); n != 1 {
+			return fmt.Errorf("%d values Secrets", n)
+		}
+		return nil
+	})
+	ws := getWS(t, key)
+	if sets := workspaceServiceSets(t, ws); len(sets) != 0 {
+		t.Fatalf("%d ServiceSets made although the API server refuses them", len(sets))
+	}
+	if sec := workspaceValuesSecrets(t, key)[0]; sec.Name != owned.ValuesSecretName(ws) || len(sec.OwnerReferences) != 0 {
+		t.Fatalf("values Secret %s with owners %+v, want %s without owner", sec.Name, sec.OwnerReferences, owned.ValuesSecretName(ws))
+	}
+
+	must(t, k8s.Delete(ctxT(t), ws))
+	waitGone(t, "workspace", key, &workspacesv1.WorkspaceDeployment{})
+	if left := workspaceValuesSecrets(t, key); len(left) != 0 {
+		t.Errorf("the values Secret %s/%s outlived its workspace", left[0].Namespace, left[0].Name)
 	}
 }

@@ -195,7 +195,10 @@ func (r *Reconciler) forNamespace(ctx context.Context, o client.Object) []reconc
 
 // releasesGPUs passes the workspace events after which GPUs may be free for a waiter: a workspace
 // deleted or being deleted, its admission changed or dropped, it failed, or its suspension changed (a
-// suspended waiter keeps no place in the queue).
+// suspended waiter keeps no place in the queue); and those after which a waiter behind another may
+// go first: a waiter leaves its cluster's queue (admitted, Pending, Failed, or Waiting for its
+// namespace's quota instead), or a waiter lowers its priority or changes its request (a smaller or
+// another request reserves less of what the waiters behind it need; priority.go).
 type releasesGPUs struct{ predicate.Funcs }
 
 func (releasesGPUs) Create(event.CreateEvent) bool   { return false }
@@ -209,7 +212,10 @@ func (releasesGPUs) Update(e event.UpdateEvent) bool {
 	}
 	return o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero() || o.Spec.Suspend != n.Spec.Suspend ||
 		!equality.Semantic.DeepEqual(o.Status.Admission, n.Status.Admission) ||
-		(o.Status.Phase != n.Status.Phase && (n.Status.Phase == workspacesv1.PhaseFailed || o.Status.Phase == workspacesv1.PhaseWaiting))
+		(o.Status.Phase != n.Status.Phase && (n.Status.Phase == workspacesv1.PhaseFailed || o.Status.Phase == workspacesv1.PhaseWaiting)) ||
+		(gate.Queued(&o.Status) && !gate.Queued(&n.Status)) ||
+		(gate.Queued(&n.Status) && (o.Spec.Priority != n.Spec.Priority ||
+			!equality.Semantic.DeepEqual(o.Status.ResolvedResources, n.Status.ResolvedResources)))
 }
 
 // forWaiters brings back the other Waiting workspaces on the workspace's cluster.
@@ -218,25 +224,44 @@ func (r *Reconciler) forWaiters(ctx context.Context, o client.Object) []reconcil
 	if !ok {
 		return nil
 	}
-	out := r.workspaces(ctx, owned.IndexCluster, owned.ClusterKey(ws).String(), func(w *workspacesv1.WorkspaceDeployment) bool {
-		return w.Status.Phase == workspacesv1.PhaseWaiting && (w.Namespace != ws.Namespace || w.Name != ws.Name)
-	})
-	// Freed quota and freed GPUs also wake the namespace's quota waiters and unplaced workspaces.
-	return append(out, r.namespaceWaiters(ctx, ws.Namespace, client.ObjectKeyFromObject(ws))...)
+	self, cd := client.ObjectKeyFromObject(ws), owned.ClusterKey(ws)
+	out := r.queueOf(ctx, cd, self)
+	// Freed quota and freed GPUs also wake the namespace's quota waiters and unplaced workspaces, and
+	// the unplaced workspaces of the cluster's namespace, which may be placed there now.
+	out = append(out, r.namespaceWaiters(ctx, ws.Namespace, self)...)
+	if cd.Namespace != "" && cd.Namespace != ws.Namespace {
+		out = append(out, r.namespaceWaiters(ctx, cd.Namespace, self)...)
+	}
+	return out
 }
 
 // forChildEvent brings back, when a child's Nodes or Pods changed or it became (un)reachable, the
 // workspaces whose state may depend on it: waiting for GPUs, failed for a missing GPU kind, pending
-// on an unreachable child, or being deleted.
+// on an unreachable child, deploying (waiting for their pods to be Ready), stopping (waiting for
+// their pods to go), or being deleted; and the
+// admitted workspaces whose admission the change took away (an admitted node gone, or unable to take
+// their pods: gate.Lost), which are gated again.
 func (r *Reconciler) forChildEvent(ctx context.Context, o client.Object) []reconcile.Request {
+	cd := client.ObjectKeyFromObject(o)
+	lost := r.lostOn(ctx, cd)
 	// The unplaced workspaces of the cluster's namespace may fit on it now.
-	return append(r.namespaceWaiters(ctx, o.GetNamespace(), client.ObjectKey{}), r.workspaces(ctx, owned.IndexCluster, client.ObjectKeyFromObject(o).String(), func(ws *workspacesv1.WorkspaceDeployment) bool {
+	return append(r.namespaceWaiters(ctx, o.GetNamespace(), client.ObjectKey{}), r.workspaces(ctx, owned.IndexCluster, cd.String(), func(ws *workspacesv1.WorkspaceDeployment) bool {
 		if !ws.DeletionTimestamp.IsZero() {
 			return true // a deletion may wait for the child
+		}
+		if lost(ws) {
+			return true
 		}
 		switch ws.Status.Phase {
 		case workspacesv1.PhaseWaiting:
 			return true
+		case workspacesv1.PhaseDeploying:
+			// Running waits for the release's pods to be Ready on the child.
+			return true
+		case workspacesv1.PhaseStopped:
+			// A stop waits for the release's pods to be gone from the child.
+			c := meta.FindStatusCondition(ws.Status.Conditions, workspacesv1.ReadyCondition)
+			return c != nil && c.Reason == workspacesv1.ReasonStopping
 		case workspacesv1.PhaseFailed, workspacesv1.PhasePending:
 			c := meta.FindStatusCondition(ws.Status.Conditions, workspacesv1.FeasibleCondition)
 			return c != nil && (c.Reason == workspacesv1.ReasonGpuOfferingUnavailable || c.Reason == workspacesv1.ReasonGpuRequestNeverFits ||
@@ -244,4 +269,27 @@ func (r *Reconciler) forChildEvent(ctx context.Context, o client.Object) []recon
 		}
 		return false
 	})...)
+}
+
+// lostOn returns a filter that reports whether a workspace's admission on cluster cd is lost on the
+// child's nodes as cached now (gate.Lost). The child's cached Nodes and Pods are read once per event,
+// and only when a workspace with admitted nodes asks; a child that cannot be read loses nothing.
+func (r *Reconciler) lostOn(ctx context.Context, cd types.NamespacedName) func(*workspacesv1.WorkspaceDeployment) bool {
+	var (
+		read  bool
+		nodes []corev1.Node
+		pods  []corev1.Pod
+		err   error
+	)
+	return func(ws *workspacesv1.WorkspaceDeployment) bool {
+		ad := ws.Status.Admission
+		if ad == nil || len(ad.Nodes) == 0 || ad.Cluster != cd.String() || r.Children == nil {
+			return false
+		}
+		if !read {
+			read = true
+			nodes, pods, err = r.Children.Snapshot(ctx, cd)
+		}
+		return err == nil && gate.Lost(ad, owned.ReleaseNamespace(ws.Name), nodes, pods) != ""
+	}
 }

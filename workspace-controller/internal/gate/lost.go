@@ -1,0 +1,64 @@
+package gate
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/common/gpu"
+)
+
+// ClusterRecreated reports whether an admission was granted on an earlier ClusterDeployment of the
+// same name: its recorded UID differs from the current one. An admission without a UID (recorded
+// before the UID was) or an unknown current UID says nothing.
+func ClusterRecreated(ad *workspacesv1.Admission, uid types.UID) bool {
+	return ad != nil && ad.ClusterUID != "" && uid != "" && ad.ClusterUID != uid
+}
+
+// Lost says why an admission no longer holds on its cluster's nodes as they are now, or "" when it
+// holds. An admitted node is lost when:
+//
+//   - it is gone: no node of its name, or its kubernetes.io/hostname label is no longer the one the
+//     replicas are pinned to (a replaced node);
+//   - no pod of the release (namespace releaseNamespace) is bound to it, and it cannot take them: it is
+//     cordoned, NotReady, or allocates fewer GPUs than the admission counted on it.
+//
+// A node that still runs one of the release's pods holds, cordoned (a drain) or NotReady (a kubelet
+// restart) alike: the workspace keeps running there until the pod goes. pods are the child's pods;
+// terminal ones are ignored. An admission without GPUs counts no node and is never lost here.
+func Lost(ad *workspacesv1.Admission, releaseNamespace string, nodes []corev1.Node, pods []corev1.Pod) string {
+	if ad == nil || ad.GPUsPerReplica == 0 || len(ad.Nodes) == 0 {
+		return ""
+	}
+	byName := make(map[string]*corev1.Node, len(nodes))
+	for i := range nodes {
+		byName[nodes[i].Name] = &nodes[i]
+	}
+	bound := map[string]bool{}
+	for i := range pods {
+		if p := &pods[i]; p.Namespace == releaseNamespace && p.Spec.NodeName != "" && !gpu.IsTerminal(p) {
+			bound[p.Spec.NodeName] = true
+		}
+	}
+	for _, an := range ad.Nodes {
+		n := byName[an.Name]
+		switch {
+		case n == nil:
+			return fmt.Sprintf("admitted node %s is gone", an.Name)
+		case an.Hostname != "" && n.Labels[corev1.LabelHostname] != an.Hostname:
+			return fmt.Sprintf("admitted node %s is gone (its hostname is no longer %s)", an.Name, an.Hostname)
+		case bound[an.Name]:
+			continue
+		case n.Spec.Unschedulable:
+			return fmt.Sprintf("admitted node %s is cordoned and runs no pod of the workspace", an.Name)
+		case !gpu.IsReady(n):
+			return fmt.Sprintf("admitted node %s is NotReady and runs no pod of the workspace", an.Name)
+		}
+		if want, have := ad.GPUsPerReplica*int64(an.Replicas), gpu.Allocatable(n, corev1.ResourceName(ad.GPUResourceName)); have < want {
+			return fmt.Sprintf("admitted node %s allocates %d %s, fewer than the %d admitted there", an.Name, have, ad.GPUResourceName, want)
+		}
+	}
+	return ""
+}

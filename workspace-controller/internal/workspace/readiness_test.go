@@ -1,0 +1,132 @@
+package workspace
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/common/gpu"
+	"github.com/exalsius/exalsius-operator/common/testing/childtest"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
+)
+
+// releasePod creates a pod of the workspace's release in ws-<name> on the child, bound to node, asking
+// gpus (none when 0: a test whose GPU accounting must not change), Ready unless notReady (the envtest
+// child has no kubelet: the test plays it). A GPU workspace is Running only once one runs.
+func releasePod(t *testing.T, ws *workspacesv1.WorkspaceDeployment, node string, gpus int64, notReady bool) string {
+	t.Helper()
+	podName := name("pod")
+	var requests corev1.ResourceList
+	if gpus > 0 {
+		requests = childtest.Requests(gpu.ResourceNVIDIA, gpus)
+	}
+	must(t, childtest.CreatePod(ctxT(t), child.Client, childtest.Pod{Namespace: owned.ReleaseNamespace(ws.Name), Name: podName, Node: node,
+		Requests: requests, NotReady: notReady}))
+	return podName
+}
+
+// setDeployedHash plays KCM v1.12: the release Deployed with lastDeployedHash hash, the state's time now.
+func setDeployedHash(t *testing.T, key types.NamespacedName, hash string) {
+	t.Helper()
+	eventually(t, "writing ServiceSet status", func() error {
+		ss := &k0rdentv1beta1.ServiceSet{}
+		if err := k8s.Get(ctxT(t), key, ss); err != nil {
+			return err
+		}
+		now := metav1.NewTime(time.Now().Truncate(time.Second))
+		svc := ss.Spec.Services[0]
+		ss.Status.Services = []k0rdentv1beta1.ServiceState{{Type: k0rdentv1beta1.ServiceTypeHelm, Name: svc.Name, Namespace: svc.Namespace,
+			Template: svc.Template, State: k0rdentv1beta1.ServiceStateDeployed, LastStateTransitionTime: &now, LastDeployedHash: hash}}
+		ss.Status.Deployed = true
+		return k8s.Status().Update(ctxT(t), ss)
+	})
+}
+
+// TestRunningWaitsForReleasePods: k0rdent's Deployed is not Running until the release's pods on the
+// child are Ready; the workspace stays Deploying and names the pods not Ready yet.
+func TestRunningWaitsForReleasePods(t *testing.T) {
+	ns := newNamespace(t)
+	model := name("a100")
+	node := gpuNode(t, child.Client, gpu.ResourceNVIDIA, 2, modelLabels(model))
+	class := createClass(t, classSpec(name("jupyter")), ns)
+	cd := createCluster(t, ns, child.Kubeconfig)
+	key := createWorkspace(t, ns, class, cd.Name, func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Resources = gpuResources(1, model) })
+	ws := waitPhase(t, key, workspacesv1.PhaseDeploying, workspacesv1.ReasonHelmReleaseDeploying)
+	ssKey := client.ObjectKeyFromObject(waitServiceSet(t, ws))
+
+	// Deployed, but no pod of a GPU release yet: k0rdent's helm may report a release before its pods exist.
+	setServiceState(t, ssKey, k0rdentv1beta1.ServiceStateDeployed, "")
+	eventually(t, "Deploying, no pod yet", func() error {
+		return contains(getWS(t, key).Status.Message, "no pod of the release exists")
+	})
+	pod := releasePod(t, ws, node, 1, true)
+	eventually(t, "Deploying, naming the pod not Ready", func() error {
+		got := getWS(t, key)
+		if got.Status.Phase != workspacesv1.PhaseDeploying {
+			return contains(string(got.Status.Phase), string(workspacesv1.PhaseDeploying))
+		}
+		return contains(got.Status.Message, pod)
+	})
+	if got := getWS(t, key); got.Status.Phase != workspacesv1.PhaseDeploying {
+		t.Fatalf("phase %s with a pod not Ready, want Deploying", got.Status.Phase)
+	}
+	must(t, childtest.SetPodReady(ctxT(t), child.Client, owned.ReleaseNamespace(ws.Name), pod, true))
+	waitPhase(t, key, workspacesv1.PhaseRunning, workspacesv1.ReasonRunning)
+
+}
+
+// TestStaleDeployedHashNotTaken: with KCM v1.12's lastDeployedHash, a Deployed that still carries the
+// hash of before a values change is the previous configuration's, even when its state is newer than
+// the change; a Deployed with a new hash is the change's.
+func TestStaleDeployedHashNotTaken(t *testing.T) {
+	ns := newNamespace(t)
+	class := createClass(t, classSpec(name("jupyter")), ns)
+	cd := createCluster(t, ns, child.Kubeconfig)
+	key := createWorkspace(t, ns, class, cd.Name)
+	ws := waitPhase(t, key, workspacesv1.PhaseDeploying, workspacesv1.ReasonHelmReleaseDeploying)
+	ssKey := client.ObjectKeyFromObject(waitServiceSet(t, ws))
+	setDeployedHash(t, ssKey, "hash-1")
+	// KCM's CRDs before v1.12 have no lastDeployedHash: the API server drops it, and the rule under
+	// test never applies (the suites also run against those CRDs, K0RDENT_CRDS).
+	stored := &k0rdentv1beta1.ServiceSet{}
+	must(t, k8s.Get(ctxT(t), ssKey, stored))
+	if len(stored.Status.Services) == 0 || stored.Status.Services[0].LastDeployedHash == "" {
+		t.Skip("the ServiceSet CRD under test keeps no status.services[].lastDeployedHash (KCM before v1.12)")
+	}
+	waitPhase(t, key, workspacesv1.PhaseRunning, workspacesv1.ReasonRunning)
+
+	// A values change: a new rollout, which k0rdent fingerprints anew.
+	eventually(t, "changing the values", func() error {
+		got := getWS(t, key)
+		got.Spec.Values = jsonRaw(t, map[string]any{"image": map[string]any{"tag": "v2"}})
+		return k8s.Update(ctxT(t), got)
+	})
+	eventually(t, "a new rollout with its base hash", func() error {
+		ss := &k0rdentv1beta1.ServiceSet{}
+		if err := k8s.Get(ctxT(t), ssKey, ss); err != nil {
+			return err
+		}
+		if ss.Annotations[owned.AnnotationRolloutBaseHash] != "hash-1" || ss.Annotations[owned.AnnotationRolloutDeployed] == ss.Annotations[owned.AnnotationRolloutStarted] {
+			return contains(ss.Annotations[owned.AnnotationRolloutBaseHash], "hash-1 (and a rollout not deployed yet)")
+		}
+		return nil
+	})
+	// KCM re-reports the previous configuration Deployed after the change (a promotion while Sveltos
+	// has not rendered the new values yet): its time is after the rollout, its hash is not.
+	setDeployedHash(t, ssKey, "hash-1")
+	eventually(t, "Deploying, the Deployed is the previous configuration's", func() error {
+		got := getWS(t, key)
+		if got.Status.Phase != workspacesv1.PhaseDeploying {
+			return contains(string(got.Status.Phase), string(workspacesv1.PhaseDeploying))
+		}
+		return contains(got.Status.Message, "lastDeployedHash unchanged")
+	})
+	setDeployedHash(t, ssKey, "hash-2")
+	waitPhase(t, key, workspacesv1.PhaseRunning, workspacesv1.ReasonRunning)
+}
