@@ -25,12 +25,12 @@ type volumeIdentity struct {
 	volumeUID  types.UID
 }
 
-// boundVolume waits until the workspace's work claim (<release>-work, from the example chart) is
-// bound and returns its identity.
-func boundVolume(ctx context.Context, t *testing.T, child *childCluster, ws *workspacesv1.WorkspaceDeployment) volumeIdentity {
+// boundVolume waits until the workspace's claim <release><suffix> (-work for the example notebook
+// chart) is bound and returns its identity.
+func boundVolume(ctx context.Context, t *testing.T, child *childCluster, ws *workspacesv1.WorkspaceDeployment, suffix string) volumeIdentity {
 	t.Helper()
 	var id volumeIdentity
-	key := types.NamespacedName{Namespace: "ws-" + ws.Name, Name: ws.Status.ReleaseName + "-work"}
+	key := types.NamespacedName{Namespace: "ws-" + ws.Name, Name: ws.Status.ReleaseName + suffix}
 	eventually(ctx, t, "claim "+key.String()+" bound", workspaceTimeout, func(ctx context.Context) (bool, string) {
 		pvc := &corev1.PersistentVolumeClaim{}
 		if err := child.Client().Get(ctx, key, pvc); err != nil {
@@ -115,7 +115,7 @@ func TestStopAndStart(t *testing.T) {
 			res.PerReplica.Storage = &storage
 			mustCreate(ctx, t, workspace(ns, "holder", "e2e-stop-"+ns, cd, res))
 			ws := waitRunning(ctx, t, ns, "holder")
-			vol = boundVolume(ctx, t, child, ws)
+			vol = boundVolume(ctx, t, child, ws, "-work")
 			waitReleaseReplicas(ctx, t, child, ws, 1)
 			mustCreate(ctx, t, workspace(ns, "waiter", "e2e-stop-"+ns, cd, gpuOverride(1, "L4", nil)))
 			if got := waitPhase(ctx, t, ns, "waiter", workspaceTimeout, workspacesv1.PhaseWaiting, workspacesv1.PhaseRunning, workspacesv1.PhaseFailed); got.Status.Phase != workspacesv1.PhaseWaiting {
@@ -134,7 +134,7 @@ func TestStopAndStart(t *testing.T) {
 				c := condition(t, ws, workspacesv1.ReadyCondition)
 				return c.Reason == workspacesv1.ReasonStopped && ws.Status.Admission == nil, c.Reason + ": " + c.Message
 			})
-			if got := boundVolume(ctx, t, child, ws); got != vol {
+			if got := boundVolume(ctx, t, child, ws, "-work"); got != vol {
 				t.Errorf("volume after the stop %+v, want %+v", got, vol)
 			}
 			waitRunning(ctx, t, ns, "waiter")
@@ -153,7 +153,7 @@ func TestStopAndStart(t *testing.T) {
 			deleteAndWait(ctx, t, &workspacesv1.WorkspaceDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "waiter"}}, workspaceTimeout)
 			ws := waitRunning(ctx, t, ns, "holder")
 			waitReleaseReplicas(ctx, t, child, ws, 1)
-			if got := boundVolume(ctx, t, child, ws); got != vol {
+			if got := boundVolume(ctx, t, child, ws, "-work"); got != vol {
 				t.Errorf("volume after the start %+v, want %+v", got, vol)
 			}
 			pod := runningPods(ctx, t, child, "holder", 1)[0]

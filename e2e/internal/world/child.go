@@ -190,7 +190,8 @@ func (w *World) newChild(name string) (c *ChildCluster, err error) {
 }
 
 // SyncNodes makes the child's kwok nodes exactly the given ones: missing nodes are created, labels,
-// schedulability and capacity of existing ones corrected, and kwok nodes not listed deleted.
+// schedulability and capacity of existing ones corrected, and kwok nodes not listed deleted; and it
+// creates the RuntimeClasses their GPU operators would (RuntimeClasses).
 func (c *ChildCluster) SyncNodes(ctx context.Context, nodes []corev1.Node) error {
 	cl := c.Env.Client
 	var existing corev1.NodeList
@@ -244,6 +245,13 @@ func (c *ChildCluster) SyncNodes(ctx context.Context, nodes []corev1.Node) error
 		}
 		if err := cl.Delete(ctx, n); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("child %s: deleting node %s: %w", c.Name, name, err)
+		}
+	}
+	// What the nodes' GPU operators create besides labels and devices (RuntimeClasses); like an
+	// operator's, they stay when the nodes go.
+	for _, rc := range RuntimeClasses(nodes) {
+		if err := cl.Create(ctx, &rc); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("child %s: creating RuntimeClass %s: %w", c.Name, rc.Name, err)
 		}
 	}
 	return nil

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -76,6 +77,30 @@ type GPUSpec struct {
 	VendorLabelsOnly bool              `json:"vendorLabelsOnly,omitempty"`
 	Labels           map[string]string `json:"labels,omitempty"`
 }
+
+// NVIDIARuntimeClass is the RuntimeClass NVIDIA's GPU operator creates (its default
+// operator.runtimeClass, with the handler of the same name its container toolkit configures), and the
+// one NVIDIA GPU charts name in runtimeClassName. AMD's GPU operator (driver, device plugin, node
+// labeller, metrics exporter) creates none: the device plugin hands the devices to the container,
+// so AMD children carry no RuntimeClass.
+const NVIDIARuntimeClass = "nvidia"
+
+// RuntimeClasses returns the RuntimeClasses the GPU operators of nodes would create: NVIDIA's
+// RuntimeClass when a node has NVIDIA GPUs (the label nvidia.com/gpu.present), none otherwise.
+func RuntimeClasses(nodes []corev1.Node) []nodev1.RuntimeClass {
+	for _, n := range nodes {
+		if n.Labels[nvidiaPresentLabel] == "true" {
+			return []nodev1.RuntimeClass{{
+				ObjectMeta: metav1.ObjectMeta{Name: NVIDIARuntimeClass, Labels: map[string]string{"app.kubernetes.io/component": "gpu-operator"}},
+				Handler:    NVIDIARuntimeClass,
+			}}
+		}
+	}
+	return nil
+}
+
+// nvidiaPresentLabel is the label NVIDIA's GPU operator sets on the nodes with NVIDIA GPUs.
+const nvidiaPresentLabel = "nvidia.com/gpu.present"
 
 // ParseClusterConfig decodes a ClusterDeployment's spec.config. Errors name the field path.
 func ParseClusterConfig(raw []byte) (ClusterConfig, error) {
@@ -199,7 +224,7 @@ func (g GPUSpec) apply(path string, res corev1.ResourceList, labels map[string]s
 	switch strings.ToUpper(g.Vendor) {
 	case "NVIDIA":
 		resourceName, productLabel = "nvidia.com/gpu", NVIDIAProductLabel
-		labels["nvidia.com/gpu.present"] = "true"
+		labels[nvidiaPresentLabel] = "true"
 		labels["nvidia.com/gpu.count"] = fmt.Sprint(g.Count)
 	case "AMD":
 		resourceName, productLabel = "amd.com/gpu", AMDProductLabel

@@ -108,3 +108,29 @@ func FuzzClusterConfig(f *testing.F) {
 		}
 	})
 }
+
+// TestRuntimeClasses: a child with NVIDIA GPU nodes carries the RuntimeClass nvidia that NVIDIA's GPU
+// operator creates and NVIDIA GPU charts name; AMD and CPU-only children carry none.
+func TestRuntimeClasses(t *testing.T) {
+	for cfg, want := range map[string]string{
+		`{"nodes":[{"name":"cpu"},{"name":"l4","gpu":{"vendor":"NVIDIA","model":"L4","count":1}}]}`: "nvidia/nvidia",
+		`{"nodes":[{"name":"mi","gpu":{"vendor":"AMD","model":"MI300X","count":8}}]}`:               "",
+		`{}`: "",
+	} {
+		c, err := ParseClusterConfig([]byte(cfg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes, err := c.BuildNodes()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, rc := range RuntimeClasses(nodes) {
+			got = append(got, rc.Name+"/"+rc.Handler)
+		}
+		if strings.Join(got, ",") != want {
+			t.Errorf("%s: RuntimeClasses %v, want %q", cfg, got, want)
+		}
+	}
+}
