@@ -72,23 +72,30 @@ test-unit: ## Unit and integration tests of every module but e2e (real API serve
 
 # K0RDENT_CRDS=<folder of KCM's own CRD files> runs the controller suites once more with k0rdent's real
 # CRDs instead of the project's mirror (common/testing/testenv installs them); unset, that run is skipped.
+# Several folders, separated by spaces (one KCM release each), run the suites once per folder.
 # test-unit and test-e2e always use the mirror, so both schemas are tested.
 K0RDENT_CRDS ?=
 
 .PHONY: test-unit-real-crds
-test-unit-real-crds: ## The packages whose tests start API servers, once more against k0rdent's real CRDs (K0RDENT_CRDS=<folder>).
-	@if [ -z "$(K0RDENT_CRDS)" ]; then echo "[test] K0RDENT_CRDS is not set: the run against k0rdent's real CRDs is skipped"; exit 0; fi; \
-	crds="$(abspath $(K0RDENT_CRDS))"; [ -d "$$crds" ] || { echo "[test] K0RDENT_CRDS=$(K0RDENT_CRDS) is not a folder"; exit 1; }; \
-	for m in common $(COMPONENTS); do \
-	  pkgs=$$(cd $$m && grep -rl --include='*_test.go' 'exalsius-operator/common/testing/testenv"' . | xargs -r -n1 dirname | sort -u | grep -v /charttest || true); \
-	  [ -n "$$pkgs" ] || continue; \
-	  echo "[test] $$m against k0rdent's real CRDs in $$crds"; \
-	  (cd $$m && K0RDENT_CRDS="$$crds" go test $(GO_TEST_FLAGS) $$pkgs) || exit 1; \
+test-unit-real-crds: ## The packages whose tests start API servers, once more against k0rdent's real CRDs, once per folder (K0RDENT_CRDS="<folder> ...").
+	@if [ -z "$(strip $(K0RDENT_CRDS))" ]; then echo "[test] K0RDENT_CRDS is not set: the run against k0rdent's real CRDs is skipped"; exit 0; fi; \
+	for crds in $(abspath $(K0RDENT_CRDS)); do \
+	  [ -d "$$crds" ] || { echo "[test] K0RDENT_CRDS: $$crds is not a folder"; exit 1; }; \
+	  start=$$(date +%s); \
+	  for m in common $(COMPONENTS); do \
+	    pkgs=$$(cd $$m && grep -rl --include='*_test.go' 'exalsius-operator/common/testing/testenv"' . | xargs -r -n1 dirname | sort -u | grep -v /charttest || true); \
+	    [ -n "$$pkgs" ] || continue; \
+	    echo "[test] $$m against k0rdent's real CRDs in $$crds"; \
+	    (cd $$m && K0RDENT_CRDS="$$crds" go test $(GO_TEST_FLAGS) $$pkgs) || exit 1; \
+	  done; \
+	  echo "[test] the run against $$crds took $$(( $$(date +%s) - start ))s"; \
 	done
 
 .PHONY: test-chart
+# test-chart (and test-node) run the chart against the first of the K0RDENT_CRDS folders (the newest
+# general release, as .ci/run lists them), since a management API server loads one set of CRDs.
 test-chart: ## Lint the umbrella chart, render it under default and CI values, check the objects and dry-run them on a real API server.
-	hack/test-chart.sh
+	K0RDENT_CRDS="$(firstword $(K0RDENT_CRDS))" hack/test-chart.sh
 
 # test-e2e leaves out the packages that have their own targets (the chaos suite: test-chaos-short and
 # chaos; the chart on a node: test-node): run here they would only skip, and a skipped package still
@@ -99,7 +106,7 @@ test-e2e: build ## End-to-end suites on the local world (k0rdent simulator, KWOK
 
 .PHONY: test-node
 test-node: ## The chart installed with helm on a real node (docs/NODE.md; part of `make test`); says loudly why and skips where the host cannot run containers.
-	hack/test-node.sh
+	K0RDENT_CRDS="$(firstword $(K0RDENT_CRDS))" hack/test-node.sh
 
 # make test runs the short chaos suite with a fixed seed, so that a red run can be replayed exactly and
 # a green one means the same faults at the same moments; `make chaos` draws a new seed each time.
