@@ -30,6 +30,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -383,6 +384,28 @@ func (c *Cache) Keys() []types.NamespacedName {
 	for k := range c.entries {
 		out = append(out, k)
 	}
+	return out
+}
+
+// Peers returns the other ClusterDeployments the cache is connected through to the same cluster as
+// key: those whose child shows the same identity (Cluster.Identity), sorted. Nil when key is not
+// connected or its identity is not known. Only connected ClusterDeployments are known: one that was
+// never asked for, or whose connect failed, is not among them.
+func (c *Cache) Peers(key types.NamespacedName) []types.NamespacedName {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.entries[key]
+	if e == nil || e.conn.cluster == nil || e.conn.cluster.identity == "" {
+		return nil
+	}
+	id := e.conn.cluster.identity
+	var out []types.NamespacedName
+	for k, o := range c.entries {
+		if k != key && o.conn.cluster != nil && o.conn.cluster.identity == id {
+			out = append(out, k)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
 	return out
 }
 

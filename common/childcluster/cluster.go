@@ -50,6 +50,10 @@ type Cluster struct {
 	httpClient *http.Client
 	onChange   func()
 
+	// identity is the UID of the child's kube-system namespace, read once at connect; empty when it
+	// could not be read (Identity).
+	identity types.UID
+
 	// health is the current *UnreachableError, or nil while the child answers.
 	health       atomic.Pointer[UnreachableError]
 	lastWatchErr atomic.Int64 // unix nanos of the last list/watch failure
@@ -310,8 +314,28 @@ func (c *Cluster) start(parent context.Context, timeout time.Duration, probe pro
 	}
 	c.health.Store(nil)
 	c.contact()
+	c.readIdentity(ctx, probe.timeout)
 	c.startProbe(ctx, probe)
 	return nil
+}
+
+// Identity returns the child cluster's identity: the UID of its kube-system namespace, which every
+// Kubernetes API server creates once and keeps for the life of the cluster. Two ClusterDeployments
+// whose connections show the same identity reach one cluster, whatever their kubeconfigs say (another
+// address, another user). Empty when it could not be read at connect (a credential that may not read
+// namespaces): the cluster is then known only by its ClusterDeployment.
+func (c *Cluster) Identity() types.UID { return c.identity }
+
+// readIdentity reads the identity once, within timeout; a failure leaves it empty and the connection
+// stands.
+func (c *Cluster) readIdentity(ctx context.Context, timeout time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	ns, err := c.core.Namespaces().Get(ctx, metav1.NamespaceSystem, metav1.GetOptions{})
+	if err != nil {
+		return
+	}
+	c.identity = ns.UID
 }
 
 // stop ends the watches and the probe, closes every connection and waits for their goroutines. The

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -57,6 +59,26 @@ func TestSharedConnection(t *testing.T) {
 	}
 	if clZ == clX {
 		t.Fatal("another identity must be another connection")
+	}
+	// One cluster, whatever the credentials: the three show the child's kube-system namespace UID,
+	// and each knows the other two as its peers.
+	var system corev1.Namespace
+	if err := child.Client.Get(ctx, types.NamespacedName{Name: metav1.NamespaceSystem}, &system); err != nil {
+		t.Fatal(err)
+	}
+	for _, cl := range []*Cluster{clX, clZ} {
+		if cl.Identity() == "" || cl.Identity() != system.UID {
+			t.Errorf("identity %q, want the kube-system namespace's UID %q", cl.Identity(), system.UID)
+		}
+	}
+	if p := c.Peers(z); len(p) != 2 || p[0] != x || p[1] != y {
+		t.Errorf("peers of %s: %v, want [%s %s]", z, p, x, y)
+	}
+	if p := c.Peers(x); len(p) != 2 || p[0] != y || p[1] != z {
+		t.Errorf("peers of %s: %v, want [%s %s]", x, p, y, z)
+	}
+	if p := c.Peers(types.NamespacedName{Namespace: "shared", Name: "unknown"}); p != nil {
+		t.Errorf("peers of a ClusterDeployment never connected: %v", p)
 	}
 
 	var computed atomic.Int32

@@ -19,9 +19,14 @@ import (
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 )
 
-// Snapshotter reads a child cluster's Nodes and Pods.
+// Snapshotter reads a child cluster's Nodes and Pods, and knows which ClusterDeployments reach one
+// child cluster.
 type Snapshotter interface {
 	Snapshot(ctx context.Context, cd types.NamespacedName) ([]corev1.Node, []corev1.Pod, error)
+	// Identity returns the identity of cd's child cluster (the UID of its kube-system namespace) and
+	// the other ClusterDeployments known to reach the same cluster; empty when not known (the child
+	// cannot be reached, or its identity could not be read). It may connect to the child.
+	Identity(ctx context.Context, cd types.NamespacedName) (types.UID, []types.NamespacedName)
 }
 
 // Gate is the GPU gate of one process. Its zero value is not usable: use New.
@@ -144,11 +149,22 @@ func (g *Gate) Admit(ctx context.Context, req Request) (Decision, error) {
 		}
 	}
 	lost := ""
+	st := site{cd: req.Cluster}
 	if Covers(current, cluster, req.Resources) {
-		if lost = g.lost(ctx, req, current); lost == "" {
-			if current.ClusterUID == "" && req.ClusterUID != "" {
+		// The child's identity is asked for (which may connect to it) only when the admission holds
+		// GPUs there, or has no identity recorded yet.
+		if current.GPUsPerReplica > 0 || current.ClusterIdentity == "" {
+			st = g.site(ctx, req.Cluster)
+		}
+		if lost = g.lost(ctx, req, st, current); lost == "" {
+			if (current.ClusterUID == "" && req.ClusterUID != "") || (current.ClusterIdentity == "" && st.id != "") {
 				d.Admission = current.DeepCopy()
-				d.Admission.ClusterUID = req.ClusterUID
+				if d.Admission.ClusterUID == "" {
+					d.Admission.ClusterUID = req.ClusterUID
+				}
+				if d.Admission.ClusterIdentity == "" {
+					d.Admission.ClusterIdentity = st.id
+				}
 			}
 			return d, nil
 		}
@@ -158,7 +174,10 @@ func (g *Gate) Admit(ctx context.Context, req Request) (Decision, error) {
 	// WorkspaceQuota it still takes the namespace's quota lock (lock takes it when the namespace has a
 	// quota) and records its admission before releasing it, so the next count sees it.
 	cpuOnly := GPUs(req.Resources) == 0
-	locked := []string{cluster}
+	if st.id == "" {
+		st = g.site(ctx, req.Cluster)
+	}
+	locked := []string{st.lockKey()}
 	if cpuOnly {
 		locked = nil
 	}
@@ -174,7 +193,7 @@ func (g *Gate) Admit(ctx context.Context, req Request) (Decision, error) {
 		return Decision{Outcome: Unreachable, Cluster: req.Cluster, Reason: workspacesv1.ReasonClusterUnreachable,
 			Message: fmt.Sprintf("cannot reach the child cluster of ClusterDeployment %s: %v", req.Cluster, err)}, nil
 	}
-	gd, others, err := g.decide(ctx, req.Workspace, req.Resources, req.Cluster, nodes, pods)
+	gd, others, err := g.decide(ctx, req.Workspace, req.Resources, st, nodes, pods)
 	if err != nil {
 		return Decision{}, err
 	}
@@ -201,7 +220,7 @@ func (g *Gate) Admit(ctx context.Context, req Request) (Decision, error) {
 		return d, nil
 	}
 	ad := newAdmission(cluster, req.Resources, gd, nodes, req.Now)
-	ad.ClusterUID = req.ClusterUID
+	ad.ClusterUID, ad.ClusterIdentity = req.ClusterUID, st.id
 	q, err := g.checkQuota(ctx, req.Workspace, ad)
 	if err != nil {
 		return Decision{}, err
@@ -233,12 +252,15 @@ func (g *Gate) Admit(ctx context.Context, req Request) (Decision, error) {
 }
 
 // lost says why an admission that covers the request no longer holds, or "": it was granted on an
-// earlier ClusterDeployment of the name, or an admitted node is lost (Lost), read from the child's
-// cached Nodes and Pods (no request to the child). A child that cannot be read says nothing about
-// its nodes: the admission holds.
-func (g *Gate) lost(ctx context.Context, req Request, ad *workspacesv1.Admission) string {
+// earlier ClusterDeployment of the name, or on another child cluster behind it (ChildReplaced), or an
+// admitted node is lost (Lost), read from the child's cached Nodes and Pods (no request to the
+// child). A child that cannot be read says nothing about its nodes: the admission holds.
+func (g *Gate) lost(ctx context.Context, req Request, st site, ad *workspacesv1.Admission) string {
 	if ClusterRecreated(ad, req.ClusterUID) {
 		return fmt.Sprintf("ClusterDeployment %s was deleted and created again (uid %s, admitted on uid %s)", req.Cluster, req.ClusterUID, ad.ClusterUID)
+	}
+	if ChildReplaced(ad, st.id) {
+		return fmt.Sprintf("the child cluster of ClusterDeployment %s is another cluster now (kube-system namespace uid %s, admitted on %s)", req.Cluster, st.id, ad.ClusterIdentity)
 	}
 	if ad.GPUsPerReplica == 0 || len(ad.Nodes) == 0 {
 		return ""
@@ -305,7 +327,7 @@ func (g *Gate) keepEarlierAdmission(ctx context.Context, req Request) (Decision,
 // returns the pods of the other workspaces. Place runs it for each candidate cluster, so that a
 // placement never disagrees with the admission.
 func (g *Gate) decide(ctx context.Context, ws *workspacesv1.WorkspaceDeployment, res *workspacesv1.ResolvedResources,
-	cd types.NamespacedName, nodes []corev1.Node, pods []corev1.Pod) (gpu.Decision, []corev1.Pod, error) {
+	st site, nodes []corev1.Node, pods []corev1.Pod) (gpu.Decision, []corev1.Pod, error) {
 	own := owned.ReleaseNamespace(ws.Name)
 	others := make([]corev1.Pod, 0, len(pods))
 	for i := range pods {
@@ -316,7 +338,7 @@ func (g *Gate) decide(ctx context.Context, ws *workspacesv1.WorkspaceDeployment,
 	var held heldGPUs
 	if GPUs(res) > 0 {
 		var err error
-		if held, err = g.reservations(ctx, ws, res, cd, pods); err != nil {
+		if held, err = g.reservations(ctx, ws, res, st, pods); err != nil {
 			return gpu.Decision{}, nil, err
 		}
 	}
@@ -331,9 +353,58 @@ func (g *Gate) decide(ctx context.Context, ws *workspacesv1.WorkspaceDeployment,
 	return d, others, nil
 }
 
+// site is the cluster a decision is made on: the ClusterDeployment asked about, the identity of its
+// child cluster, and the other ClusterDeployments known to reach that child (Snapshotter.Identity).
+// One child cluster is one gate, however many ClusterDeployments reach it: its lock and its
+// reservations are shared by all of them. Without an identity the ClusterDeployment stands alone.
+type site struct {
+	cd    types.NamespacedName
+	id    types.UID
+	peers []types.NamespacedName
+}
+
+func (g *Gate) site(ctx context.Context, cd types.NamespacedName) site {
+	id, peers := g.children.Identity(ctx, cd)
+	if id == "" {
+		peers = nil
+	}
+	return site{cd: cd, id: id, peers: peers}
+}
+
+// lockKey is the key of the site's gate lock: the child cluster's identity when known.
+func (s site) lockKey() string {
+	if s.id != "" {
+		return "child:" + string(s.id)
+	}
+	return s.cd.String()
+}
+
+// clusters are the ClusterDeployments of the site: its own, then its peers.
+func (s site) clusters() []types.NamespacedName {
+	return append([]types.NamespacedName{s.cd}, s.peers...)
+}
+
+// counts reports whether an admission holds GPUs of the site's child: it was granted on the
+// ClusterDeployment or a peer, or on the same child cluster by identity.
+func (s site) counts(ad *workspacesv1.Admission) bool {
+	if ad == nil {
+		return false
+	}
+	if ad.Cluster == s.cd.String() || (s.id != "" && ad.ClusterIdentity == s.id) {
+		return true
+	}
+	for _, p := range s.peers {
+		if ad.Cluster == p.String() {
+			return true
+		}
+	}
+	return false
+}
+
 // lock takes the locks of one gate decision, in the one order every decision takes them, so that no
 // two decisions deadlock: first the namespace's quota lock, when a WorkspaceQuota applies to the
-// namespace (the quota is counted across clusters), then the clusters' gate locks sorted by key.
+// namespace (the quota is counted across clusters), then the clusters' gate locks (site.lockKey)
+// sorted by key.
 // Admit takes one cluster; Place takes every candidate, so that two workspaces never take the last
 // GPUs of one cluster at once, whether they were placed or named it.
 func (g *Gate) lock(ctx context.Context, namespace string, clusters ...string) func() {

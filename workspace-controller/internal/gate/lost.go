@@ -17,6 +17,14 @@ func ClusterRecreated(ad *workspacesv1.Admission, uid types.UID) bool {
 	return ad != nil && ad.ClusterUID != "" && uid != "" && ad.ClusterUID != uid
 }
 
+// ChildReplaced reports whether an admission was granted on another child cluster than the one its
+// ClusterDeployment reaches now: the recorded identity (the kube-system namespace's UID) differs from
+// the current one, as when a hosted control plane or a cluster behind an adopted kubeconfig was built
+// anew. An admission without an identity, or an unknown current identity, says nothing.
+func ChildReplaced(ad *workspacesv1.Admission, id types.UID) bool {
+	return ad != nil && ad.ClusterIdentity != "" && id != "" && ad.ClusterIdentity != id
+}
+
 // Lost says why an admission no longer holds on its cluster's nodes as they are now, or "" when it
 // holds. An admitted node is lost when:
 //

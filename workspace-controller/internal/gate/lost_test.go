@@ -94,3 +94,59 @@ func TestClusterRecreated(t *testing.T) {
 		t.Error("no admission: want false")
 	}
 }
+
+func TestChildReplaced(t *testing.T) {
+	for _, c := range []struct {
+		recorded, now types.UID
+		want          bool
+	}{
+		{"a", "a", false},
+		{"a", "b", true},
+		{"", "b", false}, // recorded before identities were
+		{"a", "", false}, // the identity could not be read now
+	} {
+		ad := &workspacesv1.Admission{Cluster: "ns/cd", ClusterIdentity: c.recorded}
+		if got := ChildReplaced(ad, c.now); got != c.want {
+			t.Errorf("ChildReplaced(recorded %q, now %q) = %v, want %v", c.recorded, c.now, got, c.want)
+		}
+	}
+	if ChildReplaced(nil, "a") {
+		t.Error("no admission is never replaced")
+	}
+}
+
+// TestSiteCounts: a site counts the admissions of its ClusterDeployment, of its peers, and of any
+// ClusterDeployment on the same child by identity; its lock is the child's when the identity is known.
+func TestSiteCounts(t *testing.T) {
+	cd := types.NamespacedName{Namespace: "team", Name: "cd"}
+	peer := types.NamespacedName{Namespace: "platform", Name: "shared"}
+	st := site{cd: cd, id: "uid-1", peers: []types.NamespacedName{peer}}
+	for _, c := range []struct {
+		ad   *workspacesv1.Admission
+		want bool
+	}{
+		{nil, false},
+		{&workspacesv1.Admission{Cluster: "team/cd"}, true},
+		{&workspacesv1.Admission{Cluster: "platform/shared"}, true},
+		{&workspacesv1.Admission{Cluster: "other/cd", ClusterIdentity: "uid-1"}, true},
+		{&workspacesv1.Admission{Cluster: "other/cd", ClusterIdentity: "uid-2"}, false},
+		{&workspacesv1.Admission{Cluster: "other/cd"}, false},
+	} {
+		if got := st.counts(c.ad); got != c.want {
+			t.Errorf("counts(%+v) = %v, want %v", c.ad, got, c.want)
+		}
+	}
+	if k := st.lockKey(); k != "child:uid-1" {
+		t.Errorf("lockKey %q", k)
+	}
+	alone := site{cd: cd}
+	if k := alone.lockKey(); k != "team/cd" {
+		t.Errorf("lockKey without identity %q", k)
+	}
+	if alone.counts(&workspacesv1.Admission{Cluster: "other/cd"}) {
+		t.Error("a site without identity counts another ClusterDeployment's admission")
+	}
+	if got := st.clusters(); len(got) != 2 || got[0] != cd || got[1] != peer {
+		t.Errorf("clusters %v", got)
+	}
+}

@@ -118,14 +118,14 @@ func (m *memory) state(o *workspacesv1.WorkspaceDeployment) (*workspacesv1.Admis
 	return o.Status.Admission, o.Status.Phase
 }
 
-// keysOn lists the workspaces (namespace/name) whose admission on the cluster this process wrote and
-// the cache may not show yet.
-func (m *memory) keysOn(cluster string) []string {
+// keysOn lists the workspaces (namespace/name) whose admission this process wrote, the cache may not
+// show yet, and on reports true for (an admission on the cluster: site.counts).
+func (m *memory) keysOn(on func(*workspacesv1.Admission) bool) []string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []string
 	for k, w := range m.written {
-		if w.admission != nil && w.admission.Cluster == cluster {
+		if w.admission != nil && on(w.admission) {
 			out = append(out, k)
 		}
 	}

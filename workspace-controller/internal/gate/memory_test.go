@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/gpu"
@@ -28,7 +29,7 @@ func TestPendingAdmissionUntilSettled(t *testing.T) {
 	if got := current(a, ws); got == nil || got.GPUs != 1 {
 		t.Fatalf("pending admission not counted against a newer cached object: %+v", got)
 	}
-	if keys := a.keysOn("team/cd"); len(keys) != 1 || keys[0] != "team/nb" {
+	if keys := a.keysOn(site{cd: types.NamespacedName{Namespace: "team", Name: "cd"}}.counts); len(keys) != 1 || keys[0] != "team/nb" {
 		t.Fatalf("keysOn = %v", keys)
 	}
 	a.settle("team/nb", ad, "100", workspacesv1.PhaseDeploying)

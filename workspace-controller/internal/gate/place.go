@@ -38,16 +38,18 @@ func (g *Gate) Placement(ws *workspacesv1.WorkspaceDeployment) *workspacesv1.Pla
 // namespace's quotas allow is chosen, and the placement is written through req.Record with its
 // admission before the locks are released. A placement never changes afterwards.
 func (g *Gate) Place(ctx context.Context, req Request) (Decision, error) {
-	names := make([]string, len(req.Candidates))
+	sites := make([]site, len(req.Candidates))
+	keys := make([]string, len(req.Candidates))
 	for i, k := range req.Candidates {
-		names[i] = k.String()
+		sites[i] = g.site(ctx, k)
+		keys[i] = sites[i].lockKey()
 	}
-	unlock := g.lock(ctx, req.Workspace.Namespace, names...)
+	unlock := g.lock(ctx, req.Workspace.Namespace, keys...)
 	defer unlock()
 
 	cands := make([]candidate, 0, len(req.Candidates))
-	for _, k := range req.Candidates {
-		c, err := g.evaluate(ctx, req, k)
+	for _, st := range sites {
+		c, err := g.evaluate(ctx, req, st)
 		if err != nil {
 			return Decision{}, err
 		}
@@ -68,6 +70,7 @@ func (g *Gate) Place(ctx context.Context, req Request) (Decision, error) {
 	}
 	c := &cands[i]
 	ad := newAdmission(c.key.String(), res, c.decision, c.nodes, req.Now)
+	ad.ClusterIdentity = c.identity
 	q, err := g.checkQuota(ctx, req.Workspace, ad)
 	if err != nil {
 		return Decision{}, err
@@ -95,14 +98,14 @@ func (g *Gate) Place(ctx context.Context, req Request) (Decision, error) {
 }
 
 // evaluate asks the gate about the workspace on one candidate cluster; the caller holds its lock.
-func (g *Gate) evaluate(ctx context.Context, req Request, key types.NamespacedName) (candidate, error) {
-	c := candidate{key: key}
-	nodes, pods, err := g.children.Snapshot(ctx, key)
+func (g *Gate) evaluate(ctx context.Context, req Request, st site) (candidate, error) {
+	c := candidate{key: st.cd, identity: st.id}
+	nodes, pods, err := g.children.Snapshot(ctx, st.cd)
 	if err != nil {
 		c.unreachable = "cannot be reached: " + err.Error()
 		return c, nil
 	}
-	d, _, err := g.decide(ctx, req.Workspace, req.Resources, key, nodes, pods)
+	d, _, err := g.decide(ctx, req.Workspace, req.Resources, st, nodes, pods)
 	if err != nil {
 		return c, err
 	}
@@ -112,8 +115,10 @@ func (g *Gate) evaluate(ctx context.Context, req Request, key types.NamespacedNa
 
 // candidate is one cluster placement considered, with the gate's decision there.
 type candidate struct {
-	key   types.NamespacedName
-	nodes []corev1.Node
+	key types.NamespacedName
+	// identity is the identity of its child cluster, when known.
+	identity types.UID
+	nodes    []corev1.Node
 	// decision is the gate's; unset when the cluster could not be asked.
 	decision gpu.Decision
 	// unreachable says why the cluster could not be asked; the cluster may fit later.

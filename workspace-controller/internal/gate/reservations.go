@@ -37,23 +37,31 @@ func bindsNoMore(o *workspacesv1.WorkspaceDeployment, phase workspacesv1.Workspa
 	return !o.DeletionTimestamp.IsZero() || phase == workspacesv1.PhaseFailed
 }
 
-// reservations returns the GPUs held by other workspaces on the cluster that the child's pods do not
+// reservations returns the GPUs held by other workspaces on the site's child cluster (through its
+// ClusterDeployment or any other that reaches the same child: site) that the child's pods do not
 // show yet: the admissions that still hold GPUs (see holdsGPUs) and whose release may still bind
 // replicas (see bindsNoMore), each replica charged to the node it was counted on, less the replicas
 // bound there; then the workspaces waiting for the same GPUs that
 // are ahead of this one in the cluster's queue (higher priority, then older; priority.go) and not
 // suspended. want are the resources of ws, the workspace asking.
-func (g *Gate) reservations(ctx context.Context, ws *workspacesv1.WorkspaceDeployment, want *workspacesv1.ResolvedResources, cd types.NamespacedName, pods []corev1.Pod) (heldGPUs, error) {
+func (g *Gate) reservations(ctx context.Context, ws *workspacesv1.WorkspaceDeployment, want *workspacesv1.ResolvedResources, st site, pods []corev1.Pod) (heldGPUs, error) {
 	self := ws.Namespace + "/" + ws.Name
 	var list workspacesv1.WorkspaceDeploymentList
-	// Read-only: the cached objects are not copied (the slice is, so sorting it is safe).
-	if err := g.client.List(ctx, &list, client.MatchingFields{owned.IndexCluster: cd.String()}, client.UnsafeDisableDeepCopy); err != nil {
-		return heldGPUs{}, fmt.Errorf("listing workspaces of %s: %w", cd, err)
-	}
-	list.Items = g.withRecentAdmissions(ctx, cd.String(), list.Items)
-	withSet, err := g.workspacesWithServiceSets(ctx, cd)
-	if err != nil {
+	var err error
+	if list.Items, err = g.workspacesOn(ctx, st); err != nil {
 		return heldGPUs{}, err
+	}
+	withSet := map[string]*k0rdentv1beta1.ServiceSet{}
+	listed := map[types.NamespacedName]bool{}
+	for i := range list.Items {
+		cd := owned.ClusterKey(&list.Items[i])
+		if listed[cd] {
+			continue
+		}
+		listed[cd] = true
+		if err := g.workspacesWithServiceSets(ctx, cd, withSet); err != nil {
+			return heldGPUs{}, err
+		}
 	}
 	unpinned := map[string]bool{}
 	caps, err := g.priorityCaps(ctx)
@@ -73,7 +81,7 @@ func (g *Gate) reservations(ctx context.Context, ws *workspacesv1.WorkspaceDeplo
 		set, hasSet := withSet[key]
 		current, phase := g.mem.state(o)
 		ad := owned.AdmissionOf(current, set)
-		if ad != nil && ad.Cluster != cd.String() {
+		if !st.counts(ad) {
 			ad = nil
 		}
 		switch {
@@ -186,17 +194,57 @@ func admittedReservations(key string, ad *workspacesv1.Admission, pods []*corev1
 	return out
 }
 
-// workspacesWithServiceSets returns the ServiceSets on the cluster by workspace (namespace/name),
+// workspacesOn lists the workspaces that may hold or wait for GPUs of the site's child cluster: those
+// of its ClusterDeployment and of its peers (by the cluster index), those admitted on the same child
+// by identity (the identity index: a peer not connected since a restart is not known as a peer, but
+// its admissions are counted), and those this process admitted there that the cache does not show
+// yet. Each once; the cached objects are not copied (the slice is, so sorting it is safe).
+func (g *Gate) workspacesOn(ctx context.Context, st site) ([]workspacesv1.WorkspaceDeployment, error) {
+	var items []workspacesv1.WorkspaceDeployment
+	seen := map[types.NamespacedName]bool{}
+	add := func(index, value string) error {
+		var list workspacesv1.WorkspaceDeploymentList
+		if err := g.client.List(ctx, &list, client.MatchingFields{index: value}, client.UnsafeDisableDeepCopy); err != nil {
+			return fmt.Errorf("listing workspaces of %s: %w", value, err)
+		}
+		if len(seen) == 0 && len(items) == 0 {
+			items = list.Items
+			for i := range items {
+				seen[client.ObjectKeyFromObject(&items[i])] = true
+			}
+			return nil
+		}
+		for i := range list.Items {
+			if k := client.ObjectKeyFromObject(&list.Items[i]); !seen[k] {
+				seen[k] = true
+				items = append(items, list.Items[i])
+			}
+		}
+		return nil
+	}
+	for _, cd := range st.clusters() {
+		if err := add(owned.IndexCluster, cd.String()); err != nil {
+			return nil, err
+		}
+	}
+	if st.id != "" {
+		if err := add(owned.IndexClusterIdentity, string(st.id)); err != nil {
+			return nil, err
+		}
+	}
+	return g.withRecentAdmissions(ctx, st, items), nil
+}
+
+// workspacesWithServiceSets adds the ServiceSets on the cluster to out by workspace (namespace/name),
 // from their labels, leaving out those of stopped workspaces. The ServiceSets are the cache's own
 // objects: they are only read.
-func (g *Gate) workspacesWithServiceSets(ctx context.Context, cd types.NamespacedName) (map[string]*k0rdentv1beta1.ServiceSet, error) {
+func (g *Gate) workspacesWithServiceSets(ctx context.Context, cd types.NamespacedName, out map[string]*k0rdentv1beta1.ServiceSet) error {
 	var list k0rdentv1beta1.ServiceSetList
 	// Read-only: the cached ServiceSets (with their values) are not copied on every GPU decision.
 	if err := g.client.List(ctx, &list, client.InNamespace(cd.Namespace), client.UnsafeDisableDeepCopy,
 		client.MatchingLabels{workspacesv1.ClusterDeploymentLabel: cd.Name}, client.HasLabels{workspacesv1.WorkspaceLabel}); err != nil {
-		return nil, fmt.Errorf("listing ServiceSets of %s: %w", cd, err)
+		return fmt.Errorf("listing ServiceSets of %s: %w", cd, err)
 	}
-	out := make(map[string]*k0rdentv1beta1.ServiceSet, len(list.Items))
 	for i := range list.Items {
 		l := list.Items[i].Labels
 		if l[owned.LabelStopped] == "true" {
@@ -204,7 +252,7 @@ func (g *Gate) workspacesWithServiceSets(ctx context.Context, cd types.Namespace
 		}
 		out[l[workspacesv1.WorkspaceNamespaceLabel]+"/"+l[workspacesv1.WorkspaceLabel]] = &list.Items[i]
 	}
-	return out, nil
+	return nil
 }
 
 // boundPodsByNamespace indexes the pods that are bound to a node and not terminal by namespace, once
@@ -237,15 +285,15 @@ func boundGPUPods(pods []*corev1.Pod, res corev1.ResourceName, node string) int3
 	return n
 }
 
-// withRecentAdmissions adds to a cluster's workspaces those this process admitted there whose
+// withRecentAdmissions adds to a site's workspaces those this process admitted there whose
 // placement the cache does not show yet (the cluster index reads status.placement), so that the gate
 // counts their GPUs.
-func (g *Gate) withRecentAdmissions(ctx context.Context, cluster string, items []workspacesv1.WorkspaceDeployment) []workspacesv1.WorkspaceDeployment {
+func (g *Gate) withRecentAdmissions(ctx context.Context, st site, items []workspacesv1.WorkspaceDeployment) []workspacesv1.WorkspaceDeployment {
 	seen := make(map[string]bool, len(items))
 	for i := range items {
 		seen[items[i].Namespace+"/"+items[i].Name] = true
 	}
-	for _, key := range g.mem.keysOn(cluster) {
+	for _, key := range g.mem.keysOn(st.counts) {
 		if seen[key] {
 			continue
 		}

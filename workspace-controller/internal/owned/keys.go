@@ -62,6 +62,10 @@ const (
 const (
 	// IndexCluster indexes workspaces by "<namespace>/<name>" of their ClusterDeployment.
 	IndexCluster = "workspace.cluster"
+	// IndexClusterIdentity indexes admitted workspaces by the identity of the child cluster their
+	// admission was granted on (status.admission.clusterIdentity): the GPU gate counts the admissions
+	// of every ClusterDeployment that reaches one child.
+	IndexClusterIdentity = "workspace.clusterIdentity"
 	// IndexNamespaceWaiter indexes, by their namespace, the workspaces that wait for placement or for
 	// their namespace's quota, so that a watch event finds them without listing the namespace.
 	IndexNamespaceWaiter = "workspace.namespaceWaiter"

@@ -101,3 +101,7 @@ type snapshot struct {
 func (c snapshot) Snapshot(context.Context, types.NamespacedName) ([]corev1.Node, []corev1.Pod, error) {
 	return c.nodes, c.pods, nil
 }
+
+func (c snapshot) Identity(context.Context, types.NamespacedName) (types.UID, []types.NamespacedName) {
+	return "", nil
+}

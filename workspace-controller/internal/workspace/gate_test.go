@@ -266,3 +266,35 @@ func dropFinalizers(t *testing.T, key types.NamespacedName) {
 	ss.Finalizers = nil
 	must(t, k8s.Patch(ctxT(t), ss, patch))
 }
+
+// TestOneGatePerChildCluster: two ClusterDeployments in two namespaces reach one child cluster. A
+// workspace admitted through one holds the node's only GPU; a workspace through the other waits for
+// it, and gets it when the first is gone. Each admission records the child's identity, the UID of its
+// kube-system namespace.
+func TestOneGatePerChildCluster(t *testing.T) {
+	ns1, class, cd1 := gateFixture(t)
+	ns2 := newNamespace(t)
+	class2 := createClass(t, classSpec(name("gpu")), ns2)
+	cd2 := createCluster(t, ns2, child.Kubeconfig).Name
+	model := name("b200")
+	gpuNode(t, child.Client, gpu.ResourceNVIDIA, 1, modelLabels(model))
+	var system corev1.Namespace
+	must(t, child.Client.Get(ctxT(t), types.NamespacedName{Name: metav1.NamespaceSystem}, &system))
+
+	first := createWorkspace(t, ns1, class, cd1, func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Resources = gpuResources(1, model) })
+	ws := waitPhase(t, first, workspacesv1.PhaseDeploying, "")
+	if ad := ws.Status.Admission; ad == nil || ad.ClusterIdentity != system.UID {
+		t.Errorf("admission %+v: want clusterIdentity %s", ad, system.UID)
+	}
+	second := createWorkspace(t, ns2, class2, cd2, func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Resources = gpuResources(1, model) })
+	ws = waitPhase(t, second, workspacesv1.PhaseWaiting, workspacesv1.ReasonWaitingForGpuCapacity)
+	if err := contains(ws.Status.Feasibility.Message, "1 reserved"); err != nil {
+		t.Errorf("feasibility: %v", err)
+	}
+
+	must(t, k8s.Delete(ctxT(t), getWS(t, first)))
+	ws = waitPhase(t, second, workspacesv1.PhaseDeploying, "")
+	if ad := ws.Status.Admission; ad == nil || ad.Cluster != ns2+"/"+cd2 || ad.ClusterIdentity != system.UID {
+		t.Errorf("admission %+v: want cluster %s/%s on identity %s", ad, ns2, cd2, system.UID)
+	}
+}

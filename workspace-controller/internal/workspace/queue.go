@@ -124,9 +124,17 @@ func (r *Reconciler) forPriorityCap(ctx context.Context, o client.Object) []reco
 	return out
 }
 
-// queueOf lists the Waiting workspaces on a cluster, but skip.
+// queueOf lists the Waiting workspaces on a cluster, but skip: those of its ClusterDeployment and of
+// the others connected to the same child cluster (one child is one gate).
 func (r *Reconciler) queueOf(ctx context.Context, cd, skip client.ObjectKey) []reconcile.Request {
-	return r.workspaces(ctx, owned.IndexCluster, cd.String(), func(w *workspacesv1.WorkspaceDeployment) bool {
+	waiting := func(w *workspacesv1.WorkspaceDeployment) bool {
 		return w.Status.Phase == workspacesv1.PhaseWaiting && client.ObjectKeyFromObject(w) != skip
-	})
+	}
+	out := r.workspaces(ctx, owned.IndexCluster, cd.String(), waiting)
+	if r.Children != nil {
+		for _, p := range r.Children.Peers(cd) {
+			out = append(out, r.workspaces(ctx, owned.IndexCluster, p.String(), waiting)...)
+		}
+	}
+	return out
 }

@@ -3,6 +3,7 @@ package workspace
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -196,5 +197,44 @@ func TestLoweredPriorityWakesTheNextWaiter(t *testing.T) {
 	ws.Spec.Priority = 0
 	must(t, k8s.Patch(ctxT(t), ws, patch))
 	waitPhase(t, next, workspacesv1.PhaseDeploying, "")
+	waitPhase(t, head, workspacesv1.PhaseWaiting, workspacesv1.ReasonWaitingForGpuCapacity)
+}
+
+// TestLoweredMaxPriorityWakesAnotherNamespace: one child cluster reached by two ClusterDeployments of
+// two namespaces is one queue. A waiter of namespace A ahead in it (priority 5 under A's cap of 10,
+// two replicas for the one free GPU) holds the GPU against B's waiter (priority 3); lowering A's
+// maxPriority to 1 puts it behind, and B's waiter is woken and admitted at once: no event of its own,
+// its namespace, or its ClusterDeployment brings it back, and its timer retry is a minute away.
+func TestLoweredMaxPriorityWakesAnotherNamespace(t *testing.T) {
+	nsA, classA, cdA := gateFixture(t)
+	quota := createQuota(t, nsA, workspacesv1.WorkspaceQuotaSpec{MaxPriority: ptr(int32(10))})
+	nsB, classB, cdB := gateFixture(t)
+	createQuota(t, nsB, workspacesv1.WorkspaceQuotaSpec{MaxPriority: ptr(int32(3))})
+	model := name("p300")
+	node := pinnableNode(t, child.Client, gpu.ResourceNVIDIA, 1, model)
+	busy := gpuPod(t, child.Client, "busy", node, gpu.ResourceNVIDIA, 1)
+	next := createWorkspace(t, nsB, classB, cdB, func(ws *workspacesv1.WorkspaceDeployment) {
+		ws.Spec.Resources = gpuResources(1, model)
+		ws.Spec.Priority = 3
+	})
+	waitPhase(t, next, workspacesv1.PhaseWaiting, workspacesv1.ReasonWaitingForGpuCapacity)
+	head := createWorkspace(t, nsA, classA, cdA, func(ws *workspacesv1.WorkspaceDeployment) {
+		ws.Spec.Resources = gpuResources(1, model)
+		ws.Spec.Resources.Replicas = ptr(int32(2))
+		ws.Spec.Priority = 5
+	})
+	waitPhase(t, head, workspacesv1.PhaseWaiting, workspacesv1.ReasonWaitingForGpuCapacity)
+	must(t, childtest.SetPodPhase(ctxT(t), child.Client, "busy", busy, corev1.PodSucceeded))
+	waitsBehind(t, next)
+	waitPhase(t, head, workspacesv1.PhaseWaiting, workspacesv1.ReasonWaitingForGpuCapacity)
+
+	patch := client.MergeFrom(quota.DeepCopy())
+	quota.Spec.MaxPriority = ptr(int32(1))
+	must(t, k8s.Patch(ctxT(t), quota, patch))
+	lowered := time.Now()
+	waitPhase(t, next, workspacesv1.PhaseDeploying, "")
+	if since := time.Since(lowered); since > DefaultWaitingRetry/2 {
+		t.Errorf("admitted %s after the cap was lowered: the quota's event did not wake the waiter, its %s retry did", since.Round(time.Second), DefaultWaitingRetry)
+	}
 	waitPhase(t, head, workspacesv1.PhaseWaiting, workspacesv1.ReasonWaitingForGpuCapacity)
 }

@@ -48,6 +48,14 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager, 
 	}); err != nil {
 		return fmt.Errorf("indexing workspaces by cluster namespace: %w", err)
 	}
+	if err := idx.IndexField(ctx, &workspacesv1.WorkspaceDeployment{}, owned.IndexClusterIdentity, func(o client.Object) []string {
+		if ad := o.(*workspacesv1.WorkspaceDeployment).Status.Admission; ad != nil && ad.ClusterIdentity != "" {
+			return []string{string(ad.ClusterIdentity)}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("indexing workspaces by child cluster identity: %w", err)
+	}
 	if err := idx.IndexField(ctx, &workspacesv1.WorkspaceDeployment{}, owned.IndexNamespaceWaiter, func(o client.Object) []string {
 		if ws := o.(*workspacesv1.WorkspaceDeployment); gate.Unplaced(ws) || gate.WaitingForQuota(ws) {
 			return []string{ws.Namespace}

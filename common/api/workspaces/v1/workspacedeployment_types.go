@@ -255,6 +255,11 @@ type Admission struct {
 	// controller fills it in without gating again.
 	// +optional
 	ClusterUID types.UID `json:"clusterUID,omitempty"`
+	// ClusterIdentity is the identity of the child cluster the admission was granted on: the UID of
+	// its kube-system namespace. Two ClusterDeployments that reach one cluster share it, and the GPU
+	// gate counts their admissions together. Empty when the child's identity could not be read.
+	// +optional
+	ClusterIdentity types.UID `json:"clusterIdentity,omitempty"`
 	// GPUResourceName is the extended resource the GPUs are counted in; empty without GPUs.
 	// +optional
 	GPUResourceName string `json:"gpuResourceName,omitempty"`
