@@ -68,6 +68,7 @@ func TestOptionsValidateNamesTheFlag(t *testing.T) {
 		"waiting retry":   {func(o *Options) { o.WaitingRetry = 0 }, "WaitingRetry"},
 		"unschedulable":   {func(o *Options) { o.UnschedulableAfter = 0 }, "UnschedulableAfter"},
 		"cluster gone":    {func(o *Options) { o.ClusterGoneGrace = 0 }, "ClusterGoneGrace"},
+		"deploying":       {func(o *Options) { o.DeployingRecheck = 0 }, "DeployingRecheck"},
 	} {
 		o := DefaultOptions()
 		c.set(&o)

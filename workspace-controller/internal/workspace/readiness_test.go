@@ -1,6 +1,7 @@
 package workspace
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -79,6 +80,30 @@ func TestRunningWaitsForReleasePods(t *testing.T) {
 	must(t, childtest.SetPodReady(ctxT(t), child.Client, owned.ReleaseNamespace(ws.Name), pod, true))
 	waitPhase(t, key, workspacesv1.PhaseRunning, workspacesv1.ReasonRunning)
 
+}
+
+// TestPodReadyWakesDeploying: with no recheck timer within reach (DeployingRecheck 10m), a release's pod
+// turning Ready on the child is what brings the Deploying workspace back: it is Running at once.
+func TestPodReadyWakesDeploying(t *testing.T) {
+	withOptions(t, func(o *Options) { o.DeployingRecheck = 10 * time.Minute })
+	ns := newNamespace(t)
+	model := name("a100")
+	node := gpuNode(t, child.Client, gpu.ResourceNVIDIA, 1, modelLabels(model))
+	class := createClass(t, classSpec(name("jupyter")), ns)
+	cd := createCluster(t, ns, child.Kubeconfig)
+	key := createWorkspace(t, ns, class, cd.Name, func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Resources = gpuResources(1, model) })
+	ws := waitPhase(t, key, workspacesv1.PhaseDeploying, workspacesv1.ReasonHelmReleaseDeploying)
+	setServiceState(t, client.ObjectKeyFromObject(waitServiceSet(t, ws)), k0rdentv1beta1.ServiceStateDeployed, "")
+	pod := releasePod(t, ws, node, 1, true)
+	eventually(t, "Deploying, naming the pod not Ready", func() error {
+		got := getWS(t, key)
+		if got.Status.Phase != workspacesv1.PhaseDeploying {
+			return fmt.Errorf("phase %s", got.Status.Phase)
+		}
+		return contains(got.Status.Message, pod)
+	})
+	must(t, childtest.SetPodReady(ctxT(t), child.Client, owned.ReleaseNamespace(ws.Name), pod, true))
+	waitPhase(t, key, workspacesv1.PhaseRunning, workspacesv1.ReasonRunning)
 }
 
 // TestStaleDeployedHashNotTaken: with KCM v1.12's lastDeployedHash, a Deployed that still carries the

@@ -206,7 +206,7 @@ func (r *Reconciler) readiness(ctx context.Context, s *scope) (stepResult, error
 	s.deploying(workspacesv1.HelmReleaseReadyCondition, reason, msg)
 	// The child's refusals are not watched: look again while the release is installed (a refusal may
 	// go, or change), and when a pod Unschedulable now passes the bound.
-	s.requeueAfter = min(rd.RequeueAfter, r.Options.UnreachableRetry*4)
+	s.requeueAfter = min(rd.RequeueAfter, r.Options.DeployingRecheck)
 	if why.RecheckAfter > 0 {
 		s.requeueAfter = min(s.requeueAfter, why.RecheckAfter)
 	}
@@ -248,8 +248,9 @@ func (r *Reconciler) releasePodsRun(ctx context.Context, s *scope, rd release.Re
 		return false
 	}
 	s.deploying(workspacesv1.HelmReleaseReadyCondition, workspacesv1.ReasonHelmReleaseDeploying, msg)
-	// The child's pods are not watched for this: look again soon, and at the deadline.
-	s.requeueAfter = min(rd.Deadline.Sub(s.now), r.Options.UnreachableRetry)
+	// A pod of the release turning Ready (or being created, bound or finishing) is a child event that
+	// brings the workspace back; the timer only bounds what a missed event costs, and the deadline.
+	s.requeueAfter = min(rd.Deadline.Sub(s.now), r.Options.DeployingRecheck)
 	return false
 }
 

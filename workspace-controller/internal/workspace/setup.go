@@ -37,6 +37,7 @@ const (
 	DefaultWaitingRetry             = time.Minute
 	DefaultUnschedulableAfter       = 2 * time.Minute
 	DefaultClusterGoneGrace         = 5 * time.Minute
+	DefaultDeployingRecheck         = 2 * time.Minute
 )
 
 // Options are the workspace-controller's settings, besides the ones every binary shares
@@ -101,6 +102,10 @@ type Options struct {
 	// before the workspace names it (HelmReleaseReady reason PodsRefused): the scheduler reports a pod
 	// Unschedulable for a moment while nodes start or a previous pod's GPUs are freed. Default 2m.
 	UnschedulableAfter time.Duration
+	// DeployingRecheck is how soon a Deploying workspace whose release is installed is looked at again
+	// without an event: the child's refusals of its pods (quota, admission, RuntimeClass) are not
+	// watched, while its pods' scheduling and readiness are (a pod turning Ready wakes it). Default 2m.
+	DeployingRecheck time.Duration
 	// ClusterGoneGrace is how long a workspace whose ClusterDeployment does not exist keeps what it
 	// holds for that cluster: its admission (counted by the GPU gate and the WorkspaceQuotas), its
 	// ServiceSet and, when placement chose the cluster, its placement. A ClusterDeployment its Colony
@@ -136,6 +141,7 @@ func DefaultOptions() Options {
 		WaitingRetry:             DefaultWaitingRetry,
 		UnschedulableAfter:       DefaultUnschedulableAfter,
 		ClusterGoneGrace:         DefaultClusterGoneGrace,
+		DeployingRecheck:         DefaultDeployingRecheck,
 	}
 }
 
@@ -212,7 +218,8 @@ func (o *Options) validateTimings() error {
 		field string
 		v     time.Duration
 	}{{"RolloutSettle", o.RolloutSettle}, {"UnreachableRetry", o.UnreachableRetry}, {"ChildRequestTimeout", o.ChildRequestTimeout},
-		{"WaitingRetry", o.WaitingRetry}, {"UnschedulableAfter", o.UnschedulableAfter}, {"ClusterGoneGrace", o.ClusterGoneGrace}} {
+		{"WaitingRetry", o.WaitingRetry}, {"UnschedulableAfter", o.UnschedulableAfter}, {"ClusterGoneGrace", o.ClusterGoneGrace},
+		{"DeployingRecheck", o.DeployingRecheck}} {
 		if d.v <= 0 {
 			errs = append(errs, fmt.Errorf("options: %s must be positive, got %s (DefaultOptions sets it)", d.field, d.v))
 		}

@@ -98,6 +98,7 @@ func startControllers() error {
 	opts := DefaultOptions()
 	opts.MaxConcurrentReconciles = 4
 	opts.UnreachableRetry = 500 * time.Millisecond
+	opts.DeployingRecheck = 2 * time.Second
 	// Longer than waitTimeout: a waiter the tests see admitted was woken by an event, not a timer.
 	opts.WaitingRetry = 10 * time.Minute
 	opts.UnreachableDeleteTimeout = testDeleteTimeout
@@ -107,6 +108,9 @@ func startControllers() error {
 	opts.ChildCluster = childcluster.Options{Debounce: 100 * time.Millisecond, SyncTimeout: 5 * time.Second,
 		HealthInterval: time.Second, BackoffBase: 200 * time.Millisecond, BackoffMax: 2 * time.Second}
 	opts.DisableRouting = true
+	if testOptions != nil {
+		testOptions(&opts)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := Setup(ctx, mgr, opts); err != nil {
 		cancel()
@@ -116,6 +120,22 @@ func startControllers() error {
 	go func() { done <- mgr.Start(ctx) }()
 	ctl = &controllers{cancel: cancel, done: done}
 	return nil
+}
+
+// testOptions, when set, adjusts the options of the controllers startControllers starts; a test that
+// sets it restarts the controllers (withOptions).
+var testOptions func(*Options)
+
+// withOptions restarts the controllers with their options adjusted by f, and with the suite's own
+// again when the test ends.
+func withOptions(t *testing.T, f func(*Options)) {
+	t.Helper()
+	testOptions = f
+	restartControllers(t)
+	t.Cleanup(func() {
+		testOptions = nil
+		restartControllers(t)
+	})
 }
 
 // stopControllers stops the running manager and waits for it.
