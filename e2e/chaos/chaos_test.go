@@ -5,7 +5,8 @@
 // It runs only when CHAOS is set: `make test-chaos-short` (CHAOS=short, part of `make test`) and
 // `make chaos` (CHAOS=full, which also writes the figures into docs/benchmarks.md). CHAOS_SEED
 // replays a run; CHAOS_ROUNDS and CHAOS_WORKSPACES override the size, CHAOS_FAULTS (comma-separated:
-// kill-<component>, child-stop, credential, mgmt-restart, webhook-outage) the faults and their order.
+// kill-<component>, child-stop, credential, mgmt-restart, webhook-outage, cordon) the faults and their
+// order.
 package chaos
 
 import (
@@ -46,6 +47,7 @@ const (
 	faultCredential = "child credential revoked then rotated"
 	faultMgmt       = "management API server restarted"
 	faultWebhook    = "webhook outage during deletions"
+	faultCordon     = "GPU nodes cordoned then uncordoned"
 )
 
 const (
@@ -76,7 +78,8 @@ func kills() []string {
 
 // faultKeys names the faults for CHAOS_FAULTS.
 func faultKeys() map[string]string {
-	m := map[string]string{"child-stop": faultChildStop, "credential": faultCredential, "mgmt-restart": faultMgmt, "webhook-outage": faultWebhook}
+	m := map[string]string{"child-stop": faultChildStop, "credential": faultCredential, "mgmt-restart": faultMgmt, "webhook-outage": faultWebhook,
+		"cordon": faultCordon}
 	for _, c := range stack.Components {
 		m["kill-"+c] = faultKill + c
 	}
@@ -104,7 +107,7 @@ func loadSettings(t *testing.T) settings {
 			faults: []string{faultKill + "workspace-controller", faultChildStop, faultMgmt, faultWebhook}}
 	case "full":
 		s = settings{mode: mode, rounds: 20, n: 200, childOutage: 60 * time.Second, hold: 30 * time.Second, converge: 20 * time.Minute, gpusA: 8, gpusB: 4,
-			faults: append(kills(), faultChildStop, faultCredential, faultMgmt, faultWebhook)}
+			faults: append(kills(), faultChildStop, faultCredential, faultMgmt, faultWebhook, faultCordon)}
 	default:
 		t.Fatalf("CHAOS=%q: want short or full", mode)
 	}
@@ -864,6 +867,8 @@ func (s *suite) inject(ctx context.Context, r int, fault string) {
 		err = s.childOutage(ctx, r, cdName("b"))
 	case fault == faultCredential:
 		err = s.credentialRotation(ctx, r, cdName("a"))
+	case fault == faultCordon:
+		err = s.cordon(ctx, r, cdName("a"))
 	case fault == faultMgmt:
 		api := s.st.World.Management.Env.ControlPlane.APIServer
 		from := time.Now()
@@ -940,6 +945,51 @@ func (s *suite) childOutage(ctx context.Context, r int, cd string) error {
 		s.finding(r, "inventory did not mark %s reachable again after its outage: %s", cd, last)
 	}
 	return nil
+}
+
+// cordon cordons every node of a child (a drain's first step, or a maintenance window) for the hold,
+// then uncordons them. While cordoned, no workspace of the round on that cluster may fail: those
+// that wait for its GPUs wait (WaitingForGpuNodes), those running stay; the round then converges as
+// after any fault.
+func (s *suite) cordon(ctx context.Context, r int, cd string) error {
+	child := s.st.World.Child(k0rdentsim.ChildName(s.ns, cd))
+	if child == nil {
+		return fmt.Errorf("no child cluster for %s", cd)
+	}
+	set := func(cordoned bool) error {
+		return retry(ctx, time.Minute, func(ctx context.Context) error {
+			var nodes corev1.NodeList
+			if err := child.Env.Client.List(ctx, &nodes); err != nil {
+				return err
+			}
+			for i := range nodes.Items {
+				n := &nodes.Items[i]
+				if n.Spec.Unschedulable == cordoned {
+					continue
+				}
+				patch := client.MergeFrom(n.DeepCopy())
+				n.Spec.Unschedulable = cordoned
+				if err := child.Env.Client.Patch(ctx, n, patch); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	if err := set(true); err != nil {
+		return err
+	}
+	hold(ctx, s.set.hold)
+	list, err := s.roundWorkspaces(ctx, r)
+	if err == nil {
+		for _, ws := range list {
+			if onCD := ws.Spec.ClusterDeploymentRef.Name == cd || (ws.Status.Placement != nil && ws.Status.Placement.Cluster == cd); onCD &&
+				ws.Status.Phase == workspacesv1.PhaseFailed {
+				s.finding(r, "workspace %s Failed while the nodes of %s were cordoned: %s", ws.Name, cd, ws.Status.Message)
+			}
+		}
+	}
+	return set(false)
 }
 
 // credentialRotation replaces a child's kubeconfig Secret with a credential the child rejects (a

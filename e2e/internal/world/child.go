@@ -224,9 +224,11 @@ func (c *ChildCluster) SyncNodes(ctx context.Context, nodes []corev1.Node) error
 			}
 			continue
 		}
-		if !equality.Semantic.DeepEqual(cur.Labels, n.Labels) || cur.Spec.Unschedulable != n.Spec.Unschedulable {
+		// The config cordons a node when it is made; later a cordon is the cluster's own (kubectl
+		// cordon, a drain), which Cluster API leaves alone: it is not reverted here.
+		if !equality.Semantic.DeepEqual(cur.Labels, n.Labels) {
 			patch := client.MergeFrom(cur.DeepCopy())
-			cur.Labels, cur.Spec.Unschedulable = n.Labels, n.Spec.Unschedulable
+			cur.Labels = n.Labels
 			if err := cl.Patch(ctx, cur, patch); err != nil {
 				return fmt.Errorf("child %s: updating node %s: %w", c.Name, n.Name, err)
 			}
