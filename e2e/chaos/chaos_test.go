@@ -5,8 +5,8 @@
 // It runs only when CHAOS is set: `make test-chaos-short` (CHAOS=short, part of `make test`) and
 // `make chaos` (CHAOS=full, which also writes the figures into docs/benchmarks.md). CHAOS_SEED
 // replays a run; CHAOS_ROUNDS and CHAOS_WORKSPACES override the size, CHAOS_FAULTS (comma-separated:
-// kill-<component>, child-stop, credential, mgmt-restart, webhook-outage, cordon) the faults and their
-// order.
+// kill-<component>, child-stop, credential, mgmt-restart, webhook-outage, cordon, node-replaced) the
+// faults and their order.
 package chaos
 
 import (
@@ -34,6 +34,7 @@ import (
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/common/gpu"
 	chaoslib "github.com/exalsius/exalsius-operator/e2e/internal/chaos"
 	"github.com/exalsius/exalsius-operator/e2e/internal/k0rdentsim"
 	"github.com/exalsius/exalsius-operator/e2e/internal/stack"
@@ -48,6 +49,7 @@ const (
 	faultMgmt       = "management API server restarted"
 	faultWebhook    = "webhook outage during deletions"
 	faultCordon     = "GPU nodes cordoned then uncordoned"
+	faultReplace    = "GPU node replaced under a new name"
 )
 
 const (
@@ -79,7 +81,7 @@ func kills() []string {
 // faultKeys names the faults for CHAOS_FAULTS.
 func faultKeys() map[string]string {
 	m := map[string]string{"child-stop": faultChildStop, "credential": faultCredential, "mgmt-restart": faultMgmt, "webhook-outage": faultWebhook,
-		"cordon": faultCordon}
+		"cordon": faultCordon, "node-replaced": faultReplace}
 	for _, c := range stack.Components {
 		m["kill-"+c] = faultKill + c
 	}
@@ -107,7 +109,7 @@ func loadSettings(t *testing.T) settings {
 			faults: []string{faultKill + "workspace-controller", faultChildStop, faultMgmt, faultWebhook}}
 	case "full":
 		s = settings{mode: mode, rounds: 20, n: 200, childOutage: 60 * time.Second, hold: 30 * time.Second, converge: 20 * time.Minute, gpusA: 8, gpusB: 4,
-			faults: append(kills(), faultChildStop, faultCredential, faultMgmt, faultWebhook, faultCordon)}
+			faults: append(kills(), faultChildStop, faultCredential, faultMgmt, faultWebhook, faultCordon, faultReplace)}
 	default:
 		t.Fatalf("CHAOS=%q: want short or full", mode)
 	}
@@ -869,6 +871,8 @@ func (s *suite) inject(ctx context.Context, r int, fault string) {
 		err = s.credentialRotation(ctx, r, cdName("a"))
 	case fault == faultCordon:
 		err = s.cordon(ctx, r, cdName("a"))
+	case fault == faultReplace:
+		err = s.replaceNode(ctx, cdName("a"))
 	case fault == faultMgmt:
 		api := s.st.World.Management.Env.ControlPlane.APIServer
 		from := time.Now()
@@ -990,6 +994,30 @@ func (s *suite) cordon(ctx context.Context, r int, cd string) error {
 		}
 	}
 	return set(false)
+}
+
+// replaceNode replaces a child's GPU node under a new name, as Cluster API replaces a machine: the
+// workspaces admitted on it lose their pods and their admission, and must be admitted again on the
+// new node (or wait for room there), which the round's convergence checks.
+func (s *suite) replaceNode(ctx context.Context, cd string) error {
+	child := s.st.World.Child(k0rdentsim.ChildName(s.ns, cd))
+	if child == nil {
+		return fmt.Errorf("no child cluster for %s", cd)
+	}
+	var nodes corev1.NodeList
+	if err := child.Env.Client.List(ctx, &nodes); err != nil {
+		return err
+	}
+	for i := range nodes.Items {
+		if _, ok := nodes.Items[i].Status.Allocatable[gpu.ResourceNVIDIA]; ok {
+			to, err := child.ReplaceNode(ctx, nodes.Items[i].Name)
+			if err == nil {
+				s.progress("node %s of %s replaced by %s", nodes.Items[i].Name, cd, to)
+			}
+			return err
+		}
+	}
+	return fmt.Errorf("no GPU node on %s", cd)
 }
 
 // credentialRotation replaces a child's kubeconfig Secret with a credential the child rejects (a

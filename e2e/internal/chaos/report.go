@@ -42,8 +42,9 @@ const About = "`make chaos` rolls out 200 workspaces per round for 20 rounds, a 
 	"each), a child API server stopped for 60 s, a child's kubeconfig Secret replaced by a credential the\n" +
 	"child refuses (certificates cannot be revoked, so revocation is played by a client certificate of an\n" +
 	"untrusted CA) and then rotated to a new identity, the management API server restarted, and the\n" +
-	"webhook down while the round's workspaces are deleted, and a child's nodes cordoned for 30 s (no\n" +
-	"workspace there may fail meanwhile); a few workspaces are also deleted while each\n" +
+	"webhook down while the round's workspaces are deleted, a child's nodes cordoned for 30 s (no\n" +
+	"workspace there may fail meanwhile), and a child's GPU node replaced under a new name (its\n" +
+	"workspaces admitted again on the new node); a few workspaces are also deleted while each\n" +
 	"fault is on. After each round it checks: exactly one ServiceSet per workspace; no ServiceSet, `ws-`\n" +
 	"namespace or Helm release without its workspace; no Running workspace without its ServiceSet; GPUs\n" +
 	"admitted (Running and Deploying, not being deleted) never above a cluster's GPUs, sampled twice a\n" +
@@ -52,8 +53,8 @@ const About = "`make chaos` rolls out 200 workspaces per round for 20 rounds, a 
 	"refused credential, naming Unauthorized) `reachable: false` and recovering; every deletion\n" +
 	"completing. `make test` runs a short version (`make test-chaos-short`: 4 rounds of 15 workspaces).\n" +
 	"`CHAOS_SEED=<n>` replays a run; `CHAOS_ROUNDS`, `CHAOS_WORKSPACES` and `CHAOS_FAULTS` (comma-separated:\n" +
-	"kill-<component>, child-stop, credential, mgmt-restart, webhook-outage, cordon) change its size and\n" +
-	"faults.\n" +
+	"kill-<component>, child-stop, credential, mgmt-restart, webhook-outage, cordon, node-replaced) change\n" +
+	"its size and faults.\n" +
 	"This section is rewritten by each `make chaos` run.\n"
 
 // Markdown renders the figures as the docs/benchmarks.md section (without its heading).

@@ -33,9 +33,13 @@ type ChildCluster struct {
 
 	dir   string
 	procs []*Process
-	// want are the nodes the config asks for, with their device capacity.
-	wantMu sync.Mutex
-	want   []corev1.Node
+	// want are the nodes the config asks for, with their device capacity, under their current
+	// names: config are the config's nodes, renames the names of those replaced (ReplaceNode).
+	wantMu   sync.Mutex
+	want     []corev1.Node
+	config   []corev1.Node
+	renames  map[string]string
+	replaced int
 	// stopProvisioner ends the storage provisioner.
 	stopProvisioner context.CancelFunc
 }
@@ -67,7 +71,7 @@ func (w *World) StartChildWith(ctx context.Context, name string, cfg ClusterConf
 	}
 	if c := w.Child(name); c != nil {
 		c.setWant(nodes)
-		if err := c.SyncNodes(ctx, nodes); err != nil {
+		if err := c.SyncNodes(ctx, c.wanted()); err != nil {
 			return c, err
 		}
 		if o.DeferDevices {
@@ -90,7 +94,7 @@ func (w *World) StartChildWith(ctx context.Context, name string, cfg ClusterConf
 			return nil, err
 		}
 	}
-	if err := c.SyncNodes(ctx, nodes); err != nil {
+	if err := c.SyncNodes(ctx, c.wanted()); err != nil {
 		_ = c.stop()
 		return nil, err
 	}
@@ -270,27 +274,86 @@ func withoutDevices(n *corev1.Node) {
 	}
 }
 
+// setWant records the config's nodes; the nodes wanted are those, under their current names.
 func (c *ChildCluster) setWant(nodes []corev1.Node) {
 	c.wantMu.Lock()
 	defer c.wantMu.Unlock()
-	c.want = nodes
+	c.config = nodes
+	c.want = c.renamedLocked(nodes)
+}
+
+// wanted returns the nodes wanted now.
+func (c *ChildCluster) wanted() []corev1.Node {
+	c.wantMu.Lock()
+	defer c.wantMu.Unlock()
+	return c.want
+}
+
+// renamedLocked returns the config's nodes under their current names (and hostname labels).
+func (c *ChildCluster) renamedLocked(nodes []corev1.Node) []corev1.Node {
+	if len(c.renames) == 0 {
+		return nodes
+	}
+	out := make([]corev1.Node, len(nodes))
+	for i := range nodes {
+		n := nodes[i].DeepCopy()
+		if to, ok := c.renames[n.Name]; ok {
+			n.Name = to
+			n.Labels[corev1.LabelHostname] = to
+		}
+		out[i] = *n
+	}
+	return out
+}
+
+// ReplaceNode replaces a node by one of the same config under a new name, as Cluster API does when it
+// replaces a machine: the old node is deleted (the child's pod garbage collector removes its pods,
+// and their controllers make them again elsewhere) and the new one joins, Ready, then advertising
+// its GPUs. Later syncs keep the new name. It returns the new name.
+func (c *ChildCluster) ReplaceNode(ctx context.Context, name string) (string, error) {
+	c.wantMu.Lock()
+	orig := name
+	for from, to := range c.renames {
+		if to == name {
+			orig = from
+		}
+	}
+	found := false
+	for i := range c.config {
+		found = found || c.config[i].Name == orig
+	}
+	if !found {
+		c.wantMu.Unlock()
+		return "", fmt.Errorf("child %s: no node %s", c.Name, name)
+	}
+	c.replaced++
+	to := fmt.Sprintf("%s-r%d", orig, c.replaced)
+	if c.renames == nil {
+		c.renames = map[string]string{}
+	}
+	c.renames[orig] = to
+	c.want = c.renamedLocked(c.config)
+	nodes := c.want
+	c.wantMu.Unlock()
+	if err := c.SyncNodes(ctx, nodes); err != nil {
+		return "", err
+	}
+	if err := c.WaitNodesReady(ctx, time.Minute); err != nil {
+		return "", err
+	}
+	return to, c.AdvertiseDevices(ctx)
 }
 
 // AdvertiseDevices gives every Ready node the GPU capacity of its config, as the device plugin does
 // once the node runs.
 func (c *ChildCluster) AdvertiseDevices(ctx context.Context) error {
-	c.wantMu.Lock()
-	nodes := c.want
-	c.wantMu.Unlock()
-	return c.SyncNodes(ctx, nodes)
+	return c.SyncNodes(ctx, c.wanted())
 }
 
 // DevicesAdvertised reports whether every node carries the capacity of its config (GPUs included),
 // with a description of the first one that does not.
 func (c *ChildCluster) DevicesAdvertised(ctx context.Context) (bool, string) {
-	c.wantMu.Lock()
-	nodes := c.want
-	c.wantMu.Unlock()
+	nodes := c.wanted()
 	for _, want := range nodes {
 		var n corev1.Node
 		if err := c.Env.Client.Get(ctx, client.ObjectKeyFromObject(&want), &n); err != nil {
