@@ -31,7 +31,10 @@ func ChildReplaced(ad *workspacesv1.Admission, id types.UID) bool {
 //   - it is gone: no node of its name, or its kubernetes.io/hostname label is no longer the one the
 //     replicas are pinned to (a replaced node);
 //   - no pod of the release (namespace releaseNamespace) is bound to it, and it cannot take them: it is
-//     cordoned, NotReady, or allocates fewer GPUs than the admission counted on it.
+//     cordoned, NotReady, allocates fewer GPUs than the admission counted on it, or the pods bound to
+//     it have taken the GPUs counted for the workspace (a release that failed and was retried by
+//     k0rdent after its reservation lapsed, a pod that did not pass the gate): whoever holds the GPUs
+//     on the child keeps them, and the workspace that cannot get them is gated again.
 //
 // A node that still runs one of the release's pods holds, cordoned (a drain) or NotReady (a kubelet
 // restart) alike: the workspace keeps running there until the pod goes. pods are the child's pods;
@@ -44,11 +47,18 @@ func Lost(ad *workspacesv1.Admission, releaseNamespace string, nodes []corev1.No
 	for i := range nodes {
 		byName[nodes[i].Name] = &nodes[i]
 	}
+	res := corev1.ResourceName(ad.GPUResourceName)
 	bound := map[string]bool{}
+	used := map[string]int64{}
 	for i := range pods {
-		if p := &pods[i]; p.Namespace == releaseNamespace && p.Spec.NodeName != "" && !gpu.IsTerminal(p) {
+		p := &pods[i]
+		if p.Spec.NodeName == "" || gpu.IsTerminal(p) {
+			continue
+		}
+		if p.Namespace == releaseNamespace {
 			bound[p.Spec.NodeName] = true
 		}
+		used[p.Spec.NodeName] += gpu.PodRequest(p, res)
 	}
 	for _, an := range ad.Nodes {
 		n := byName[an.Name]
@@ -64,8 +74,12 @@ func Lost(ad *workspacesv1.Admission, releaseNamespace string, nodes []corev1.No
 		case !gpu.IsReady(n):
 			return fmt.Sprintf("admitted node %s is NotReady and runs no pod of the workspace", an.Name)
 		}
-		if want, have := ad.GPUsPerReplica*int64(an.Replicas), gpu.Allocatable(n, corev1.ResourceName(ad.GPUResourceName)); have < want {
+		want, have := ad.GPUsPerReplica*int64(an.Replicas), gpu.Allocatable(n, res)
+		if have < want {
 			return fmt.Sprintf("admitted node %s allocates %d %s, fewer than the %d admitted there", an.Name, have, ad.GPUResourceName, want)
+		}
+		if free := have - used[an.Name]; free < want {
+			return fmt.Sprintf("the %d %s admitted on node %s are taken by other pods (%d free there)", want, ad.GPUResourceName, an.Name, max(free, 0))
 		}
 	}
 	return ""

@@ -35,6 +35,13 @@ func boundPod(ns, node string, phase corev1.PodPhase) corev1.Pod {
 		Status: corev1.PodStatus{Phase: phase}}
 }
 
+// gpuPod is a pod bound to node that requests n NVIDIA GPUs.
+func gpuPod(ns, node string, n int64) corev1.Pod {
+	p := boundPod(ns, node, corev1.PodRunning)
+	p.Spec.Containers = []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: childtest.GPUs(gpu.ResourceNVIDIA, n)}}}
+	return p
+}
+
 func TestLost(t *testing.T) {
 	ad := &workspacesv1.Admission{Cluster: "ns/cd", GPUResourceName: string(gpu.ResourceNVIDIA), GPUsPerReplica: 2, Replicas: 1, GPUs: 2,
 		Nodes: []workspacesv1.AdmittedNode{{Name: "a", Hostname: "host-a", Replicas: 1}}}
@@ -65,6 +72,14 @@ func TestLost(t *testing.T) {
 		{name: "too small now", ad: ad, nodes: []corev1.Node{lostNode("a", "host-a", 1)}, want: "allocates 1 nvidia.com/gpu, fewer than the 2"},
 		{name: "too small, running the pod", ad: ad, nodes: []corev1.Node{lostNode("a", "host-a", 1)},
 			pods: []corev1.Pod{boundPod(own, "a", corev1.PodRunning)}},
+		{name: "taken by other pods", ad: ad, nodes: []corev1.Node{lostNode("a", "host-a", 2)},
+			pods: []corev1.Pod{gpuPod("ws-other", "a", 1), gpuPod("ws-third", "a", 1)}, want: "taken by other pods (0 free there)"},
+		{name: "room left beside other pods", ad: ad, nodes: []corev1.Node{lostNode("a", "host-a", 4)},
+			pods: []corev1.Pod{gpuPod("ws-other", "a", 2)}},
+		{name: "a finished pod takes nothing", ad: ad, nodes: []corev1.Node{lostNode("a", "host-a", 2)},
+			pods: []corev1.Pod{func() corev1.Pod { p := gpuPod("ws-other", "a", 2); p.Status.Phase = corev1.PodSucceeded; return p }()}},
+		{name: "taken, but running its own pod", ad: ad, nodes: []corev1.Node{lostNode("a", "host-a", 2)},
+			pods: []corev1.Pod{gpuPod(own, "a", 2), gpuPod("ws-other", "a", 2)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := Lost(tc.ad, own, tc.nodes, tc.pods)

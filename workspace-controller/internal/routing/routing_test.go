@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -57,9 +58,14 @@ func TestRoutesServeAndDeletionOrder(t *testing.T) {
 	// Deletion: hold the TCPRoute with a finalizer of the test; the ServiceSet must not be touched
 	// while a route is there.
 	tr := &gwv1.TCPRoute{}
-	must(t, rc.Get(ctxT(t), types.NamespacedName{Namespace: rns, Name: "ssh"}, tr))
-	tr.Finalizers = append(tr.Finalizers, "test.example/hold")
-	must(t, rc.Update(ctxT(t), tr))
+	// The controller writes the route meanwhile: a conflict is retried on the route as it is now.
+	must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := rc.Get(ctxT(t), types.NamespacedName{Namespace: rns, Name: "ssh"}, tr); err != nil {
+			return err
+		}
+		tr.Finalizers = append(tr.Finalizers, "test.example/hold")
+		return rc.Update(ctxT(t), tr)
+	}))
 	must(t, k8s.Delete(ctxT(t), ws))
 	waitWS(t, key, "waiting for routes", func(ws *workspacesv1.WorkspaceDeployment) error {
 		if !strings.Contains(ws.Status.Message, "removing the routes") {
@@ -75,9 +81,13 @@ func TestRoutesServeAndDeletionOrder(t *testing.T) {
 	if err := rc.Get(ctxT(t), types.NamespacedName{Namespace: rns, Name: "web"}, &gwv1.HTTPRoute{}); !apierrors.IsNotFound(err) {
 		t.Errorf("HTTPRoute web still there: %v", err)
 	}
-	must(t, rc.Get(ctxT(t), client.ObjectKeyFromObject(tr), tr))
-	tr.Finalizers = nil
-	must(t, rc.Update(ctxT(t), tr))
+	must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := rc.Get(ctxT(t), client.ObjectKeyFromObject(tr), tr); err != nil {
+			return err
+		}
+		tr.Finalizers = nil
+		return rc.Update(ctxT(t), tr)
+	}))
 	deleteWorkspace(t, key)
 	n := &corev1.Namespace{}
 	must(t, client.IgnoreNotFound(rc.Get(ctxT(t), types.NamespacedName{Name: rns}, n)))

@@ -810,8 +810,16 @@ func TestAdmissionCarriedByServiceSet(t *testing.T) {
 	}
 	must(t, k8s.Delete(ctxT(t), getWS(t, b)))
 
-	// The GPU now looks taken by a pod outside the workspace: gating again would say Waiting.
-	gpuPod(t, child.Client, "busy", node, gpu.ResourceNVIDIA, 1)
+	// Gating again would record a new admission, admitted now (seconds after the carried one); taking
+	// it back keeps the carried one as it is. (A pod outside the workspace taking the GPU would not
+	// tell the two apart: an admitted node whose GPUs other pods hold is lost, gate.Lost.) Admission
+	// times have seconds: the clock must be past the carried one's second for a new one to differ.
+	eventually(t, "the clock past the carried admission's second", func() error {
+		if d := time.Since(carried.AdmittedAt.Time); d < 2*time.Second {
+			return fmt.Errorf("%s since the carried admission", d)
+		}
+		return nil
+	})
 	ws = getWS(t, a)
 	ws.Spec.Suspend = false
 	must(t, k8s.Update(ctxT(t), ws))
