@@ -23,10 +23,12 @@ import (
 // child cluster.
 type Snapshotter interface {
 	Snapshot(ctx context.Context, cd types.NamespacedName) ([]corev1.Node, []corev1.Pod, error)
-	// Identity returns the identity of cd's child cluster (the UID of its kube-system namespace) and
-	// the other ClusterDeployments known to reach the same cluster; empty when not known (the child
-	// cannot be reached, or its identity could not be read). It may connect to the child.
-	Identity(ctx context.Context, cd types.NamespacedName) (types.UID, []types.NamespacedName)
+	// Identity returns the identity of cd's child cluster (the UID of its kube-system namespace);
+	// empty when not known (the child cannot be reached, or its identity could not be read). It may
+	// connect to the child.
+	Identity(ctx context.Context, cd types.NamespacedName) types.UID
+	// Peers returns the other ClusterDeployments connected to the same child cluster now.
+	Peers(cd types.NamespacedName) []types.NamespacedName
 }
 
 // Gate is the GPU gate of one process. Its zero value is not usable: use New.
@@ -152,9 +154,9 @@ func (g *Gate) Admit(ctx context.Context, req Request) (Decision, error) {
 	st := site{cd: req.Cluster}
 	if Covers(current, cluster, req.Resources) {
 		// The child's identity is asked for (which may connect to it) only when the admission holds
-		// GPUs there, or has no identity recorded yet.
+		// GPUs there, or has no identity recorded yet; its peers are not needed to keep an admission.
 		if current.GPUsPerReplica > 0 || current.ClusterIdentity == "" {
-			st = g.site(ctx, req.Cluster)
+			st.id = g.children.Identity(ctx, req.Cluster)
 		}
 		if lost = g.lost(ctx, req, st, current); lost == "" {
 			if (current.ClusterUID == "" && req.ClusterUID != "") || (current.ClusterIdentity == "" && st.id != "") {
@@ -174,9 +176,7 @@ func (g *Gate) Admit(ctx context.Context, req Request) (Decision, error) {
 	// WorkspaceQuota it still takes the namespace's quota lock (lock takes it when the namespace has a
 	// quota) and records its admission before releasing it, so the next count sees it.
 	cpuOnly := GPUs(req.Resources) == 0
-	if st.id == "" {
-		st = g.site(ctx, req.Cluster)
-	}
+	st = g.site(ctx, req.Cluster)
 	locked := []string{st.lockKey()}
 	if cpuOnly {
 		locked = nil
@@ -364,11 +364,11 @@ type site struct {
 }
 
 func (g *Gate) site(ctx context.Context, cd types.NamespacedName) site {
-	id, peers := g.children.Identity(ctx, cd)
-	if id == "" {
-		peers = nil
+	st := site{cd: cd, id: g.children.Identity(ctx, cd)}
+	if st.id != "" {
+		st.peers = g.children.Peers(cd)
 	}
-	return site{cd: cd, id: id, peers: peers}
+	return st
 }
 
 // lockKey is the key of the site's gate lock: the child cluster's identity when known.

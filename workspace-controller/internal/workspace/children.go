@@ -18,9 +18,9 @@ type Children interface {
 	// Snapshot returns the child's Nodes and Pods from its cache, starting the cache and
 	// waiting for its first sync when needed. An error means the child cannot be reached now.
 	Snapshot(ctx context.Context, cd types.NamespacedName) ([]corev1.Node, []corev1.Pod, error)
-	// Identity returns the identity of the child cluster (the UID of its kube-system namespace) and
-	// the other ClusterDeployments known to reach it; empty when not known.
-	Identity(ctx context.Context, cd types.NamespacedName) (types.UID, []types.NamespacedName)
+	// Identity returns the identity of the child cluster (the UID of its kube-system namespace);
+	// empty when not known.
+	Identity(ctx context.Context, cd types.NamespacedName) types.UID
 	// Peers returns the other ClusterDeployments connected to the same child cluster now, without
 	// connecting.
 	Peers(cd types.NamespacedName) []types.NamespacedName
@@ -48,14 +48,14 @@ type CacheChildren struct {
 	Cache *childcluster.Cache
 }
 
-// Identity implements Children: the identity the child showed at connect and the other
-// ClusterDeployments connected to the same child. It waits for a connect, as Snapshot does.
-func (c CacheChildren) Identity(ctx context.Context, cd types.NamespacedName) (types.UID, []types.NamespacedName) {
+// Identity implements Children: the identity the child showed at connect. It waits for a connect,
+// as Snapshot does.
+func (c CacheChildren) Identity(ctx context.Context, cd types.NamespacedName) types.UID {
 	cl, err := c.Cache.Get(ctx, cd.Namespace, cd.Name)
 	if err != nil {
-		return "", nil
+		return ""
 	}
-	return cl.Identity(), c.Cache.Peers(cd)
+	return cl.Identity()
 }
 
 // Peers implements Children.

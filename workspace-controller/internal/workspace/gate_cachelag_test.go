@@ -102,6 +102,6 @@ func (c snapshot) Snapshot(context.Context, types.NamespacedName) ([]corev1.Node
 	return c.nodes, c.pods, nil
 }
 
-func (c snapshot) Identity(context.Context, types.NamespacedName) (types.UID, []types.NamespacedName) {
-	return "", nil
-}
+func (c snapshot) Identity(context.Context, types.NamespacedName) types.UID { return "" }
+
+func (c snapshot) Peers(types.NamespacedName) []types.NamespacedName { return nil }
