@@ -171,17 +171,11 @@ func TestCordonedNodesKeepTheQueue(t *testing.T) {
 	waitsBehind(t, older)
 }
 
-// TestLoweredPriorityWakesTheNextWaiter: a waiter ahead in the queue that cannot go itself (two
-// replicas, one free GPU) holds the free GPU for itself; when it lowers its priority below the next
-// waiter's, that one is woken and admitted with no other event.
-func TestLoweredPriorityWakesTheNextWaiter(t *testing.T) {
-	ns, class, cd := gateFixture(t)
-	createQuota(t, ns, workspacesv1.WorkspaceQuotaSpec{MaxPriority: ptr(int32(10))})
-	model := name("p200")
-	node := pinnableNode(t, child.Client, gpu.ResourceNVIDIA, 1, model)
-	busy := gpuPod(t, child.Client, "busy", node, gpu.ResourceNVIDIA, 1)
-	next := createWorkspace(t, ns, class, cd, func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Resources = gpuResources(1, model) })
-	waitPhase(t, next, workspacesv1.PhaseWaiting, workspacesv1.ReasonWaitingForGpuCapacity)
+// headHoldsTheFreeGPU queues a waiter of priority 5 with two replicas of one GPU behind next (which
+// waits for the GPU pod busy holds in namespace busy), frees that GPU, and returns the head once it
+// holds the freed GPU for itself: it cannot go, and next waits behind it.
+func headHoldsTheFreeGPU(t *testing.T, ns, class, cd, model, busy string, next types.NamespacedName) types.NamespacedName {
+	t.Helper()
 	head := createWorkspace(t, ns, class, cd, func(ws *workspacesv1.WorkspaceDeployment) {
 		ws.Spec.Resources = gpuResources(1, model)
 		ws.Spec.Resources.Replicas = ptr(int32(2))
@@ -191,6 +185,26 @@ func TestLoweredPriorityWakesTheNextWaiter(t *testing.T) {
 	must(t, childtest.SetPodPhase(ctxT(t), child.Client, "busy", busy, corev1.PodSucceeded))
 	waitsBehind(t, next)
 	waitPhase(t, head, workspacesv1.PhaseWaiting, workspacesv1.ReasonWaitingForGpuCapacity)
+	return head
+}
+
+// TestLoweredPriorityWakesTheNextWaiter: a waiter ahead in the queue that cannot go itself (two
+// replicas, one free GPU) holds the free GPU for itself; when it lowers its priority below the next
+// waiter's, that one is woken and admitted with no other event.
+func TestLoweredPriorityWakesTheNextWaiter(t *testing.T) {
+	ns, class, cd := gateFixture(t)
+	createQuota(t, ns, workspacesv1.WorkspaceQuotaSpec{MaxPriority: ptr(int32(10))})
+	model := name("p200")
+	node := pinnableNode(t, child.Client, gpu.ResourceNVIDIA, 1, model)
+	busy := gpuPod(t, child.Client, "busy", node, gpu.ResourceNVIDIA, 1)
+	// Priority 3, so that once the head is lowered to 0 the order does not hang on creation times,
+	// which have seconds: two workspaces made in one second are ordered by name.
+	next := createWorkspace(t, ns, class, cd, func(ws *workspacesv1.WorkspaceDeployment) {
+		ws.Spec.Resources = gpuResources(1, model)
+		ws.Spec.Priority = 3
+	})
+	waitPhase(t, next, workspacesv1.PhaseWaiting, workspacesv1.ReasonWaitingForGpuCapacity)
+	head := headHoldsTheFreeGPU(t, ns, class, cd, model, busy, next)
 
 	ws := getWS(t, head)
 	patch := client.MergeFrom(ws.DeepCopy())
@@ -218,15 +232,7 @@ func TestLoweredMaxPriorityWakesAnotherNamespace(t *testing.T) {
 		ws.Spec.Priority = 3
 	})
 	waitPhase(t, next, workspacesv1.PhaseWaiting, workspacesv1.ReasonWaitingForGpuCapacity)
-	head := createWorkspace(t, nsA, classA, cdA, func(ws *workspacesv1.WorkspaceDeployment) {
-		ws.Spec.Resources = gpuResources(1, model)
-		ws.Spec.Resources.Replicas = ptr(int32(2))
-		ws.Spec.Priority = 5
-	})
-	waitPhase(t, head, workspacesv1.PhaseWaiting, workspacesv1.ReasonWaitingForGpuCapacity)
-	must(t, childtest.SetPodPhase(ctxT(t), child.Client, "busy", busy, corev1.PodSucceeded))
-	waitsBehind(t, next)
-	waitPhase(t, head, workspacesv1.PhaseWaiting, workspacesv1.ReasonWaitingForGpuCapacity)
+	head := headHoldsTheFreeGPU(t, nsA, classA, cdA, model, busy, next)
 
 	patch := client.MergeFrom(quota.DeepCopy())
 	quota.Spec.MaxPriority = ptr(int32(1))
