@@ -5,8 +5,8 @@
 // It runs only when CHAOS is set: `make test-chaos-short` (CHAOS=short, part of `make test`) and
 // `make chaos` (CHAOS=full, which also writes the figures into docs/benchmarks.md). CHAOS_SEED
 // replays a run; CHAOS_ROUNDS and CHAOS_WORKSPACES override the size, CHAOS_FAULTS (comma-separated:
-// kill-<component>, child-stop, credential, mgmt-restart, webhook-outage, cordon, node-replaced) the
-// faults and their order.
+// kill-<component>, child-stop, credential, mgmt-restart, webhook-outage, cordon, node-replaced,
+// stop-start, cd-recreated) the faults and their order.
 package chaos
 
 import (
@@ -50,11 +50,16 @@ const (
 	faultWebhook    = "webhook outage during deletions"
 	faultCordon     = "GPU nodes cordoned then uncordoned"
 	faultReplace    = "GPU node replaced under a new name"
+	faultStopStart  = "workspaces of a fixed-replica chart stopped then started"
+	faultRecreate   = "ClusterDeployment deleted and re-created by its Colony"
 )
 
 const (
 	colonyName = "chaos"
 	template   = "chaos-notebook-0-3-0"
+	// fixedTemplate is the chart of the published catalog's shape (examples/charts/fixed-replicas):
+	// one replica whatever the operator says, and a claim of its own, so a stop is made on the child.
+	fixedTemplate = "chaos-fixed-replicas-0-1-0"
 )
 
 // settings are the sizes and bounds of a run.
@@ -81,7 +86,7 @@ func kills() []string {
 // faultKeys names the faults for CHAOS_FAULTS.
 func faultKeys() map[string]string {
 	m := map[string]string{"child-stop": faultChildStop, "credential": faultCredential, "mgmt-restart": faultMgmt, "webhook-outage": faultWebhook,
-		"cordon": faultCordon, "node-replaced": faultReplace}
+		"cordon": faultCordon, "node-replaced": faultReplace, "stop-start": faultStopStart, "cd-recreated": faultRecreate}
 	for _, c := range stack.Components {
 		m["kill-"+c] = faultKill + c
 	}
@@ -109,7 +114,7 @@ func loadSettings(t *testing.T) settings {
 			faults: []string{faultKill + "workspace-controller", faultChildStop, faultMgmt, faultWebhook}}
 	case "full":
 		s = settings{mode: mode, rounds: 20, n: 200, childOutage: 60 * time.Second, hold: 30 * time.Second, converge: 20 * time.Minute, gpusA: 8, gpusB: 4,
-			faults: append(kills(), faultChildStop, faultCredential, faultMgmt, faultWebhook, faultCordon, faultReplace)}
+			faults: append(kills(), faultChildStop, faultCredential, faultMgmt, faultWebhook, faultCordon, faultReplace, faultStopStart, faultRecreate)}
 	default:
 		t.Fatalf("CHAOS=%q: want short or full", mode)
 	}
@@ -166,6 +171,9 @@ type suite struct {
 	mu sync.Mutex
 	// restarts are the windows of the management API server's restarts.
 	restarts [][2]time.Time
+	// queues are the GPU queues of a round taken by its fault while it held (queue.go); the round
+	// takes them after its fault otherwise.
+	queues map[int]queueSnapshot
 }
 
 // restartSettle is how long after a restart of the management API server its authorizer may still
@@ -317,7 +325,8 @@ func (s *suite) setup(ctx context.Context) {
 		t.Fatal(err)
 	}
 	for _, ns := range []string{"kcm-system", s.ns} {
-		if err := k0rdentsim.Ensure(ctx, s.c, k0rdentsim.ServiceTemplate(ns, template, "jupyter-notebook", "0.3.0")); err != nil {
+		if err := k0rdentsim.Ensure(ctx, s.c, k0rdentsim.ServiceTemplate(ns, template, "jupyter-notebook", "0.3.0"),
+			k0rdentsim.ServiceTemplate(ns, fixedTemplate, "fixed-replicas", "0.1.0")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -342,17 +351,22 @@ func (s *suite) setup(ctx context.Context) {
 	if err := s.c.Create(ctx, colony); err != nil {
 		t.Fatal(err)
 	}
-	for _, gpus := range []int32{0, 1} {
+	for _, p := range []planned{{}, {gpus: 1}, {gpus: 1, fixed: true}} {
+		gpus := int32(p.gpus)
 		cpu, mem := resource.MustParse("10m"), resource.MustParse("16Mi")
 		per := &workspacesv1.PerReplicaResources{CPU: &cpu, Memory: &mem}
 		if gpus > 0 {
 			per.GPUCount, per.GPUVendor = &gpus, workspacesv1.GPUVendorNVIDIA
 		}
+		tmpl := template
+		if p.fixed {
+			tmpl = fixedTemplate
+		}
 		class := &workspacesv1.WorkspaceClass{
-			ObjectMeta: metav1.ObjectMeta{Name: className(gpus > 0)},
+			ObjectMeta: metav1.ObjectMeta{Name: className(p)},
 			Spec: workspacesv1.WorkspaceClassSpec{
 				DisplayName:      "Chaos notebook",
-				ServiceTemplate:  workspacesv1.ServiceTemplateRef{Name: template, Namespace: "kcm-system"},
+				ServiceTemplate:  workspacesv1.ServiceTemplateRef{Name: tmpl, Namespace: "kcm-system"},
 				DefaultResources: workspacesv1.DefaultResources{Replicas: &one, PerReplica: per},
 				// Generous: a deploy slowed by the loaded machine is not what this suite looks for.
 				DeployTimeout: &metav1.Duration{Duration: 15 * time.Minute},
@@ -377,10 +391,10 @@ func (s *suite) setup(ctx context.Context) {
 				return false, fmt.Sprintf("phase %s, inventory of %s: %+v", c.Status.Phase, cd, inv)
 			}
 		}
-		for _, gpu := range []bool{false, true} {
+		for _, p := range []planned{{}, {gpus: 1}, {gpus: 1, fixed: true}} {
 			var wc workspacesv1.WorkspaceClass
-			if err := s.c.Get(ctx, types.NamespacedName{Name: className(gpu)}, &wc); err != nil || !wc.Status.Valid {
-				return false, fmt.Sprintf("class %s not valid (%v): %s", className(gpu), err, wc.Status.ValidationError)
+			if err := s.c.Get(ctx, types.NamespacedName{Name: className(p)}, &wc); err != nil || !wc.Status.Valid {
+				return false, fmt.Sprintf("class %s not valid (%v): %s", className(p), err, wc.Status.ValidationError)
 			}
 		}
 		return c.Status.Phase == infrav1.ColonyPhaseReady, fmt.Sprintf("phase %s", c.Status.Phase)
@@ -391,8 +405,11 @@ func (s *suite) setup(ctx context.Context) {
 	s.progress("Colony %s/%s Ready: %s", s.ns, colonyName, fmtGPUs(s.gpus))
 }
 
-func className(gpu bool) string {
-	if gpu {
+func className(p planned) string {
+	switch {
+	case p.fixed:
+		return "chaos-fixed"
+	case p.gpus > 0:
 		return "chaos-gpu"
 	}
 	return "chaos-cpu"
@@ -416,10 +433,12 @@ type planned struct {
 	name    string
 	cluster string // ClusterDeployment
 	gpus    int64  // 0 for a CPU workspace
+	fixed   bool   // its chart fixes one replica and has a claim (fixedTemplate)
 }
 
 // plan returns the rollout of a round: alternating clusters, every third workspace asking 1 or 2
-// GPUs (more in total than the clusters have).
+// GPUs (more in total than the clusters have), every third of those with the chart that fixes its
+// replicas.
 func (s *suite) plan(r int) []planned {
 	ws := make([]planned, s.set.n)
 	asked := map[string]int64{}
@@ -431,6 +450,7 @@ func (s *suite) plan(r int) []planned {
 		}
 		if i%3 == 0 {
 			p.gpus = int64(1 + g%2)
+			p.fixed = g%3 == 1
 			g++
 			asked[p.cluster] += p.gpus
 		}
@@ -451,7 +471,7 @@ func (s *suite) workspaceObj(p planned) *workspacesv1.WorkspaceDeployment {
 	ws := &workspacesv1.WorkspaceDeployment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: p.name},
 		Spec: workspacesv1.WorkspaceDeploymentSpec{
-			WorkspaceClassRef:    className(p.gpus > 0),
+			WorkspaceClassRef:    className(p),
 			ClusterDeploymentRef: workspacesv1.ClusterDeploymentRef{Name: p.cluster, Namespace: s.ns},
 		},
 	}
@@ -499,6 +519,7 @@ func (s *suite) round(ctx context.Context, r int, fault string) {
 			go func() {
 				defer faultWG.Done()
 				s.inject(ctx, r, fault)
+				s.takeQueue(ctx, r)
 			}()
 			// Deletions issued during the fault: a few of the workspaces created so far.
 			for _, j := range s.sched.Perm(i)[:min(i, max(1, i/20))] {
@@ -528,6 +549,7 @@ func (s *suite) round(ctx context.Context, r int, fault string) {
 		faultStart = time.Now()
 	}
 	s.converge(ctx, r, byName, deletedDuringFault, faultStart)
+	s.checkQueue(ctx, r, deletedDuringFault)
 	s.checkObjects(ctx, r, byName)
 	s.teardown(ctx, r, plan, fault == faultWebhook)
 	smp.stop()
@@ -873,6 +895,10 @@ func (s *suite) inject(ctx context.Context, r int, fault string) {
 		err = s.cordon(ctx, r, cdName("a"))
 	case fault == faultReplace:
 		err = s.replaceNode(ctx, cdName("a"))
+	case fault == faultStopStart:
+		err = s.stopStart(ctx, r)
+	case fault == faultRecreate:
+		err = s.recreate(ctx, r, cdName("b"))
 	case fault == faultMgmt:
 		api := s.st.World.Management.Env.ControlPlane.APIServer
 		from := time.Now()
@@ -984,6 +1010,8 @@ func (s *suite) cordon(ctx context.Context, r int, cd string) error {
 		return err
 	}
 	hold(ctx, s.set.hold)
+	// The queue as it stands before the nodes come back: the waiters must be admitted in its order.
+	s.takeQueue(ctx, r)
 	list, err := s.roundWorkspaces(ctx, r)
 	if err == nil {
 		for _, ws := range list {

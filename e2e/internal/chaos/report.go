@@ -30,6 +30,12 @@ type Figures struct {
 	DoubleBooked int
 	// Orphans counts ServiceSets, ws- namespaces and Helm releases left without their workspace.
 	Orphans int
+	// StoppedHoldingGPUs counts samples where a Stopped workspace had a pod on its child that holds
+	// a GPU (requests one and has not ended).
+	StoppedHoldingGPUs int
+	// QueueInversions counts pairs of waiters of one cluster where the one behind was admitted while
+	// the one ahead (priority, then creation) still waited, or before it.
+	QueueInversions int
 	// Findings are the failed checks, one line each, with their round.
 	Findings []string
 	Duration time.Duration
@@ -37,24 +43,29 @@ type Figures struct {
 
 // About describes the chaos suite at the top of its section.
 const About = "`make chaos` rolls out 200 workspaces per round for 20 rounds, a third of them asking for GPUs on two\n" +
-	"clusters that have fewer GPUs than asked in total, and injects one fault per round at a moment drawn\n" +
-	"from a seeded random source: kill -9 of each component in turn (the local world runs one replica of\n" +
-	"each), a child API server stopped for 60 s, a child's kubeconfig Secret replaced by a credential the\n" +
-	"child refuses (certificates cannot be revoked, so revocation is played by a client certificate of an\n" +
-	"untrusted CA) and then rotated to a new identity, the management API server restarted, and the\n" +
-	"webhook down while the round's workspaces are deleted, a child's nodes cordoned for 30 s (no\n" +
-	"workspace there may fail meanwhile), and a child's GPU node replaced under a new name (its\n" +
-	"workspaces admitted again on the new node); a few workspaces are also deleted while each\n" +
-	"fault is on. After each round it checks: exactly one ServiceSet per workspace; no ServiceSet, `ws-`\n" +
-	"namespace or Helm release without its workspace; no Running workspace without its ServiceSet; GPUs\n" +
-	"admitted (Running and Deploying, not being deleted) never above a cluster's GPUs, sampled twice a\n" +
-	"second during the whole round; every workspace Running, or Waiting while the admitted GPUs really\n" +
-	"leave no room, within a bound, and none Failed; the inventory marking the stopped child (and the\n" +
-	"refused credential, naming Unauthorized) `reachable: false` and recovering; every deletion\n" +
-	"completing. `make test` runs a short version (`make test-chaos-short`: 4 rounds of 15 workspaces).\n" +
-	"`CHAOS_SEED=<n>` replays a run; `CHAOS_ROUNDS`, `CHAOS_WORKSPACES` and `CHAOS_FAULTS` (comma-separated:\n" +
-	"kill-<component>, child-stop, credential, mgmt-restart, webhook-outage, cordon, node-replaced) change\n" +
-	"its size and faults.\n" +
+	"clusters that have fewer GPUs than asked in total (a third of those with a chart that fixes its\n" +
+	"replica count and keeps a claim, as the published catalog's charts do), and injects one fault per\n" +
+	"round at a moment drawn from a seeded random source: kill -9 of each component in turn (the local\n" +
+	"world runs one replica of each), a child API server stopped for 60 s, a child's kubeconfig Secret\n" +
+	"replaced by a credential the child refuses (certificates cannot be revoked, so revocation is played\n" +
+	"by a client certificate of an untrusted CA) and then rotated to a new identity, the management API\n" +
+	"server restarted, the webhook down while the round's workspaces are deleted, a child's nodes\n" +
+	"cordoned for 30 s (no workspace there may fail meanwhile), a child's GPU node replaced under a new\n" +
+	"name (its workspaces admitted again on the new node), up to three workspaces of the fixed-replica\n" +
+	"chart stopped for 30 s and started again, and a ClusterDeployment deleted and re-created by its\n" +
+	"Colony (a new child behind the same name); a few workspaces are also deleted while each fault is\n" +
+	"on. After each round it checks: exactly one ServiceSet per workspace; no ServiceSet, `ws-` namespace\n" +
+	"or Helm release without its workspace; no Running workspace without its ServiceSet; GPUs admitted\n" +
+	"(Running and Deploying, not being deleted) never above a cluster's GPUs, sampled twice a second\n" +
+	"during the whole round; no pod holding a GPU on the child of a workspace that says Stopped, sampled\n" +
+	"every second while stopped; the workspaces waiting in a cluster's GPU queue when the fault ends (for\n" +
+	"the cordon: before the nodes come back) admitted in queue order; every workspace Running, or Waiting\n" +
+	"while the admitted GPUs really leave no room, within a bound, and none Failed; the inventory marking\n" +
+	"the stopped child (and the refused credential, naming Unauthorized) `reachable: false` and\n" +
+	"recovering; every deletion completing. `make test` runs a short version (`make test-chaos-short`: 4\n" +
+	"rounds of 15 workspaces). `CHAOS_SEED=<n>` replays a run; `CHAOS_ROUNDS`, `CHAOS_WORKSPACES` and\n" +
+	"`CHAOS_FAULTS` (comma-separated: kill-<component>, child-stop, credential, mgmt-restart,\n" +
+	"webhook-outage, cordon, node-replaced, stop-start, cd-recreated) change its size and faults.\n" +
 	"This section is rewritten by each `make chaos` run.\n"
 
 // Markdown renders the figures as the docs/benchmarks.md section (without its heading).
@@ -77,6 +88,8 @@ func (f Figures) Markdown() string {
 	fmt.Fprintf(&b, "| lost (Failed by a fault, Running without ServiceSet, deletion not completed) | %d |\n", f.Lost)
 	fmt.Fprintf(&b, "| double-booked GPU samples | %d |\n", f.DoubleBooked)
 	fmt.Fprintf(&b, "| orphans (ServiceSet, ws- namespace or Helm release without its workspace) | %d |\n", f.Orphans)
+	fmt.Fprintf(&b, "| samples of a Stopped workspace holding a GPU on its child | %d |\n", f.StoppedHoldingGPUs)
+	fmt.Fprintf(&b, "| queue-order inversions | %d |\n", f.QueueInversions)
 	fmt.Fprintf(&b, "| wall time | %s |\n", f.Duration.Round(time.Second))
 	if len(f.Findings) == 0 {
 		b.WriteString("\nEvery check passed.\n")

@@ -23,9 +23,10 @@ func TestReplaceSection(t *testing.T) {
 
 func TestMarkdownNamesEveryFigure(t *testing.T) {
 	f := Figures{Seed: 42, Mode: "full", Rounds: 20, Workspaces: 200, Faults: map[string]int{"kill-webhook": 3},
-		LongestConvergence: 90 * time.Second, Lost: 1, DoubleBooked: 2, Findings: []string{"round 3: x\ny"}}
+		LongestConvergence: 90 * time.Second, Lost: 1, DoubleBooked: 2, StoppedHoldingGPUs: 4, QueueInversions: 5, Findings: []string{"round 3: x\ny"}}
 	md := f.Markdown()
-	for _, want := range []string{"seed 42", "CHAOS_SEED=42", "| rounds | 20 |", "| faults: kill-webhook | 3 |", "1m30s", "| double-booked GPU samples | 2 |", "- round 3: x y"} {
+	for _, want := range []string{"seed 42", "CHAOS_SEED=42", "| rounds | 20 |", "| faults: kill-webhook | 3 |", "1m30s", "| double-booked GPU samples | 2 |",
+		"| samples of a Stopped workspace holding a GPU on its child | 4 |", "| queue-order inversions | 5 |", "- round 3: x y"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
 		}
