@@ -9,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -132,6 +133,26 @@ func waitStoppedAndReleased(ctx context.Context, t *testing.T, ns, name string) 
 	return ws
 }
 
+// releaseDeployedWhileStopped waits until k0rdent reports the stopped workspace's zero-replica
+// release deployed. The upgrade of a stopped release does not wait for its workloads: the chart still
+// asks for the pod the stop refuses, so a waiting upgrade would hold the release (and its deletion)
+// for Helm's whole timeout and then, atomic, roll the stop's values back and fail.
+func releaseDeployedWhileStopped(ctx context.Context, t *testing.T, ns, name string) {
+	t.Helper()
+	eventually(ctx, t, name+"'s release deployed while it is stopped", workspaceTimeout, func(ctx context.Context) (bool, string) {
+		ws := &workspacesv1.WorkspaceDeployment{}
+		if err := mgmt().Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, ws); err != nil {
+			return false, err.Error()
+		}
+		c := meta.FindStatusCondition(ws.Status.Conditions, workspacesv1.HelmReleaseReadyCondition)
+		if c == nil {
+			return false, "no HelmReleaseReady condition"
+		}
+		return ws.Status.Phase == workspacesv1.PhaseStopped && c.Status == metav1.ConditionTrue && c.Reason == workspacesv1.ReasonHelmReleaseDeployed,
+			fmt.Sprintf("%s, HelmReleaseReady %s %s: %s", ws.Status.Phase, c.Status, c.Reason, c.Message)
+	})
+}
+
 // TestStopOnTheChild stops a workspace whose chart, as the published catalog's do, fixes its
 // Deployment at one replica and ignores the zero replicas of the stop. The stop is made on the
 // child: the quota workspace-stopped refuses the pod its ReplicaSet keeps asking for, the running pod
@@ -169,6 +190,7 @@ func TestStopOnTheChild(t *testing.T) {
 			stopQuota(ctx, t, child, "holder", true)
 			noPods(ctx, t, child, ws)
 			refusedByStopQuota(ctx, t, child, "holder")
+			releaseDeployedWhileStopped(ctx, t, ns, "holder")
 			if got := boundVolume(ctx, t, child, ws, "-data"); got != vol {
 				t.Errorf("volume after the stop %+v, want %+v", got, vol)
 			}

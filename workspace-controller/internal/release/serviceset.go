@@ -50,6 +50,28 @@ func HelmOptions(class *workspacesv1.WorkspaceClass) *apiextensionsv1.JSON {
 	return ho.DeepCopy()
 }
 
+// StopHelmOptions are the helmOptions of a stopped workspace's release: the class's, with wait,
+// waitForJobs and atomic off. A stop is made on the child (a quota that refuses the release's pods),
+// and the published charts fix their replica count, so a Helm upgrade that waits for the release's
+// workloads to be ready would wait for pods the stop refuses: it would hold the release for the whole
+// Helm timeout, hold any deletion of it behind that, and then (atomic, k0rdent's default) roll the
+// zero-replica values back and fail. The start restores the class's options. Options that are not
+// a JSON object are left as they are (k0rdent refuses them and says so).
+func StopHelmOptions(ho *apiextensionsv1.JSON) *apiextensionsv1.JSON {
+	m := map[string]any{}
+	if ho != nil && len(ho.Raw) > 0 && string(ho.Raw) != "null" {
+		if err := json.Unmarshal(ho.Raw, &m); err != nil || m == nil {
+			return ho
+		}
+	}
+	m["wait"], m["waitForJobs"], m["atomic"] = false, false, false
+	raw, err := json.Marshal(m)
+	if err != nil {
+		return ho
+	}
+	return &apiextensionsv1.JSON{Raw: raw}
+}
+
 // DesiredServiceSet is the workspace's ServiceSet of the given name as the k0rdent contract wants it
 // (docs/design/k0rdent-contract.md), with the hash of the secret values when there are any. A new
 // one still needs its rollout started (StartRollout).
@@ -81,6 +103,7 @@ func DesiredServiceSet(in Input, name string) *k0rdentv1beta1.ServiceSet {
 	}
 	if in.Stopping {
 		ss.Labels[owned.LabelStopped] = "true"
+		ss.Spec.Services[0].HelmOptions = StopHelmOptions(ss.Spec.Services[0].HelmOptions)
 	}
 	if h := ValuesHash(in.SecretValues); h != "" {
 		ss.Annotations = map[string]string{owned.AnnotationValuesHash: h}

@@ -1,6 +1,7 @@
 package release
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -78,8 +79,8 @@ func TestDesiredServiceSetFollowsTheContract(t *testing.T) {
 	if len(svc.ValuesFrom) != 1 || svc.ValuesFrom[0].Kind != k0rdentv1beta1.ValuesFromSecret || svc.ValuesFrom[0].Name != owned.ValuesSecretName(in.Workspace) {
 		t.Errorf("valuesFrom %+v, want the values Secret", svc.ValuesFrom)
 	}
-	if string(svc.HelmOptions.Raw) != `{"atomic":false}` {
-		t.Errorf("helmOptions %v, want the class's", svc.HelmOptions)
+	if string(svc.HelmOptions.Raw) != `{"atomic":false,"wait":false,"waitForJobs":false}` {
+		t.Errorf("helmOptions %s, want the class's without waiting (stopped)", svc.HelmOptions.Raw)
 	}
 	svc.HelmOptions.Raw[0] = 'x'
 	if in.Class.Spec.HelmOptions.Raw[0] != '{' {
@@ -226,4 +227,60 @@ func TestSameJSON(t *testing.T) {
 	if SameJSON(j(`{"a":1}`), nil) || SameJSON(j(`{"b":[2,1]}`), j(`{"b":[1,2]}`)) {
 		t.Error("different documents are equal")
 	}
+}
+
+// A stopped release is upgraded without waiting for its workloads (the stop refuses their pods on
+// the child, and a chart that fixes its replicas still asks for them); the class's other options
+// stay, and the start brings the class's options back.
+func TestStoppedReleaseDoesNotWait(t *testing.T) {
+	decode := func(t *testing.T, j *apiextensionsv1.JSON) map[string]any {
+		t.Helper()
+		m := map[string]any{}
+		if j == nil {
+			return m
+		}
+		if err := json.Unmarshal(j.Raw, &m); err != nil {
+			t.Fatalf("helmOptions %s: %v", j.Raw, err)
+		}
+		return m
+	}
+	for name, class := range map[string]*apiextensionsv1.JSON{
+		"k0rdent's defaults": nil,
+		"null":               {Raw: []byte("null")},
+		"the class's":        {Raw: []byte(`{"timeout":"10m","wait":true,"atomic":true,"labels":{"team":"a"}}`)},
+	} {
+		in := testInput()
+		in.Class.Spec.HelmOptions = class
+		running := DesiredServiceSet(in, "x").Spec.Services[0].HelmOptions
+		in.Stopping = true
+		stopped := decode(t, DesiredServiceSet(in, "x").Spec.Services[0].HelmOptions)
+		for _, k := range []string{"wait", "waitForJobs", "atomic"} {
+			if v, ok := stopped[k]; !ok || v != false {
+				t.Errorf("%s: stopped helmOptions %s = %v, want false", name, k, v)
+			}
+		}
+		for k, v := range decode(t, running) {
+			if k == "wait" || k == "atomic" {
+				continue
+			}
+			if got, _ := json.Marshal(stopped[k]); string(got) != mustJSON(t, v) {
+				t.Errorf("%s: stopped helmOptions %s = %s, want the class's %s", name, k, got, mustJSON(t, v))
+			}
+		}
+		if !SameJSON(running, HelmOptions(in.Class)) {
+			t.Errorf("%s: running helmOptions %v, want the class's", name, running)
+		}
+	}
+	if got := StopHelmOptions(&apiextensionsv1.JSON{Raw: []byte(`["not","an","object"]`)}); string(got.Raw) != `["not","an","object"]` {
+		t.Errorf("options that are not an object: %s, want them unchanged", got.Raw)
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
