@@ -338,7 +338,7 @@ func (g *Gate) decide(ctx context.Context, ws *workspacesv1.WorkspaceDeployment,
 	var held heldGPUs
 	if GPUs(res) > 0 {
 		var err error
-		if held, err = g.reservations(ctx, ws, res, st, pods); err != nil {
+		if held, err = g.reservations(ctx, ws, res, st, nodes, pods); err != nil {
 			return gpu.Decision{}, nil, err
 		}
 	}

@@ -43,8 +43,11 @@ func bindsNoMore(o *workspacesv1.WorkspaceDeployment, phase workspacesv1.Workspa
 // replicas (see bindsNoMore), each replica charged to the node it was counted on, less the replicas
 // bound there; then the workspaces waiting for the same GPUs that
 // are ahead of this one in the cluster's queue (higher priority, then older; priority.go) and not
-// suspended. want are the resources of ws, the workspace asking.
-func (g *Gate) reservations(ctx context.Context, ws *workspacesv1.WorkspaceDeployment, want *workspacesv1.ResolvedResources, st site, pods []corev1.Pod) (heldGPUs, error) {
+// suspended. A waiter that holds an admission too (a resize waiting for more GPUs) reserves what its
+// request adds to the admission (growthReservations). want are the resources of ws, the workspace
+// asking; nodes and pods are the child's.
+func (g *Gate) reservations(ctx context.Context, ws *workspacesv1.WorkspaceDeployment, want *workspacesv1.ResolvedResources, st site,
+	nodes []corev1.Node, pods []corev1.Pod) (heldGPUs, error) {
 	self := ws.Namespace + "/" + ws.Name
 	var list workspacesv1.WorkspaceDeploymentList
 	var err error
@@ -70,6 +73,14 @@ func (g *Gate) reservations(ctx context.Context, ws *workspacesv1.WorkspaceDeplo
 	}
 	sort.Slice(list.Items, func(i, j int) bool { return caps.ahead(&list.Items[i], &list.Items[j]) })
 	mySel := gpu.Selector(gpuRequest("", want))
+	// queuedAhead reports whether o waits in the cluster's queue ahead of ws for the same GPUs (vendor
+	// and selector): only those waiters reserve GPUs against ws.
+	queuedAhead := func(o *workspacesv1.WorkspaceDeployment) bool {
+		res := o.Status.ResolvedResources
+		return waitingForGPUs(o) && o.DeletionTimestamp.IsZero() && !o.Spec.Suspend && res != nil && GPUs(res) > 0 &&
+			caps.ahead(o, ws) && res.PerReplica.GPUVendor == want.PerReplica.GPUVendor &&
+			equality.Semantic.DeepEqual(gpu.Selector(gpuRequest("", res)), mySel)
+	}
 	bound := boundPodsByNamespace(pods)
 	var admitted, waiting []gpu.Reservation
 	for i := range list.Items {
@@ -90,31 +101,33 @@ func (g *Gate) reservations(ctx context.Context, ws *workspacesv1.WorkspaceDeplo
 			if !pinnedAdmission(ad) {
 				unpinned[key] = true
 			}
+			// A workspace that raised its request and waits for it keeps its old admission while its
+			// release runs on it, and its place in the queue for the GPUs the new request adds: a
+			// newer waiter must not take them first.
+			if queuedAhead(o) && !Covers(ad, ad.Cluster, o.Status.ResolvedResources) {
+				waiting = append(waiting, growthReservations(key, ad, o.Status.ResolvedResources, nodes)...)
+			}
 		case ad == nil && hasSet && o.Status.ResolvedResources != nil && GPUs(o.Status.ResolvedResources) > 0:
 			// A ServiceSet made before admissions were recorded: its resources hold the GPUs.
 			res := o.Status.ResolvedResources
-			replicas := res.Replicas - boundGPUPods(bound[owned.ReleaseNamespace(o.Name)], corev1.ResourceName(res.GPUResourceName), "")
+			replicas := res.Replicas - boundGPUPods(bound[owned.ReleaseNamespace(o.Name)], corev1.ResourceName(res.GPUResourceName), GPUs(res), "")
 			unpinned[key] = true
 			if replicas > 0 {
 				admitted = append(admitted, gpu.Reservation{Key: key, Vendor: res.PerReplica.GPUVendor,
 					Selector: gpu.Selector(gpuRequest(key, res)), GPUsPerReplica: GPUs(res), Replicas: replicas})
 			}
-		case waitingForGPUs(o) && o.DeletionTimestamp.IsZero() && !o.Spec.Suspend &&
-			o.Status.ResolvedResources != nil && GPUs(o.Status.ResolvedResources) > 0 && caps.ahead(o, ws):
+		case queuedAhead(o):
 			res := o.Status.ResolvedResources
-			sel := gpu.Selector(gpuRequest(key, res))
-			if res.PerReplica.GPUVendor != want.PerReplica.GPUVendor || !equality.Semantic.DeepEqual(sel, mySel) {
-				continue
-			}
-			waiting = append(waiting, gpu.Reservation{Key: key, Vendor: res.PerReplica.GPUVendor, Selector: sel,
-				GPUsPerReplica: GPUs(res), Replicas: res.Replicas})
+			waiting = append(waiting, gpu.Reservation{Key: key, Vendor: res.PerReplica.GPUVendor,
+				Selector: gpu.Selector(gpuRequest(key, res)), GPUsPerReplica: GPUs(res), Replicas: res.Replicas})
 		}
 	}
 	return heldGPUs{admitted: admitted, waiting: waiting, unpinned: unpinned}, nil
 }
 
 // heldGPUs are the GPUs other workspaces hold on a cluster: the admitted replicas not bound yet, the
-// older waiters' requests, and which admitted workspaces are not pinned to one node.
+// requests of the waiters ahead (of a resize ahead: what it adds to its admission), and which admitted
+// workspaces are not pinned to one node.
 type heldGPUs struct {
 	admitted, waiting []gpu.Reservation
 	unpinned          map[string]bool
@@ -166,19 +179,22 @@ func unpinnedOverlap(d gpu.Decision, nodes []corev1.Node, held heldGPUs) string 
 }
 
 // admittedReservations charges an admission's replicas that are not bound yet to the nodes they were
-// counted on; pods are the bound pods of the workspace's release namespace.
+// counted on; pods are the bound pods of the workspace's release namespace. A replica is bound when a
+// pod asking at least the admission's GPUs per replica is (boundGPUPods): after a resize to more GPUs
+// per replica the release's old pods still run on the old request until its rollout replaces them,
+// and the nodes show only their GPUs as taken, so the admission still reserves its replicas whole.
 func admittedReservations(key string, ad *workspacesv1.Admission, pods []*corev1.Pod) []gpu.Reservation {
 	if ad.GPUsPerReplica <= 0 {
 		return nil
 	}
 	res := corev1.ResourceName(ad.GPUResourceName)
-	unbound := ad.Replicas - boundGPUPods(pods, res, "")
+	unbound := ad.Replicas - boundGPUPods(pods, res, ad.GPUsPerReplica, "")
 	var out []gpu.Reservation
 	for _, n := range ad.Nodes {
 		if unbound <= 0 {
 			break
 		}
-		left := min(max(n.Replicas-boundGPUPods(pods, res, n.Name), 0), unbound)
+		left := min(max(n.Replicas-boundGPUPods(pods, res, ad.GPUsPerReplica, n.Name), 0), unbound)
 		if left == 0 {
 			continue
 		}
@@ -190,6 +206,72 @@ func admittedReservations(key string, ad *workspacesv1.Admission, pods []*corev1
 		// Replicas not placed on named nodes (none were recorded): charged by first fit.
 		out = append(out, gpu.Reservation{Key: key, Vendor: ad.GPUVendor, Selector: ad.Selector,
 			GPUsPerReplica: ad.GPUsPerReplica, Replicas: unbound})
+	}
+	return out
+}
+
+// growthReservations are the GPUs that a workspace holding an admission needs beyond it for the
+// larger request it waits for (res: a resize). They are reserved against the waiters behind it, so
+// that it keeps its place in the queue for what the new request adds.
+//
+// What the admission holds is counted already (its bound pods, its replicas not bound yet), and the
+// workspace's own decision counts those GPUs as its own: a replica that grows where it runs needs
+// only the added GPUs there. So, up to the replicas asked:
+//   - an admitted replica reserves the added GPUs per replica on the node it was counted on, when the
+//     node is still there under its hostname, matches the new request and could hold the grown
+//     replica at all;
+//   - an admitted replica whose node the admission does not record reserves them by first fit;
+//   - a replica whose node cannot hold it grown, or is gone, and every replica added reserve the
+//     whole new replica by first fit, as a waiter's do; so does every replica when the admission
+//     holds no GPUs of the new request's resource.
+//
+// Reserving the whole new request instead would not do: where only the GPUs beside a replica's own
+// make it fit (one node), the others' count finds no room for it, and a reservation that fits nowhere
+// takes nothing. Like a waiter's, the reservation guesses where the workspace will go: its own
+// decision may place it elsewhere.
+func growthReservations(key string, ad *workspacesv1.Admission, res *workspacesv1.ResolvedResources, nodes []corev1.Node) []gpu.Reservation {
+	per := GPUs(res)
+	if per <= 0 {
+		return nil
+	}
+	sel := gpu.Selector(gpuRequest(key, res))
+	vendor := res.PerReplica.GPUVendor
+	resName, _ := gpu.ResourceNameFor(vendor)
+	left := res.Replicas
+	var out []gpu.Reservation
+	if held, _ := gpu.ResourceNameFor(ad.GPUVendor); ad.GPUsPerReplica > 0 && held == resName {
+		byName := make(map[string]*corev1.Node, len(nodes))
+		for i := range nodes {
+			byName[nodes[i].Name] = &nodes[i]
+		}
+		added := per - ad.GPUsPerReplica
+		var moved, recorded int32
+		for _, an := range ad.Nodes {
+			k := min(an.Replicas, left)
+			if k <= 0 {
+				break
+			}
+			recorded += an.Replicas
+			left -= k
+			var inPlace int32
+			if n := byName[an.Name]; n != nil && gpu.MatchesSelector(n, sel) && (an.Hostname == "" || n.Labels[corev1.LabelHostname] == an.Hostname) {
+				inPlace = int32(min(int64(k), gpu.Allocatable(n, resName)/per))
+			}
+			moved += k - inPlace
+			if added > 0 && inPlace > 0 {
+				out = append(out, gpu.Reservation{Key: key, Vendor: vendor, Selector: sel, Node: an.Name, GPUsPerReplica: added, Replicas: inPlace})
+			}
+		}
+		if k := min(max(ad.Replicas-recorded, 0), left); k > 0 {
+			left -= k
+			if added > 0 {
+				out = append(out, gpu.Reservation{Key: key, Vendor: vendor, Selector: sel, GPUsPerReplica: added, Replicas: k})
+			}
+		}
+		left += moved
+	}
+	if left > 0 {
+		out = append(out, gpu.Reservation{Key: key, Vendor: vendor, Selector: sel, GPUsPerReplica: per, Replicas: left})
 	}
 	return out
 }
@@ -270,15 +352,17 @@ func boundPodsByNamespace(pods []corev1.Pod) map[string][]*corev1.Pod {
 }
 
 // boundGPUPods counts the pods (bound and not terminal, of one namespace: boundPodsByNamespace) that
-// request the GPU resource, on one node when node is set: the replicas whose GPUs the nodes already
-// show as taken.
-func boundGPUPods(pods []*corev1.Pod, res corev1.ResourceName, node string) int32 {
+// request at least perReplica of the GPU resource (and at least one), on one node when node is set:
+// the replicas whose GPUs the nodes already show as taken. A pod that asks fewer GPUs holds only
+// those: it is not a replica of a request that grew.
+func boundGPUPods(pods []*corev1.Pod, res corev1.ResourceName, perReplica int64, node string) int32 {
 	if res == "" {
 		return 0
 	}
+	perReplica = max(perReplica, 1)
 	var n int32
 	for _, p := range pods {
-		if (node == "" || p.Spec.NodeName == node) && gpu.PodRequest(p, res) > 0 {
+		if (node == "" || p.Spec.NodeName == node) && gpu.PodRequest(p, res) >= perReplica {
 			n++
 		}
 	}
