@@ -648,12 +648,8 @@ func (s *suite) roundWorkspaces(ctx context.Context, r int) ([]workspacesv1.Work
 	return out, nil
 }
 
-// admitted reports whether a workspace holds its GPUs: Running or Deploying, and not being deleted
-// (a workspace being deleted gives its GPUs back; its pods hold them until they are gone, and the
-// scheduler keeps a newly admitted workspace's pods Pending until then).
-func admitted(ws *workspacesv1.WorkspaceDeployment) bool {
-	return ws.DeletionTimestamp.IsZero() && (ws.Status.Phase == workspacesv1.PhaseRunning || ws.Status.Phase == workspacesv1.PhaseDeploying)
-}
+// admitted is chaoslib.Admitted.
+func admitted(ws *workspacesv1.WorkspaceDeployment) bool { return chaoslib.Admitted(ws) }
 
 // admittedGPUs sums, per cluster, the GPUs of admitted workspaces (as asked in their spec, which the
 // suite wrote).

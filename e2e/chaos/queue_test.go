@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"time"
 
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	chaoslib "github.com/exalsius/exalsius-operator/e2e/internal/chaos"
 )
 
 // queueSnapshot is, per ClusterDeployment, the round's workspaces waiting in its GPU queue at one
@@ -67,11 +67,13 @@ func queued(ws *workspacesv1.WorkspaceDeployment) bool {
 
 // checkQueue checks, after the round converged, that the waiters of the snapshot were admitted in
 // queue order. The gate holds the requests of the waiters ahead of a workspace (the same GPUs of the
-// same cluster), so the one behind may start only when the one ahead has: a workspace admitted while
-// one ahead of it still waits is an inversion, and so is one admitted clearly before it. Admission
-// times are whole seconds and are the start of the pass that admitted (a pass may wait for the
-// gate's lock behind another), so "clearly" is more than admissionSlack. Workspaces deleted during
-// the round are left out.
+// same cluster) where they fit now; a request ahead that fits nowhere now holds nothing, so a smaller
+// one behind may use GPUs it cannot (backfill). Each of the suite's clusters has one GPU node, so a
+// workspace ahead that asks no more GPUs than one behind would have fit wherever that one went: for
+// such pairs, the one behind admitted while the one ahead still waits is an inversion, and so is one
+// admitted clearly before it. Admission times are whole seconds and are the start of the pass that
+// admitted (a pass may wait for the gate's lock behind another), so "clearly" is more than
+// chaoslib.AdmissionSlack. Workspaces deleted during the round are left out.
 func (s *suite) checkQueue(ctx context.Context, r int, deleted map[string]bool) {
 	s.mu.Lock()
 	q := s.queues[r]
@@ -89,42 +91,13 @@ func (s *suite) checkQueue(ctx context.Context, r int, deleted map[string]bool) 
 		now[list[i].Name] = &list[i]
 	}
 	for _, cd := range sortedClusters(q) {
-		for _, inv := range inversions(q[cd], now, deleted) {
+		for _, inv := range chaoslib.Inversions(q[cd], now, deleted) {
 			s.finding(r, "queue order on %s: %s", cd, inv)
 			s.mu.Lock()
 			s.fig.QueueInversions++
 			s.mu.Unlock()
 		}
 	}
-}
-
-// admissionSlack is how much earlier than the workspace ahead of it one behind may show as admitted
-// without being out of order (see checkQueue).
-const admissionSlack = 10 * time.Second
-
-// inversions lists the pairs of a queue (names in queue order) admitted out of order.
-func inversions(queue []string, now map[string]*workspacesv1.WorkspaceDeployment, deleted map[string]bool) []string {
-	var out []string
-	for i, ahead := range queue {
-		y := now[ahead]
-		if y == nil || deleted[ahead] {
-			continue
-		}
-		for _, behind := range queue[i+1:] {
-			x := now[behind]
-			if x == nil || deleted[behind] || !admitted(x) || x.Status.Admission == nil || x.Status.Admission.AdmittedAt == nil {
-				continue
-			}
-			xAt := x.Status.Admission.AdmittedAt.Time
-			switch {
-			case !admitted(y) || y.Status.Admission == nil || y.Status.Admission.AdmittedAt == nil:
-				out = append(out, fmt.Sprintf("%s admitted at %s while %s, ahead of it, is %s: %q", behind, xAt.UTC().Format("15:04:05"), ahead, y.Status.Phase, y.Status.Message))
-			case y.Status.Admission.AdmittedAt.Sub(xAt) > admissionSlack:
-				out = append(out, fmt.Sprintf("%s admitted at %s, before %s ahead of it (admitted at %s)", behind, xAt.UTC().Format("15:04:05"), ahead, y.Status.Admission.AdmittedAt.UTC().Format("15:04:05")))
-			}
-		}
-	}
-	return out
 }
 
 func sortedClusters(q queueSnapshot) []string {

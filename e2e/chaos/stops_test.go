@@ -18,6 +18,9 @@ import (
 	"github.com/exalsius/exalsius-operator/e2e/internal/k0rdentsim"
 )
 
+// stopPickBound bounds the wait of the stop-start fault for a Running workspace to stop.
+const stopPickBound = 2 * time.Minute
+
 // stoppedAndFree reports whether a workspace says its stop is complete: phase Stopped with Ready
 // reason Stopped, which claims that no pod of its release holds a GPU (reason Stopping says the stop
 // is under way and the GPUs still held).
@@ -30,29 +33,40 @@ func stoppedAndFree(ws *workspacesv1.WorkspaceDeployment) bool {
 }
 
 // stopStart stops up to three Running workspaces of the round whose chart fixes its replicas (the
-// published catalog's shape: the stop is made on the child, not by the chart), waits until they say
+// published catalog's shape: the stop is made on the child, not by the chart; when none runs, those
+// that wait), waits until they say
 // Stopped, and samples their children every second for the hold: no pod of a workspace that says
 // Stopped may hold a GPU. Then it starts them again; the round's convergence needs them Running, or
 // Waiting while their GPUs are taken.
 func (s *suite) stopStart(ctx context.Context, r int) error {
 	fixed := className(planned{gpus: 1, fixed: true})
-	var picked []string
-	ok, last := poll(ctx, s.set.converge, func(ctx context.Context) (bool, string) {
+	var picked, others []string
+	running, last := poll(ctx, stopPickBound, func(ctx context.Context) (bool, string) {
 		list, err := s.roundWorkspaces(ctx, r)
 		if err != nil {
 			return false, err.Error()
 		}
-		picked = picked[:0]
+		picked, others = picked[:0], others[:0]
 		for i := range list {
 			ws := &list[i]
-			if ws.Spec.WorkspaceClassRef == fixed && ws.Status.Phase == workspacesv1.PhaseRunning && ws.DeletionTimestamp.IsZero() {
+			switch {
+			case ws.Spec.WorkspaceClassRef != fixed || !ws.DeletionTimestamp.IsZero():
+			case ws.Status.Phase == workspacesv1.PhaseRunning:
 				picked = append(picked, ws.Name)
+			default:
+				others = append(others, ws.Name)
 			}
 		}
-		return len(picked) > 0, fmt.Sprintf("%d Running workspaces of class %s", len(picked), fixed)
+		return len(picked) > 0, fmt.Sprintf("%d Running workspaces of class %s, %d in other phases", len(picked), fixed, len(others))
 	})
-	if !ok {
-		return fmt.Errorf("no workspace of class %s Running within %s: %s", fixed, s.set.converge, last)
+	if !running {
+		// None runs (their GPUs are taken): a stop while Waiting takes a workspace out of the queue,
+		// and the start puts it back; that is stopped and started instead.
+		s.progress("round %d: no workspace of class %s Running within %s (%s); stopping those that wait", r, fixed, stopPickBound, last)
+		picked = others
+	}
+	if len(picked) == 0 {
+		return fmt.Errorf("no workspace of class %s in the round to stop: %s", fixed, last)
 	}
 	sort.Strings(picked)
 	picked = picked[:min(3, len(picked))]
@@ -60,7 +74,7 @@ func (s *suite) stopStart(ctx context.Context, r int) error {
 	if err := s.setStopped(ctx, picked, true); err != nil {
 		return err
 	}
-	ok, last = poll(ctx, s.set.converge, func(ctx context.Context) (bool, string) {
+	ok, last := poll(ctx, s.set.converge, func(ctx context.Context) (bool, string) {
 		var pending []string
 		for _, name := range picked {
 			ws, err := s.workspace(ctx, name)

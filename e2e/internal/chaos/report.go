@@ -59,7 +59,8 @@ const About = "`make chaos` rolls out 200 workspaces per round for 20 rounds, a 
 	"(Running and Deploying, not being deleted) never above a cluster's GPUs, sampled twice a second\n" +
 	"during the whole round; no pod holding a GPU on the child of a workspace that says Stopped, sampled\n" +
 	"every second while stopped; the workspaces waiting in a cluster's GPU queue when the fault ends (for\n" +
-	"the cordon: before the nodes come back) admitted in queue order; every workspace Running, or Waiting\n" +
+	"the cordon: before the nodes come back) admitted in queue order (a smaller request behind may use\n" +
+	"GPUs a larger one ahead cannot use yet); every workspace Running, or Waiting\n" +
 	"while the admitted GPUs really leave no room, within a bound, and none Failed; the inventory marking\n" +
 	"the stopped child (and the refused credential, naming Unauthorized) `reachable: false` and\n" +
 	"recovering; every deletion completing. `make test` runs a short version (`make test-chaos-short`: 4\n" +
