@@ -43,8 +43,8 @@ func bindsNoMore(o *workspacesv1.WorkspaceDeployment, phase workspacesv1.Workspa
 // replicas (see bindsNoMore), each replica charged to the node it was counted on, less the replicas
 // bound there; then the workspaces waiting for the same GPUs that
 // are ahead of this one in the cluster's queue (higher priority, then older; priority.go) and not
-// suspended. A waiter that holds an admission too (a resize waiting for more GPUs) reserves what its
-// request adds to the admission (growthReservations). want are the resources of ws, the workspace
+// suspended. A waiter that holds an admission too (a resize waiting for more GPUs, or an admission
+// gated again) reserves what the admission cannot give it (growthReservations). want are the resources of ws, the workspace
 // asking; nodes and pods are the child's.
 func (g *Gate) reservations(ctx context.Context, ws *workspacesv1.WorkspaceDeployment, want *workspacesv1.ResolvedResources, st site,
 	nodes []corev1.Node, pods []corev1.Pod) (heldGPUs, error) {
@@ -101,10 +101,11 @@ func (g *Gate) reservations(ctx context.Context, ws *workspacesv1.WorkspaceDeplo
 			if !pinnedAdmission(ad) {
 				unpinned[key] = true
 			}
-			// A workspace that raised its request and waits for it keeps its old admission while its
-			// release runs on it, and its place in the queue for the GPUs the new request adds: a
-			// newer waiter must not take them first.
-			if queuedAhead(o) && !Covers(ad, ad.Cluster, o.Status.ResolvedResources) {
+			// A workspace that holds an admission and waits keeps its place in the queue for what the
+			// admission cannot give it: the GPUs its new request adds (it raised its request), or
+			// whole replicas where its admitted node is gone or was replaced under its name (it was
+			// gated again). A newer waiter must not take them first.
+			if queuedAhead(o) {
 				waiting = append(waiting, growthReservations(key, ad, o.Status.ResolvedResources, nodes)...)
 			}
 		case ad == nil && hasSet && o.Status.ResolvedResources != nil && GPUs(o.Status.ResolvedResources) > 0:
@@ -211,8 +212,10 @@ func admittedReservations(key string, ad *workspacesv1.Admission, pods []*corev1
 }
 
 // growthReservations are the GPUs that a workspace holding an admission needs beyond it for the
-// larger request it waits for (res: a resize). They are reserved against the waiters behind it, so
-// that it keeps its place in the queue for what the new request adds.
+// request it waits for (res): a larger request (a resize), or the same one whose admitted node is
+// gone or was replaced under its name (gated again: the replica moves, whole). They are reserved
+// against the waiters behind it, so that it keeps its place in the queue for what the admission
+// cannot give it.
 //
 // What the admission holds is counted already (its bound pods, its replicas not bound yet), and the
 // workspace's own decision counts those GPUs as its own: a replica that grows where it runs needs

@@ -31,9 +31,9 @@ func withModel(model string) func(*corev1.Node) {
 	return func(n *corev1.Node) { n.Labels[gpu.LabelGPUModel] = model }
 }
 
-// TestGrowthReservations: a workspace that waits for a larger request while it holds an admission
-// reserves what the request adds: the added GPUs per replica on the node a replica runs on when that
-// node can hold it grown, the whole replica by first fit when it cannot or is added.
+// TestGrowthReservations: a workspace that waits while it holds an admission reserves what the
+// admission cannot give it: the added GPUs per replica on the node a replica runs on when that node
+// can hold it grown, the whole replica by first fit when it cannot, is gone, or is added.
 func TestGrowthReservations(t *testing.T) {
 	const key = "team/a"
 	nodes := []corev1.Node{lostNode("n1", "n1", 8, withModel("h100")), lostNode("small", "small", 4, withModel("h100"))}
@@ -69,6 +69,9 @@ func TestGrowthReservations(t *testing.T) {
 			want: []gpu.Reservation{firstFit(4, 1)}},
 		{name: "the node was replaced under its name", ad: admittedOn(2, workspacesv1.AdmittedNode{Name: "n1", Hostname: "old", Replicas: 1}),
 			res: resized(1, 4, "h100"), want: []gpu.Reservation{firstFit(4, 1)}},
+		{name: "gated again, the same request: the replica whose node is gone, whole", ad: admittedOn(2, on("gone", 2)), res: resized(2, 2, "h100"),
+			want: []gpu.Reservation{firstFit(2, 2)}},
+		{name: "gated again, the same request, the node still there: nothing beyond the admission", ad: admittedOn(2, on("n1", 2)), res: resized(2, 2, "h100")},
 		{name: "the node has another model than the request asks now", ad: admittedOn(2, on("n1", 1)), res: resized(1, 4, "a100"),
 			want: []gpu.Reservation{{Key: key, Vendor: workspacesv1.GPUVendorNVIDIA, Selector: map[string]string{gpu.LabelGPUModel: "a100"}, GPUsPerReplica: 4, Replicas: 1}}},
 		{name: "the admission records no node: the added GPUs by first fit", ad: &workspacesv1.Admission{Cluster: "ns/cd", GPUVendor: workspacesv1.GPUVendorNVIDIA,

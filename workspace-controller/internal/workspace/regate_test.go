@@ -13,6 +13,7 @@ import (
 
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/common/gpu"
 	"github.com/exalsius/exalsius-operator/common/testing/childtest"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 )
@@ -161,5 +162,40 @@ func TestCordonedNodeRunningThePodKeepsWorkspace(t *testing.T) {
 	ws = waitPhase(t, key, workspacesv1.PhaseWaiting, "")
 	if err := contains(condition(ws, workspacesv1.FeasibleCondition).Message, "cordoned"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestLostAdmissionKeepsItsPlace: a workspace whose admitted node is gone waits again with its place
+// in the queue. It needs two GPUs and only one comes free (on another node), so it cannot go itself,
+// but it holds that GPU for one of its replicas: a newer waiter for one GPU does not take it.
+func TestLostAdmissionKeepsItsPlace(t *testing.T) {
+	ns := newNamespace(t)
+	model := name("l40")
+	old, _ := hostnameNode(t, child.Client, 2, model)
+	class := createClass(t, classSpec(name("regate")), ns)
+	cd := createCluster(t, ns, child.Kubeconfig)
+	key := createWorkspace(t, ns, class, cd.Name, func(w *workspacesv1.WorkspaceDeployment) {
+		w.Spec.Resources = gpuResources(1, model)
+		w.Spec.Resources.Replicas = ptr(int32(2))
+	})
+	ws := waitPhase(t, key, workspacesv1.PhaseDeploying, "")
+	syncQuota(t, child.Client, owned.ReleaseNamespace(key.Name))
+	for range 2 {
+		gpuPod(t, child.Client, owned.ReleaseNamespace(key.Name), old, gpu.ResourceNVIDIA, 1)
+	}
+	setServiceState(t, types.NamespacedName{Namespace: ns, Name: owned.ServiceSetName(ws)}, k0rdentv1beta1.ServiceStateDeployed, "")
+	waitPhase(t, key, workspacesv1.PhaseRunning, workspacesv1.ReasonRunning)
+
+	other, _ := hostnameNode(t, child.Client, 1, model)
+	busy := gpuPod(t, child.Client, "busy", other, gpu.ResourceNVIDIA, 1)
+	must(t, childtest.DeleteNode(ctxT(t), child.Client, old))
+	waitPhase(t, key, workspacesv1.PhaseWaiting, "")
+	newer := createWorkspace(t, ns, class, cd.Name, func(w *workspacesv1.WorkspaceDeployment) { w.Spec.Resources = gpuResources(1, model) })
+	waitPhase(t, newer, workspacesv1.PhaseWaiting, workspacesv1.ReasonWaitingForGpuCapacity)
+
+	must(t, childtest.SetPodPhase(ctxT(t), child.Client, "busy", busy, corev1.PodSucceeded))
+	waitsBehind(t, newer)
+	if ws := getWS(t, key); ws.Status.Phase != workspacesv1.PhaseWaiting {
+		t.Errorf("%s is %s, want Waiting (one GPU is not enough for it)", key, ws.Status.Phase)
 	}
 }
