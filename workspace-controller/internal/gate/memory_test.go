@@ -76,7 +76,7 @@ func TestAdmittedReservationsLeaveBoundReplicasOut(t *testing.T) {
 	}
 	ad := &workspacesv1.Admission{GPUResourceName: "nvidia.com/gpu", GPUVendor: "NVIDIA", GPUsPerReplica: 2, Replicas: 3,
 		Nodes: []workspacesv1.AdmittedNode{{Name: "n1", Replicas: 2}, {Name: "n2", Replicas: 1}}}
-	got := admittedReservations("team/a", ad, boundPodsByNamespace(pods)["ws-a"])
+	got := admittedReservations("team/a", ad, boundPodsByNamespace(pods, []corev1.Node{lostNode("n1", "n1", 8), lostNode("n2", "n2", 8)})["ws-a"])
 	want := []gpu.Reservation{
 		{Key: "team/a", Vendor: "NVIDIA", Node: "n1", GPUsPerReplica: 2, Replicas: 1},
 		{Key: "team/a", Vendor: "NVIDIA", Node: "n2", GPUsPerReplica: 2, Replicas: 1},

@@ -81,7 +81,7 @@ func (g *Gate) reservations(ctx context.Context, ws *workspacesv1.WorkspaceDeplo
 			caps.ahead(o, ws) && res.PerReplica.GPUVendor == want.PerReplica.GPUVendor &&
 			equality.Semantic.DeepEqual(gpu.Selector(gpuRequest("", res)), mySel)
 	}
-	bound := boundPodsByNamespace(pods)
+	bound := boundPodsByNamespace(pods, nodes)
 	var admitted, waiting []gpu.Reservation
 	for i := range list.Items {
 		o := &list.Items[i]
@@ -189,7 +189,13 @@ func admittedReservations(key string, ad *workspacesv1.Admission, pods []*corev1
 		return nil
 	}
 	res := corev1.ResourceName(ad.GPUResourceName)
-	unbound := ad.Replicas - boundGPUPods(pods, res, ad.GPUsPerReplica, "")
+	// Replicas pinned to one node are bound only there: a pod of the release still running elsewhere
+	// (on the node of an earlier admission, until the rollout replaces it) holds GPUs there, not here.
+	on := ""
+	if pinnedAdmission(ad) {
+		on = ad.Nodes[0].Name
+	}
+	unbound := ad.Replicas - boundGPUPods(pods, res, ad.GPUsPerReplica, on)
 	var out []gpu.Reservation
 	for _, n := range ad.Nodes {
 		if unbound <= 0 {
@@ -340,14 +346,19 @@ func (g *Gate) workspacesWithServiceSets(ctx context.Context, cd types.Namespace
 	return nil
 }
 
-// boundPodsByNamespace indexes the pods that are bound to a node and not terminal by namespace, once
-// per decision: counting each workspace's bound replicas over every pod of the cluster made a
-// decision O(workspaces x pods).
-func boundPodsByNamespace(pods []corev1.Pod) map[string][]*corev1.Pod {
+// boundPodsByNamespace indexes the pods that are bound to a node that exists and are not terminal by
+// namespace, once per decision: counting each workspace's bound replicas over every pod of the
+// cluster made a decision O(workspaces x pods). A pod bound to a node that is gone (replaced: its pods
+// stay until they are collected) holds no GPU the gate counts, so it is no replica that does.
+func boundPodsByNamespace(pods []corev1.Pod, nodes []corev1.Node) map[string][]*corev1.Pod {
+	exists := make(map[string]bool, len(nodes))
+	for i := range nodes {
+		exists[nodes[i].Name] = true
+	}
 	out := map[string][]*corev1.Pod{}
 	for i := range pods {
 		p := &pods[i]
-		if p.Spec.NodeName != "" && !gpu.IsTerminal(p) {
+		if p.Spec.NodeName != "" && exists[p.Spec.NodeName] && !gpu.IsTerminal(p) {
 			out[p.Namespace] = append(out[p.Namespace], p)
 		}
 	}

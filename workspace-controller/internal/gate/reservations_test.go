@@ -121,21 +121,46 @@ func TestGrowthHoldsTheGPUsBesideItsOwn(t *testing.T) {
 // the admission's replicas: the nodes show only their GPUs as taken, and the admission reserves its
 // replicas whole until pods of the new request are bound.
 func TestAdmittedReservationsAfterAResize(t *testing.T) {
+	n1 := []corev1.Node{lostNode("n1", "n1", 8)}
 	ad := admittedOn(4, workspacesv1.AdmittedNode{Name: "n1", Hostname: "n1", Replicas: 2})
 	old := []corev1.Pod{gpuPod("ws-a", "n1", 2), gpuPod("ws-a", "n1", 2)}
 	reserved := func(replicas int32) []gpu.Reservation {
 		return []gpu.Reservation{{Key: "team/a", Vendor: workspacesv1.GPUVendorNVIDIA, Node: "n1", GPUsPerReplica: 4, Replicas: replicas}}
 	}
-	if got, want := admittedReservations("team/a", ad, boundPodsByNamespace(old)["ws-a"]), reserved(2); !reflect.DeepEqual(got, want) {
+	if got, want := admittedReservations("team/a", ad, boundPodsByNamespace(old, n1)["ws-a"]), reserved(2); !reflect.DeepEqual(got, want) {
 		t.Errorf("with the old pods only: %+v, want %+v", got, want)
 	}
 	rolling := append(old, gpuPod("ws-a", "n1", 4))
-	if got, want := admittedReservations("team/a", ad, boundPodsByNamespace(rolling)["ws-a"]), reserved(1); !reflect.DeepEqual(got, want) {
+	if got, want := admittedReservations("team/a", ad, boundPodsByNamespace(rolling, n1)["ws-a"]), reserved(1); !reflect.DeepEqual(got, want) {
 		t.Errorf("with one new pod bound: %+v, want %+v", got, want)
 	}
 	// After a resize to fewer GPUs per replica, the old pods hold more than a replica needs: bound.
 	smaller := admittedOn(1, workspacesv1.AdmittedNode{Name: "n1", Hostname: "n1", Replicas: 2})
-	if got := admittedReservations("team/a", smaller, boundPodsByNamespace(old)["ws-a"]); len(got) != 0 {
+	if got := admittedReservations("team/a", smaller, boundPodsByNamespace(old, n1)["ws-a"]); len(got) != 0 {
 		t.Errorf("after a resize to fewer GPUs: %+v, want none", got)
+	}
+}
+
+// TestAdmittedReservationsCountPodsWhereTheyHold: a replica pinned to a node is bound only by a pod
+// on that node, and a pod bound to a node that is gone binds nothing. A workspace admitted again on a
+// new node while its old pod still sits on the node that went (or runs on its earlier node) reserves
+// its replica on the new node, so no other workspace is admitted onto it.
+func TestAdmittedReservationsCountPodsWhereTheyHold(t *testing.T) {
+	ad := admittedOn(1, workspacesv1.AdmittedNode{Name: "new", Hostname: "new", Replicas: 1})
+	want := []gpu.Reservation{{Key: "team/a", Vendor: workspacesv1.GPUVendorNVIDIA, Node: "new", GPUsPerReplica: 1, Replicas: 1}}
+	for name, tc := range map[string]struct {
+		pods  []corev1.Pod
+		nodes []corev1.Node
+	}{
+		"the old pod on a node that is gone":    {[]corev1.Pod{gpuPod("ws-a", "gone", 1)}, []corev1.Node{lostNode("new", "new", 2)}},
+		"the old pod on the earlier node still": {[]corev1.Pod{gpuPod("ws-a", "earlier", 1)}, []corev1.Node{lostNode("new", "new", 2), lostNode("earlier", "earlier", 2)}},
+	} {
+		if got := admittedReservations("team/a", ad, boundPodsByNamespace(tc.pods, tc.nodes)["ws-a"]); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: %+v, want %+v", name, got, want)
+		}
+	}
+	bound := []corev1.Pod{gpuPod("ws-a", "new", 1)}
+	if got := admittedReservations("team/a", ad, boundPodsByNamespace(bound, []corev1.Node{lostNode("new", "new", 2)})["ws-a"]); len(got) != 0 {
+		t.Errorf("the replica bound on its node: %+v, want none", got)
 	}
 }

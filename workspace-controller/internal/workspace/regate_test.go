@@ -199,3 +199,39 @@ func TestLostAdmissionKeepsItsPlace(t *testing.T) {
 		t.Errorf("%s is %s, want Waiting (one GPU is not enough for it)", key, ws.Status.Phase)
 	}
 }
+
+// TestReadmittedOnANewNodeHoldsIt: a workspace admitted again on a new node, while its old pod still
+// sits on the node that went (pods of a deleted node stay until they are collected), holds its GPU on
+// the new node: of two newer one-GPU workspaces, only one fits beside it.
+func TestReadmittedOnANewNodeHoldsIt(t *testing.T) {
+	key, ws, cd, model, old, _ := runningPinned(t)
+	must(t, childtest.DeleteNode(ctxT(t), child.Client, old))
+	waitPhase(t, key, workspacesv1.PhaseWaiting, "")
+	node, _ := hostnameNode(t, child.Client, 2, model)
+	eventually(t, "admitted again on the new node", func() error {
+		ws = getWS(t, key)
+		if ad := ws.Status.Admission; ad == nil || len(ad.Nodes) != 1 || ad.Nodes[0].Name != node {
+			return fmt.Errorf("admission %+v: want node %s", ws.Status.Admission, node)
+		}
+		return nil
+	})
+	var newer []types.NamespacedName
+	for range 2 {
+		newer = append(newer, createWorkspace(t, key.Namespace, ws.Spec.WorkspaceClassRef, cd.Name, func(w *workspacesv1.WorkspaceDeployment) {
+			w.Spec.Resources = gpuResources(1, model)
+		}))
+	}
+	eventually(t, "one of the newer workspaces admitted, the other waiting", func() error {
+		phases := map[workspacesv1.WorkspacePhase]int{}
+		for _, k := range newer {
+			phases[getWS(t, k).Status.Phase]++
+		}
+		if phases[workspacesv1.PhaseDeploying] > 1 {
+			t.Fatalf("both newer workspaces admitted beside %s on a node of 2 GPUs", key)
+		}
+		if phases[workspacesv1.PhaseDeploying] != 1 || phases[workspacesv1.PhaseWaiting] != 1 {
+			return fmt.Errorf("phases %v", phases)
+		}
+		return nil
+	})
+}
