@@ -285,8 +285,9 @@ type WorkspaceClassSpec struct {
 	// +optional
 	PodSecurityLevel PodSecurityLevel `json:"podSecurityLevel,omitempty"`
 
-	// HelmOptions are passed unchanged as each workspace service's k0rdent helmOptions (wait, timeout,
-	// atomic, ...). When empty none are sent, and k0rdent's defaults apply (atomic installs).
+	// HelmOptions are passed as each workspace service's k0rdent helmOptions (wait, timeout, atomic,
+	// ...). When empty none are sent, and k0rdent's defaults apply (atomic installs). While a workspace
+	// is stopped, its service gets them with wait, waitForJobs and atomic set to false.
 	// +optional
 	// +kubebuilder:validation:Type=object
 	// +kubebuilder:pruning:PreserveUnknownFields
