@@ -28,8 +28,12 @@ func namedPods(names []string) string {
 type PodsReadiness struct {
 	// Pods counts the release's pods that are not finished and not being deleted.
 	Pods int
-	// NotReady names those of them whose Ready condition is not True, sorted.
+	// NotReady names those of them that do not run: their Ready condition is not True, or they are
+	// bound to a node that no longer exists (a replaced machine's pod, Ready as its kubelet last said,
+	// until the child's pod garbage collector removes it). Sorted.
 	NotReady []string
+	// OnGoneNodes names those of NotReady bound to a node that no longer exists, sorted.
+	OnGoneNodes []string
 }
 
 // Ready reports whether the release's pods run: every pod counted is Ready, and, when needPod, there
@@ -44,32 +48,72 @@ func (p PodsReadiness) String() string {
 	if p.Pods == 0 {
 		return "no pod of the release exists on the child yet"
 	}
-	return fmt.Sprintf("%d of %d pod(s) of the release are not Ready yet (%s)", len(p.NotReady), p.Pods, namedPods(p.NotReady))
+	msg := fmt.Sprintf("%d of %d pod(s) of the release are not Ready yet (%s)", len(p.NotReady), p.Pods, namedPods(p.NotReady))
+	if len(p.OnGoneNodes) > 0 {
+		msg += fmt.Sprintf("; %s on a node that no longer exists", namedPods(p.OnGoneNodes))
+	}
+	return msg
 }
 
-// PodsReady reads the release's pods in namespace (one List). Finished pods (a Job's, Succeeded or
-// Failed) and pods being deleted (a rolling update's old ones) do not count.
+// PodsReady reads the release's pods in namespace (one List), and, when a counted pod is Ready and
+// bound, the child's nodes (a second List). Finished pods (a Job's, Succeeded or Failed) and pods being
+// deleted (a rolling update's old ones) do not count; a Ready pod bound to a node that no longer exists
+// counts as not Ready.
 func (n Namespaces) PodsReady(ctx context.Context, namespace string) (PodsReadiness, error) {
 	var pods corev1.PodList
 	if err := n.Child.List(ctx, &pods, client.InNamespace(namespace)); err != nil {
 		return PodsReadiness{}, fmt.Errorf("listing pods in namespace %s on the child of %s: %w", namespace, n.Cluster, err)
 	}
-	return podsReadiness(pods.Items), nil
+	var nodes map[string]bool
+	if needsNodes(pods.Items) {
+		var list corev1.NodeList
+		if err := n.Child.List(ctx, &list); err != nil {
+			return PodsReadiness{}, fmt.Errorf("listing the nodes of the child of %s: %w", n.Cluster, err)
+		}
+		nodes = make(map[string]bool, len(list.Items))
+		for i := range list.Items {
+			nodes[list.Items[i].Name] = true
+		}
+	}
+	return podsReadiness(pods.Items, nodes), nil
 }
 
-func podsReadiness(pods []corev1.Pod) PodsReadiness {
+// counted reports whether a pod counts in PodsReadiness: not finished and not being deleted.
+func counted(p *corev1.Pod) bool {
+	return !gpu.IsTerminal(p) && p.DeletionTimestamp.IsZero()
+}
+
+// needsNodes reports whether deciding the pods' readiness needs the child's nodes: a counted pod is
+// Ready and bound.
+func needsNodes(pods []corev1.Pod) bool {
+	for i := range pods {
+		if p := &pods[i]; counted(p) && p.Spec.NodeName != "" && podReady(p) {
+			return true
+		}
+	}
+	return false
+}
+
+// podsReadiness decides the readiness of pods; nodes holds the names of the child's nodes (nil when
+// needsNodes said none is needed).
+func podsReadiness(pods []corev1.Pod, nodes map[string]bool) PodsReadiness {
 	var out PodsReadiness
 	for i := range pods {
 		p := &pods[i]
-		if gpu.IsTerminal(p) || !p.DeletionTimestamp.IsZero() {
+		if !counted(p) {
 			continue
 		}
 		out.Pods++
-		if !podReady(p) {
+		switch {
+		case !podReady(p):
 			out.NotReady = append(out.NotReady, p.Name)
+		case p.Spec.NodeName != "" && !nodes[p.Spec.NodeName]:
+			out.NotReady = append(out.NotReady, p.Name)
+			out.OnGoneNodes = append(out.OnGoneNodes, p.Name)
 		}
 	}
 	sort.Strings(out.NotReady)
+	sort.Strings(out.OnGoneNodes)
 	return out
 }
 

@@ -214,9 +214,9 @@ func (r *Reconciler) readiness(ctx context.Context, s *scope) (stepResult, error
 }
 
 // releasePodsRun checks, once k0rdent reports the current rollout Deployed and before the workspace
-// is Running for it, that the release's pods run on the child (childns.PodsReady, one List): every
-// pod that is not finished and not being deleted is Ready, and a workspace that asks GPUs has at least
-// one (a release without GPUs may run no pod: a chart of Services or ConfigMaps only). Otherwise the
+// is Running for it, that the release's pods run on the child (childns.PodsReady): every pod that is
+// not finished and not being deleted is Ready on a node that still exists, and a workspace that asks
+// GPUs has at least one (a release without GPUs may run no pod: a chart of Services or ConfigMaps only). Otherwise the
 // workspace stays Deploying, naming the pods not Ready yet, under the deployTimeout. Once the rollout
 // was confirmed (rollout-deployed), later passes do not look again: a pod that restarts later does
 // not undo Running. A child that cannot be read keeps a Running workspace Running.
