@@ -36,12 +36,12 @@ func (n Namespaces) Delete(ctx context.Context, ws *workspacesv1.WorkspaceDeploy
 		if !targetAllowed || !MayAdoptUnlabelled(ws) {
 			return fmt.Sprintf("namespace %s on the child has no owner labels and this workspace did not make it; it was left alone", ns.Name), nil
 		}
-		holder, err := n.OlderSameName(ctx, ws)
+		older, err := n.OlderSameName(ctx, ws)
 		if err != nil {
 			return "", err
 		}
-		if holder != "" {
-			return fmt.Sprintf("namespace %s on the child has no owner labels and the older workspace %s uses it; it was left alone", ns.Name, holder), nil
+		if older {
+			return fmt.Sprintf("namespace %s on the child has no owner labels and an older workspace of the same name in another namespace uses it; it was left alone", ns.Name), nil
 		}
 	}
 	if !ns.DeletionTimestamp.IsZero() {
@@ -53,12 +53,13 @@ func (n Namespaces) Delete(ctx context.Context, ws *workspacesv1.WorkspaceDeploy
 	return "", nil
 }
 
-// OlderSameName names (namespace/name) an older workspace of ws's name from another namespace on the
-// cluster, which keeps ws-<name> there: ws may neither use nor delete it. "" when there is none.
-func (n Namespaces) OlderSameName(ctx context.Context, ws *workspacesv1.WorkspaceDeployment) (string, error) {
+// OlderSameName reports whether an older workspace of ws's name from another namespace is on the
+// cluster, which keeps ws-<name> there: ws may neither use nor delete it. The caller's messages do not
+// name it: ws's tenant reads them.
+func (n Namespaces) OlderSameName(ctx context.Context, ws *workspacesv1.WorkspaceDeployment) (bool, error) {
 	var list workspacesv1.WorkspaceDeploymentList
 	if err := n.Workspaces.List(ctx, &list, client.MatchingFields{owned.IndexName: ws.Name}, client.UnsafeDisableDeepCopy); err != nil {
-		return "", fmt.Errorf("listing workspaces named %s: %w", ws.Name, err)
+		return false, fmt.Errorf("listing workspaces named %s: %w", ws.Name, err)
 	}
 	for i := range list.Items {
 		o := &list.Items[i]
@@ -66,8 +67,8 @@ func (n Namespaces) OlderSameName(ctx context.Context, ws *workspacesv1.Workspac
 			continue
 		}
 		if o.Name == ws.Name && o.Namespace != ws.Namespace && owned.Older(o, ws) {
-			return o.Namespace + "/" + o.Name, nil
+			return true, nil
 		}
 	}
-	return "", nil
+	return false, nil
 }

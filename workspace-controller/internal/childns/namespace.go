@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/common/text"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/component"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 )
@@ -72,7 +73,8 @@ const (
 	OwnerOther
 )
 
-// OwnerOf reads whose ns is from its labels; for OwnerOther, who names that workspace.
+// OwnerOf reads whose ns is from its labels; for OwnerOther, who names that workspace as ws's tenant
+// may read it (text.WorkspaceSeenFrom: not at all when it is another namespace's).
 func OwnerOf(ns *corev1.Namespace, ws *workspacesv1.WorkspaceDeployment) (owner Owner, who string) {
 	l := ns.Labels
 	name, namespace, uid := l[workspacesv1.WorkspaceLabel], l[workspacesv1.WorkspaceNamespaceLabel], l[workspacesv1.WorkspaceUIDLabel]
@@ -84,7 +86,11 @@ func OwnerOf(ns *corev1.Namespace, ws *workspacesv1.WorkspaceDeployment) (owner 
 	case name == ws.Name && namespace == ws.Namespace:
 		return OwnerSelf, ""
 	}
-	return OwnerOther, fmt.Sprintf("workspace %s/%s (uid %s)", namespace, name, uid)
+	if namespace != ws.Namespace {
+		// The status of ws is read by its tenant: another namespace's workspace is not named.
+		return OwnerOther, text.WorkspaceSeenFrom(ws.Namespace, namespace, name)
+	}
+	return OwnerOther, fmt.Sprintf("workspace %s (uid %s)", name, uid)
 }
 
 // MayAdoptUnlabelled reports whether an existing ws-<name> without owner labels may be this

@@ -49,8 +49,10 @@ func TestOwnerOf(t *testing.T) {
 		{"this uid", ownerLabels("other", "other", "u1"), OwnerSelf, ""},
 		{"an earlier object of the same workspace", ownerLabels("team-a", "nb", "u0"), OwnerSelf, ""},
 		{"same name and namespace without uid", ownerLabels("team-a", "nb", ""), OwnerSelf, ""},
-		{"same name from another namespace", ownerLabels("team-b", "nb", "u2"), OwnerOther, "workspace team-b/nb (uid u2)"},
-		{"only a uid of another", ownerLabels("", "", "u2"), OwnerOther, "workspace / (uid u2)"},
+		// The tenant of team-a reads who: another namespace's workspace is not named.
+		{"same name from another namespace", ownerLabels("team-b", "nb", "u2"), OwnerOther, "a workspace of another namespace"},
+		{"only a uid of another", ownerLabels("", "", "u2"), OwnerOther, "a workspace of another namespace"},
+		{"another workspace of this namespace", ownerLabels("team-a", "nb2", "u3"), OwnerOther, "workspace nb2 (uid u3)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, who := OwnerOf(namespaceLabelled("ws-nb", tc.labels), ws)
@@ -140,8 +142,8 @@ func TestCheckOrder(t *testing.T) {
 		{"own", namespaceLabelled("ws-nb", ownerLabels("team-a", "nb", "u1")), ws, Usable, ""},
 		{"own terminating", gone(namespaceLabelled("ws-nb", ownerLabels("team-a", "nb", "u1"))), ws, Terminating, ""},
 		{"another's", namespaceLabelled("ws-nb", ownerLabels("team-b", "nb", "u2")), ws,
-			Conflict, "namespace ws-nb on the child of ClusterDeployment team-a/cd belongs to workspace team-b/nb (uid u2); rename this workspace"},
-		{"another's terminating", gone(namespaceLabelled("ws-nb", ownerLabels("team-b", "nb", "u2"))), ws, Conflict, "belongs to workspace team-b/nb"},
+			Conflict, "namespace ws-nb on the child of ClusterDeployment team-a/cd belongs to a workspace of another namespace; rename this workspace"},
+		{"another's terminating", gone(namespaceLabelled("ws-nb", ownerLabels("team-b", "nb", "u2"))), ws, Conflict, "belongs to a workspace of another namespace"},
 		{"unlabelled, not adoptable", namespaceLabelled("ws-nb", nil), ws, Conflict, "exists without the labels of a workspace and is not adopted"},
 		{"unlabelled, not adoptable, terminating", gone(namespaceLabelled("ws-nb", nil)), ws, Conflict, "without the labels of a workspace"},
 		{"unlabelled, adoptable", namespaceLabelled("ws-nb", nil), withServiceSet(ws), Usable, ""},

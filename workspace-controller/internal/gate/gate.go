@@ -344,7 +344,7 @@ func (g *Gate) decide(ctx context.Context, ws *workspacesv1.WorkspaceDeployment,
 	}
 	d := gpu.Gate(gpuRequest(ws.Namespace+"/"+ws.Name, res), nodes, others, append(held.admitted, held.waiting...))
 	if d.Outcome == gpu.Admit && GPUs(res) > 0 {
-		if why := unpinnedOverlap(d, nodes, held); why != "" {
+		if why := unpinnedOverlap(ws.Namespace, d, nodes, held); why != "" {
 			d.Outcome, d.Reason = gpu.Wait, workspacesv1.ReasonWaitingForGpuCapacity
 			d.Message = why + "; " + d.Message
 			d.Placement = nil

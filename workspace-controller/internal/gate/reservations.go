@@ -14,6 +14,7 @@ import (
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/gpu"
+	"github.com/exalsius/exalsius-operator/common/text"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 )
 
@@ -145,8 +146,9 @@ func pinnedAdmission(ad *workspacesv1.Admission) bool {
 // selector. So a workspace that would not be pinned is admitted only when no other workspace's
 // counted replicas are still unbound on the nodes matching its selector, and no workspace is
 // admitted onto a node that an unpinned workspace's unbound replicas could still take. The wait
-// ends when those pods are bound (a child event). It returns why to wait, or "".
-func unpinnedOverlap(d gpu.Decision, nodes []corev1.Node, held heldGPUs) string {
+// ends when those pods are bound (a child event). It returns why to wait, or "", naming the other
+// workspace only when it is in viewer, the asking workspace's namespace (text.WorkspaceKeySeenFrom).
+func unpinnedOverlap(viewer string, d gpu.Decision, nodes []corev1.Node, held heldGPUs) string {
 	byName := make(map[string]*corev1.Node, len(nodes))
 	for i := range nodes {
 		byName[nodes[i].Name] = &nodes[i]
@@ -165,14 +167,14 @@ func unpinnedOverlap(d gpu.Decision, nodes []corev1.Node, held heldGPUs) string 
 			for i := range nodes {
 				n := &nodes[i]
 				if (r.Node == "" || r.Node == n.Name) && gpu.MatchesSelector(n, d.Selector) && gpu.MatchesSelector(n, r.Selector) {
-					return fmt.Sprintf("the replicas cannot be pinned to one node (they need several nodes, or the node has no %s label), and GPUs counted for workspace %s on node %s are not bound yet", corev1.LabelHostname, r.Key, n.Name)
+					return fmt.Sprintf("the replicas cannot be pinned to one node (they need several nodes, or the node has no %s label), and GPUs counted for %s on node %s are not bound yet", corev1.LabelHostname, text.WorkspaceKeySeenFrom(viewer, r.Key), n.Name)
 				}
 			}
 			continue
 		}
 		if held.unpinned[r.Key] {
 			if n := byName[d.Placement[0].Node]; n != nil && gpu.MatchesSelector(n, r.Selector) {
-				return fmt.Sprintf("workspace %s is spread over several nodes and its replicas are not bound yet; they could still take node %s", r.Key, n.Name)
+				return fmt.Sprintf("%s is spread over several nodes and its replicas are not bound yet; they could still take node %s", text.WorkspaceKeySeenFrom(viewer, r.Key), n.Name)
 			}
 		}
 	}

@@ -79,15 +79,22 @@ func TestUnpinnedOverlap(t *testing.T) {
 	pinned := gpu.Decision{Placement: []gpu.NodeReplicas{{Node: "n1", Replicas: 1}}}
 	spread := gpu.Decision{Placement: []gpu.NodeReplicas{{Node: "n1", Replicas: 1}, {Node: "n2", Replicas: 1}}}
 	other := gpu.Reservation{Key: "team/other", Node: "n2", GPUsPerReplica: 1, Replicas: 1}
-	if why := unpinnedOverlap(spread, nodes, heldGPUs{admitted: []gpu.Reservation{other}}); !strings.Contains(why, "team/other") {
+	if why := unpinnedOverlap("team", spread, nodes, heldGPUs{admitted: []gpu.Reservation{other}}); !strings.Contains(why, "workspace other on node n2") {
 		t.Fatalf("a spread workspace is admitted while another's replicas are unbound: %q", why)
 	}
-	if why := unpinnedOverlap(pinned, nodes, heldGPUs{admitted: []gpu.Reservation{other}}); why != "" {
+	// Seen from another namespace, the workspace is not named.
+	if why := unpinnedOverlap("rival", spread, nodes, heldGPUs{admitted: []gpu.Reservation{other}}); !strings.Contains(why, "a workspace of another namespace") || strings.Contains(why, "team") {
+		t.Fatalf("a wait names another namespace's workspace: %q", why)
+	}
+	if why := unpinnedOverlap("team", pinned, nodes, heldGPUs{admitted: []gpu.Reservation{other}}); why != "" {
 		t.Fatalf("a pinned workspace waits for a pinned one elsewhere: %q", why)
 	}
 	loose := gpu.Reservation{Key: "team/loose", GPUsPerReplica: 1, Replicas: 1}
-	if why := unpinnedOverlap(pinned, nodes, heldGPUs{admitted: []gpu.Reservation{loose}, unpinned: map[string]bool{"team/loose": true}}); !strings.Contains(why, "team/loose") {
+	if why := unpinnedOverlap("team", pinned, nodes, heldGPUs{admitted: []gpu.Reservation{loose}, unpinned: map[string]bool{"team/loose": true}}); !strings.Contains(why, "workspace loose is spread") {
 		t.Fatalf("a pinned workspace takes a node an unpinned workspace could still take: %q", why)
+	}
+	if why := unpinnedOverlap("rival", pinned, nodes, heldGPUs{admitted: []gpu.Reservation{loose}, unpinned: map[string]bool{"team/loose": true}}); !strings.HasPrefix(why, "a workspace of another namespace is spread") {
+		t.Fatalf("a wait names another namespace's workspace: %q", why)
 	}
 }
 

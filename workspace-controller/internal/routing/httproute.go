@@ -120,8 +120,8 @@ func (g *Gateway) ensureHTTP(ctx context.Context, t *target, ws Workspace, ns st
 			continue
 		}
 		host := label + "." + t.tenant.Domain
-		if other := hostTakenBy(all.Items, host, ns, ep.Name, t.gw); other != "" {
-			a.Message = fmt.Sprintf("the hostname %s is already routed by HTTPRoute %s on regional cluster %s", host, other, t.key)
+		if other := hostTakenBy(all.Items, host, ns, ep.Name, t.gw, ws.Namespace); other != "" {
+			a.Message = fmt.Sprintf("the hostname %s is already routed by %s on regional cluster %s", host, other, t.key)
 			continue
 		}
 		a.URL = HTTPURL(t.tenant, label)
@@ -134,8 +134,10 @@ func (g *Gateway) ensureHTTP(ctx context.Context, t *target, ws Workspace, ns st
 	return nil
 }
 
-// hostTakenBy names another HTTPRoute attached to gw that serves host, or "".
-func hostTakenBy(routes []gwv1.HTTPRoute, host, ns, name string, gw *gwv1.Gateway) string {
+// hostTakenBy names another HTTPRoute attached to gw that serves host, or "", as the tenant of viewer
+// (the asking workspace's namespace) may read it: by its name when it routes a workspace of viewer,
+// and as another namespace's otherwise, so that a status never tells one team what another runs.
+func hostTakenBy(routes []gwv1.HTTPRoute, host, ns, name string, gw *gwv1.Gateway, viewer string) string {
 	for i := range routes {
 		rt := &routes[i]
 		if rt.Namespace == ns && rt.Name == name {
@@ -149,9 +151,13 @@ func hostTakenBy(routes []gwv1.HTTPRoute, host, ns, name string, gw *gwv1.Gatewa
 			continue
 		}
 		for _, h := range rt.Spec.Hostnames {
-			if strings.EqualFold(string(h), host) {
-				return rt.Namespace + "/" + rt.Name
+			if !strings.EqualFold(string(h), host) {
+				continue
 			}
+			if rt.Labels[workspacesv1.WorkspaceNamespaceLabel] == viewer {
+				return "HTTPRoute " + rt.Namespace + "/" + rt.Name
+			}
+			return "an HTTPRoute of another namespace"
 		}
 	}
 	return ""

@@ -258,7 +258,8 @@ func TestHostTakenBy(t *testing.T) {
 	gw := gatewayWith(listener("https", gwv1.HTTPSProtocolType, "*.t.example", 443))
 	gns := gwv1.Namespace(gw.Namespace)
 	route := func(ns, name, host string, g *gwv1.Gateway) gwv1.HTTPRoute {
-		return gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: gwv1.HTTPRouteSpec{
+		return gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
+			Labels: map[string]string{workspacesv1.WorkspaceNamespaceLabel: "team"}}, Spec: gwv1.HTTPRouteSpec{
 			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Namespace: &gns, Name: gwv1.ObjectName(g.Name)}}},
 			Hostnames:       []gwv1.Hostname{gwv1.Hostname(host)}}}
 	}
@@ -266,13 +267,17 @@ func TestHostTakenBy(t *testing.T) {
 	other.Name = "other"
 	// Workspace "a" with endpoint "b" and workspace "a-b" want the same hostname.
 	routes := []gwv1.HTTPRoute{route("ws-a", "b", "a-b.t.example", gw), route("ws-x", "web", "x.t.example", other)}
-	if got := hostTakenBy(routes, "a-b.t.example", "ws-a-b", "web", gw); got != "ws-a/b" {
+	if got := hostTakenBy(routes, "a-b.t.example", "ws-a-b", "web", gw, "team"); got != "HTTPRoute ws-a/b" {
 		t.Errorf("collision not seen: %q", got)
 	}
-	if got := hostTakenBy(routes, "a-b.t.example", "ws-a", "b", gw); got != "" {
+	// Seen from another namespace, the route is not named.
+	if got := hostTakenBy(routes, "a-b.t.example", "ws-a-b", "web", gw, "rival"); got != "an HTTPRoute of another namespace" {
+		t.Errorf("collision seen from another namespace: %q", got)
+	}
+	if got := hostTakenBy(routes, "a-b.t.example", "ws-a", "b", gw, "team"); got != "" {
 		t.Errorf("the route itself counted: %q", got)
 	}
-	if got := hostTakenBy(routes, "x.t.example", "ws-y", "web", gw); got != "" {
+	if got := hostTakenBy(routes, "x.t.example", "ws-y", "web", gw, "team"); got != "" {
 		t.Errorf("a route of another Gateway counted: %q", got)
 	}
 }

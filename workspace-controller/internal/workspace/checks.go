@@ -285,13 +285,13 @@ func kubeconfigMissing(err error) string {
 // releaseNamespaceFree: the release namespace ws-<name> on the cluster is not already used by an
 // older workspace of the same name from another namespace.
 func (r *Reconciler) releaseNamespaceFree(ctx context.Context, s *scope) (*finding, error) {
-	holder, err := childns.Namespaces{Workspaces: r.Client, Cluster: s.cdKey}.OlderSameName(ctx, s.ws)
-	if err != nil || holder == "" {
+	older, err := childns.Namespaces{Workspaces: r.Client, Cluster: s.cdKey}.OlderSameName(ctx, s.ws)
+	if err != nil || !older {
 		return nil, err
 	}
 	return &finding{condition: workspacesv1.ClusterDeploymentResolvedCondition, reason: workspacesv1.ReasonReleaseNamespaceConflict, fail: true,
-		message: fmt.Sprintf("workspace %s already uses the release namespace %s on ClusterDeployment %s; rename this workspace",
-			holder, s.releaseNamespace(), s.cdKey)}, nil
+		message: fmt.Sprintf("a workspace of the same name in another namespace already uses the release namespace %s on ClusterDeployment %s; rename this workspace",
+			s.releaseNamespace(), s.cdKey)}, nil
 }
 
 // templatesAvailable: the class's and its prerequisites' ServiceTemplates exist, valid, in the
