@@ -94,6 +94,20 @@ func Allocatable(n *corev1.Node, name corev1.ResourceName) int64 {
 	return nonNegative(q.Value())
 }
 
+// ModelOf returns a node's GPU model for the extended resource its GPUs are counted in, as the
+// inventory reports it: the exalsius.ai/gpu-model label, else the vendor's product label
+// (nvidia.com/gpu.product, amd.com/gpu.product-name); "" when neither says, or for a resource of no
+// known vendor.
+func ModelOf(n *corev1.Node, resource corev1.ResourceName) string {
+	for _, v := range vendors {
+		if v.resource == resource {
+			m, _ := modelOf(n, v)
+			return m
+		}
+	}
+	return ""
+}
+
 // modelOf returns a node's model for a vendor and the label it came from ("" and "" when none says).
 func modelOf(n *corev1.Node, v vendor) (model, label string) {
 	if m, ok := n.Labels[LabelGPUModel]; ok && m != "" {

@@ -87,23 +87,84 @@ func quota(name string, workspaces *int32, gpus ...workspacesv1.GPUQuota) worksp
 		Spec: workspacesv1.WorkspaceQuotaSpec{GPUs: gpus, Workspaces: workspaces}}
 }
 
+// ch is a charge of gpus GPUs of one vendor and model.
+func ch(vendor workspacesv1.GPUVendor, model string, gpus int64) quotaCharge {
+	c := quotaCharge{vendor: vendor}
+	c.add(model, gpus)
+	return c
+}
+
+// TestChargeOf: an admission counts the GPUs on each node by the node's model, so that a per-model
+// quota counts an admission spread over two models, and one on nodes known only by their vendor's
+// product label; an admission recorded before nodes carried a model counts its own.
+func TestChargeOf(t *testing.T) {
+	nv := workspacesv1.GPUVendorNVIDIA
+	h100 := workspacesv1.GPUQuota{Vendor: nv, Model: "h100", Limit: 8}
+	a10 := workspacesv1.GPUQuota{Vendor: nv, Model: "a10", Limit: 8}
+	all := workspacesv1.GPUQuota{Vendor: nv, Limit: 8}
+	spread := &workspacesv1.Admission{GPUVendor: nv, GPUsPerReplica: 2, GPUs: 6, Nodes: []workspacesv1.AdmittedNode{
+		{Name: "n1", Replicas: 2, GPUModel: "h100"}, {Name: "n2", Replicas: 1, GPUModel: "a10"}}}
+	c := chargeOf("team/spread", spread)
+	if got := [3]int64{counted(h100, c), counted(a10, c), counted(all, c)}; got != [3]int64{4, 2, 6} {
+		t.Errorf("spread over two models: h100, a10, all = %v, want [4 2 6]", got)
+	}
+	old := &workspacesv1.Admission{GPUVendor: nv, GPUModel: "h100", GPUsPerReplica: 1, GPUs: 2, Nodes: []workspacesv1.AdmittedNode{
+		{Name: "n1", Replicas: 2}}}
+	if got := counted(h100, chargeOf("team/old", old)); got != 2 {
+		t.Errorf("an admission without node models counts its own model: %d, want 2", got)
+	}
+	legacy := &workspacesv1.Admission{GPUVendor: nv, GPUModel: "a10", GPUs: 3}
+	if got := counted(a10, chargeOf("team/legacy", legacy)); got != 3 {
+		t.Errorf("an admission without nodes counts its GPUs: %d, want 3", got)
+	}
+	if got := counted(workspacesv1.GPUQuota{Vendor: workspacesv1.GPUVendorAMD, Limit: 8}, c); got != 0 {
+		t.Errorf("another vendor's quota counts %d", got)
+	}
+	// A request spread over two models is refused by the model it would take over the limit.
+	held := []quotaCharge{ch(nv, "a10", 7)}
+	want := "WorkspaceQuota q: 7 of 8 NVIDIA a10 GPUs are used and the workspace asks for 2 (spec.gpus[1])"
+	if got := quotaViolation([]workspacesv1.WorkspaceQuota{quota("q", nil, h100, a10)}, held, c); got != want {
+		t.Errorf("quotaViolation = %q, want %q", got, want)
+	}
+}
+
+// TestNewAdmissionRecordsNodeModels: each admitted node carries its model, from the canonical label
+// or the vendor's product label.
+func TestNewAdmissionRecordsNodeModels(t *testing.T) {
+	node := func(name string, labels map[string]string) corev1.Node {
+		return corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+	}
+	nodes := []corev1.Node{node("n1", map[string]string{gpu.LabelGPUModel: "h100"}), node("n2", map[string]string{gpu.LabelNVIDIAProduct: "NVIDIA-A10"})}
+	one := int32(1)
+	res := &workspacesv1.ResolvedResources{Replicas: 2, GPUResourceName: string(gpu.ResourceNVIDIA),
+		PerReplica: workspacesv1.PerReplicaResources{GPUVendor: workspacesv1.GPUVendorNVIDIA, GPUCount: &one}}
+	ad := newAdmission("team/cd", res, gpu.Decision{Placement: []gpu.NodeReplicas{{Node: "n1", Replicas: 1}, {Node: "n2", Replicas: 1}}}, nodes, time.Now())
+	if len(ad.Nodes) != 2 || ad.Nodes[0].GPUModel != "h100" || ad.Nodes[1].GPUModel != "NVIDIA-A10" || ad.GPUModel != "" {
+		t.Fatalf("admission %+v: want nodes h100 and NVIDIA-A10, no common model", ad)
+	}
+	ad = newAdmission("team/cd", res, gpu.Decision{Placement: []gpu.NodeReplicas{{Node: "n2", Replicas: 2}}}, nodes, time.Now())
+	if ad.GPUModel != "NVIDIA-A10" {
+		t.Fatalf("admission on one node: model %q, want NVIDIA-A10", ad.GPUModel)
+	}
+}
+
 func TestQuotaViolation(t *testing.T) {
 	nv := workspacesv1.GPUVendorNVIDIA
-	held := []quotaCharge{{vendor: nv, model: "h100", gpus: 2}, {vendor: nv, model: "a10", gpus: 1}, {}}
+	held := []quotaCharge{ch(nv, "h100", 2), ch(nv, "a10", 1), {}}
 	cases := []struct {
 		name   string
 		quotas []workspacesv1.WorkspaceQuota
 		req    quotaCharge
 		want   string
 	}{
-		{"no quota", nil, quotaCharge{vendor: nv, gpus: 100}, ""},
-		{"vendor room", []workspacesv1.WorkspaceQuota{quota("q", nil, workspacesv1.GPUQuota{Vendor: nv, Limit: 4})}, quotaCharge{vendor: nv, gpus: 1}, ""},
-		{"vendor over", []workspacesv1.WorkspaceQuota{quota("q", nil, workspacesv1.GPUQuota{Vendor: nv, Limit: 4})}, quotaCharge{vendor: nv, gpus: 2},
+		{"no quota", nil, ch(nv, "", 100), ""},
+		{"vendor room", []workspacesv1.WorkspaceQuota{quota("q", nil, workspacesv1.GPUQuota{Vendor: nv, Limit: 4})}, ch(nv, "", 1), ""},
+		{"vendor over", []workspacesv1.WorkspaceQuota{quota("q", nil, workspacesv1.GPUQuota{Vendor: nv, Limit: 4})}, ch(nv, "", 2),
 			"WorkspaceQuota q: 3 of 4 NVIDIA GPUs are used and the workspace asks for 2 (spec.gpus[0])"},
-		{"other vendor free", []workspacesv1.WorkspaceQuota{quota("q", nil, workspacesv1.GPUQuota{Vendor: nv, Limit: 0})}, quotaCharge{vendor: workspacesv1.GPUVendorAMD, gpus: 8}, ""},
-		{"model over", []workspacesv1.WorkspaceQuota{quota("q", nil, workspacesv1.GPUQuota{Vendor: nv, Model: "h100", Limit: 3})}, quotaCharge{vendor: nv, model: "h100", gpus: 2},
+		{"other vendor free", []workspacesv1.WorkspaceQuota{quota("q", nil, workspacesv1.GPUQuota{Vendor: nv, Limit: 0})}, ch(workspacesv1.GPUVendorAMD, "", 8), ""},
+		{"model over", []workspacesv1.WorkspaceQuota{quota("q", nil, workspacesv1.GPUQuota{Vendor: nv, Model: "h100", Limit: 3})}, ch(nv, "h100", 2),
 			"WorkspaceQuota q: 2 of 3 NVIDIA h100 GPUs are used and the workspace asks for 2 (spec.gpus[0])"},
-		{"other model free", []workspacesv1.WorkspaceQuota{quota("q", nil, workspacesv1.GPUQuota{Vendor: nv, Model: "h100", Limit: 2})}, quotaCharge{vendor: nv, model: "a10", gpus: 5}, ""},
+		{"other model free", []workspacesv1.WorkspaceQuota{quota("q", nil, workspacesv1.GPUQuota{Vendor: nv, Model: "h100", Limit: 2})}, ch(nv, "a10", 5), ""},
 		{"workspaces over", []workspacesv1.WorkspaceQuota{quota("q", ptr(int32(3)))}, quotaCharge{},
 			"WorkspaceQuota q: 3 of 3 workspaces are used; one more would exceed spec.workspaces"},
 		{"second quota", []workspacesv1.WorkspaceQuota{quota("a", ptr(int32(9))), quota("b", ptr(int32(3)))}, quotaCharge{}, "WorkspaceQuota b: 3 of 3 workspaces are used; one more would exceed spec.workspaces"},
@@ -120,7 +181,7 @@ func TestQuotaViolation(t *testing.T) {
 func TestQuotaSummary(t *testing.T) {
 	q := quota("q", ptr(int32(5)), workspacesv1.GPUQuota{Vendor: workspacesv1.GPUVendorNVIDIA, Limit: 4},
 		workspacesv1.GPUQuota{Vendor: workspacesv1.GPUVendorNVIDIA, Model: "h100", Limit: 2})
-	use, n := quotaUse(&q, []quotaCharge{{vendor: workspacesv1.GPUVendorNVIDIA, model: "h100", gpus: 2}, {vendor: workspacesv1.GPUVendorNVIDIA, gpus: 1}})
+	use, n := quotaUse(&q, []quotaCharge{ch(workspacesv1.GPUVendorNVIDIA, "h100", 2), ch(workspacesv1.GPUVendorNVIDIA, "", 1)})
 	if got, want := quotaSummary(&q, use, n), "NVIDIA 3/4, NVIDIA h100 2/2, workspaces 2/5"; got != want {
 		t.Errorf("summary %q, want %q", got, want)
 	}
@@ -160,21 +221,24 @@ func TestPriorityQueueOrder(t *testing.T) {
 }
 
 func TestAdmittedModel(t *testing.T) {
-	nodes := []corev1.Node{
-		{ObjectMeta: metav1.ObjectMeta{Name: "a", Labels: map[string]string{gpu.LabelGPUModel: "h100"}}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "b", Labels: map[string]string{gpu.LabelGPUModel: "h100"}}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "c", Labels: map[string]string{gpu.LabelGPUModel: "a10"}}},
+	an := func(models ...string) []workspacesv1.AdmittedNode {
+		out := make([]workspacesv1.AdmittedNode, 0, len(models))
+		for _, m := range models {
+			out = append(out, workspacesv1.AdmittedNode{GPUModel: m})
+		}
+		return out
 	}
-	if got := admittedModel(gpu.Decision{Placement: []gpu.NodeReplicas{{Node: "a"}, {Node: "b"}}}, nodes); got != "h100" {
+	if got := admittedModel(gpu.Decision{}, an("h100", "h100")); got != "h100" {
 		t.Errorf("shared model %q", got)
 	}
-	if got := admittedModel(gpu.Decision{Placement: []gpu.NodeReplicas{{Node: "a"}, {Node: "c"}}}, nodes); got != "" {
+	if got := admittedModel(gpu.Decision{}, an("h100", "a10")); got != "" {
 		t.Errorf("mixed models %q, want none", got)
 	}
-	if got := admittedModel(gpu.Decision{Selector: map[string]string{gpu.LabelGPUModel: "l4"}}, nodes); got != "l4" {
+	if got := admittedModel(gpu.Decision{Selector: map[string]string{gpu.LabelGPUModel: "l4"}}, an("h100")); got != "l4" {
 		t.Errorf("selector model %q", got)
 	}
 }
+
 func ptr[T any](v T) *T { return &v }
 
 // TestHeldBackNodesWait: a cluster whose matching nodes all cannot take pods now (a drain cordoned

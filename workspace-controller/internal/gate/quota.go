@@ -27,23 +27,67 @@ import (
 // +kubebuilder:rbac:groups=workspaces.exalsius.ai,resources=workspacequotas/status,verbs=patch
 
 // quotaCharge is what one workspace holds, or asks for, against a namespace's quotas: one workspace
-// and its GPUs of a vendor and model.
+// and its GPUs of a vendor, by model.
 type quotaCharge struct {
 	key    string
 	vendor workspacesv1.GPUVendor
-	model  string
-	gpus   int64
+	models []modelGPUs
 }
 
-// chargeOf is what an admission holds.
+// modelGPUs is a number of GPUs of one model ("" when the nodes do not say).
+type modelGPUs struct {
+	model string
+	gpus  int64
+}
+
+// chargeOf is what an admission holds: the GPUs on each admitted node, by the node's model (an
+// admission spread over nodes of two models holds GPUs of both). A node without a recorded model
+// (an admission recorded before nodes carried theirs) counts the admission's model.
 func chargeOf(key string, ad *workspacesv1.Admission) quotaCharge {
-	return quotaCharge{key: key, vendor: ad.GPUVendor, model: ad.GPUModel, gpus: ad.GPUs}
+	c := quotaCharge{key: key, vendor: ad.GPUVendor}
+	if len(ad.Nodes) == 0 || ad.GPUsPerReplica <= 0 {
+		if ad.GPUs > 0 {
+			c.models = []modelGPUs{{model: ad.GPUModel, gpus: ad.GPUs}}
+		}
+		return c
+	}
+	for _, n := range ad.Nodes {
+		m := n.GPUModel
+		if m == "" {
+			m = ad.GPUModel
+		}
+		c.add(m, ad.GPUsPerReplica*int64(n.Replicas))
+	}
+	return c
 }
 
-// counts reports whether a GPU quota entry counts a charge: same vendor, and same model when the
+// add charges gpus of model.
+func (c *quotaCharge) add(model string, gpus int64) {
+	if gpus <= 0 {
+		return
+	}
+	for i := range c.models {
+		if c.models[i].model == model {
+			c.models[i].gpus += gpus
+			return
+		}
+	}
+	c.models = append(c.models, modelGPUs{model: model, gpus: gpus})
+}
+
+// counted is the GPUs of a charge a GPU quota entry counts: of its vendor, and of its model when the
 // entry names one.
-func counts(e workspacesv1.GPUQuota, c quotaCharge) bool {
-	return c.gpus > 0 && c.vendor == e.Vendor && (e.Model == "" || e.Model == c.model)
+func counted(e workspacesv1.GPUQuota, c quotaCharge) int64 {
+	if c.vendor != e.Vendor {
+		return 0
+	}
+	var n int64
+	for _, m := range c.models {
+		if e.Model == "" || e.Model == m.model {
+			n += m.gpus
+		}
+	}
+	return n
 }
 
 // quotaUse sums the charges for each entry of a quota.
@@ -52,9 +96,7 @@ func quotaUse(q *workspacesv1.WorkspaceQuota, held []quotaCharge) ([]workspacesv
 	for _, e := range q.Spec.GPUs {
 		u := workspacesv1.GPUUsage{Vendor: e.Vendor, Model: e.Model, Limit: e.Limit}
 		for _, c := range held {
-			if counts(e, c) {
-				u.Used += c.gpus
-			}
+			u.Used += counted(e, c)
 		}
 		out = append(out, u)
 	}
@@ -72,13 +114,13 @@ func quotaViolation(quotas []workspacesv1.WorkspaceQuota, held []quotaCharge, re
 			return fmt.Sprintf("WorkspaceQuota %s: %d of %d workspaces are used; one more would exceed spec.workspaces", q.Name, n, *w)
 		}
 		for j, e := range q.Spec.GPUs {
-			if counts(e, req) && use[j].Used+req.gpus > e.Limit {
+			if n := counted(e, req); n > 0 && use[j].Used+n > e.Limit {
 				what := string(e.Vendor)
 				if e.Model != "" {
 					what += " " + e.Model
 				}
 				return fmt.Sprintf("WorkspaceQuota %s: %d of %d %s GPUs are used and the workspace asks for %d (spec.gpus[%d])",
-					q.Name, use[j].Used, e.Limit, what, req.gpus, j)
+					q.Name, use[j].Used, e.Limit, what, n, j)
 			}
 		}
 	}
@@ -148,8 +190,9 @@ func waiterCharge(o *workspacesv1.WorkspaceDeployment) (quotaCharge, bool) {
 	if res == nil {
 		return quotaCharge{}, false
 	}
-	return quotaCharge{key: o.Namespace + "/" + o.Name, vendor: res.PerReplica.GPUVendor, model: res.PerReplica.GPUType,
-		gpus: GPUs(res) * int64(res.Replicas)}, true
+	c := quotaCharge{key: o.Namespace + "/" + o.Name, vendor: res.PerReplica.GPUVendor}
+	c.add(res.PerReplica.GPUType, GPUs(res)*int64(res.Replicas))
+	return c, true
 }
 
 // QuotaResult is what the namespace's WorkspaceQuotas say of an admission.

@@ -61,9 +61,9 @@ func withoutTime(ad *workspacesv1.Admission) *workspacesv1.Admission {
 
 // newAdmission records a gate decision that admitted the resources.
 func newAdmission(cluster string, res *workspacesv1.ResolvedResources, d gpu.Decision, nodes []corev1.Node, now time.Time) *workspacesv1.Admission {
-	hostnames := make(map[string]string, len(nodes))
+	byName := make(map[string]*corev1.Node, len(nodes))
 	for i := range nodes {
-		hostnames[nodes[i].Name] = nodes[i].Labels[corev1.LabelHostname]
+		byName[nodes[i].Name] = &nodes[i]
 	}
 	t := metav1.NewTime(now.UTC().Truncate(time.Second))
 	ad := &workspacesv1.Admission{Cluster: cluster, Replicas: res.Replicas, AdmittedAt: &t}
@@ -73,31 +73,31 @@ func newAdmission(cluster string, res *workspacesv1.ResolvedResources, d gpu.Dec
 		ad.GPUsPerReplica = n
 		ad.GPUs = n * int64(res.Replicas)
 		ad.Selector = nonEmpty(d.Selector)
-		ad.GPUModel = admittedModel(d, nodes)
+		rn := corev1.ResourceName(res.GPUResourceName)
 		for _, p := range d.Placement {
-			ad.Nodes = append(ad.Nodes, workspacesv1.AdmittedNode{Name: p.Node, Replicas: p.Replicas, Hostname: hostnames[p.Node]})
+			an := workspacesv1.AdmittedNode{Name: p.Node, Replicas: p.Replicas}
+			if n := byName[p.Node]; n != nil {
+				an.Hostname, an.GPUModel = n.Labels[corev1.LabelHostname], gpu.ModelOf(n, rn)
+			}
+			ad.Nodes = append(ad.Nodes, an)
 		}
+		ad.GPUModel = admittedModel(d, ad.Nodes)
 	}
 	return ad
 }
 
-// admittedModel is the exalsius.ai/gpu-model of the nodes a decision placed the replicas on, when
-// they share one.
-func admittedModel(d gpu.Decision, nodes []corev1.Node) string {
+// admittedModel is the GPU model of the nodes a decision placed the replicas on, when they share one:
+// the model the request selected, else the admitted nodes' (gpu.ModelOf).
+func admittedModel(d gpu.Decision, nodes []workspacesv1.AdmittedNode) string {
 	if m := d.Selector[gpu.LabelGPUModel]; m != "" {
 		return m
 	}
-	byName := make(map[string]string, len(nodes))
-	for i := range nodes {
-		byName[nodes[i].Name] = nodes[i].Labels[gpu.LabelGPUModel]
-	}
 	model := ""
-	for i, p := range d.Placement {
-		m := byName[p.Node]
-		if i > 0 && m != model {
+	for i, n := range nodes {
+		if i > 0 && n.GPUModel != model {
 			return ""
 		}
-		model = m
+		model = n.GPUModel
 	}
 	return model
 }

@@ -241,6 +241,11 @@ type AdmittedNode struct {
 	// they were all counted on it.
 	// +optional
 	Hostname string `json:"hostname,omitempty"`
+	// GPUModel is the node's GPU model when the replicas were counted on it: its exalsius.ai/gpu-model
+	// label, else its vendor's product label (nvidia.com/gpu.product, amd.com/gpu.product-name). A
+	// WorkspaceQuota's per-model limit counts the replicas on each node by this model.
+	// +optional
+	GPUModel string `json:"gpuModel,omitempty"`
 }
 
 // Admission records what the GPU gate granted a workspace. It is written before the workspace's
@@ -266,8 +271,9 @@ type Admission struct {
 	// GPUVendor is the vendor of the GPUs.
 	// +optional
 	GPUVendor GPUVendor `json:"gpuVendor,omitempty"`
-	// GPUModel is the exalsius.ai/gpu-model label of the nodes the replicas were counted on, when
-	// they all share one; a WorkspaceQuota's per-model limit counts it.
+	// GPUModel is the GPU model of the nodes the replicas were counted on (see nodes[].gpuModel), when
+	// they all share one. A WorkspaceQuota's per-model limit counts nodes[].gpuModel, and this model
+	// for an admission recorded before nodes carried theirs.
 	// +optional
 	GPUModel string `json:"gpuModel,omitempty"`
 	// GPUsPerReplica is the GPUs each replica holds, all on one node.

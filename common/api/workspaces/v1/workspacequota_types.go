@@ -9,8 +9,9 @@ type GPUQuota struct {
 	// Vendor of the GPUs counted.
 	// +required
 	Vendor GPUVendor `json:"vendor"`
-	// Model, when set, counts only GPUs of this model (the exalsius.ai/gpu-model label of the nodes a
-	// workspace was admitted on); without it every GPU of the vendor counts.
+	// Model, when set, counts only GPUs of this model: the model of each node a workspace's replicas
+	// were admitted on (its exalsius.ai/gpu-model label, else its vendor's product label, as the
+	// inventory reports it); without it every GPU of the vendor counts.
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
 	Model string `json:"model,omitempty"`
