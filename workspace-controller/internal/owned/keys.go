@@ -27,6 +27,12 @@ const (
 	// none), set only when the rollout changes what k0rdent fingerprints (the template or the values).
 	// A Deployed whose lastDeployedHash is still this one is the previous rollout's.
 	AnnotationRolloutBaseHash = "workspaces.exalsius.ai/rollout-base-hash"
+	// AnnotationRolloutBaseTransition records, on a workspace's ServiceSet, the release's
+	// lastStateTransitionTime in the ServiceSet's status when the current rollout started (RFC 3339,
+	// to the second as k0rdent reports it; empty when there was none). k0rdent's times have a
+	// second's precision: a state of the rollout's own second is the rollout's unless it is this one,
+	// the state the rollout found (a change made in the second the previous rollout was deployed).
+	AnnotationRolloutBaseTransition = "workspaces.exalsius.ai/rollout-base-transition"
 	// AnnotationAdmission carries, on a workspace's ServiceSet, the GPU admission the release was made
 	// for (JSON, as status.admission). The status records it in the same pass; the annotation keeps it
 	// counted when that pass ended between the ServiceSet and the status write.

@@ -43,7 +43,7 @@ func ReadRollout(ss *k0rdentv1beta1.ServiceSet, ws *workspacesv1.WorkspaceDeploy
 		}
 	}
 	ro.Current = ro.State != nil && (ro.State.LastStateTransitionTime == nil ||
-		!ro.State.LastStateTransitionTime.Time.Before(ro.Started.Truncate(time.Second)) ||
+		(!ro.State.LastStateTransitionTime.Time.Before(ro.Started.Truncate(time.Second)) && !foundAtStart(ss, ro.State)) ||
 		now.Sub(ro.Started) >= settle)
 	// KCM v1.12 moves lastDeployedHash only once Sveltos and its own check of the child confirm a new
 	// configuration Deployed. Where the rollout recorded the hash it started from, a Deployed carrying
@@ -56,6 +56,22 @@ func ReadRollout(ss *k0rdentv1beta1.ServiceSet, ws *workspacesv1.WorkspaceDeploy
 	}
 	ro.DeployedBefore = stamp != "" && ss.Annotations[owned.AnnotationRolloutDeployed] == stamp
 	return ro
+}
+
+// foundAtStart reports whether state is the one the rollout found when it started: its transition time
+// is the one recorded then (owned.AnnotationRolloutBaseTransition).
+func foundAtStart(ss *k0rdentv1beta1.ServiceSet, state *k0rdentv1beta1.ServiceState) bool {
+	base, ok := ss.Annotations[owned.AnnotationRolloutBaseTransition]
+	return ok && base != "" && state.LastStateTransitionTime != nil && transitionStamp(state) == base
+}
+
+// transitionStamp is a state's lastStateTransitionTime as recorded: RFC 3339, to the second ("" when
+// it has none).
+func transitionStamp(state *k0rdentv1beta1.ServiceState) string {
+	if state == nil || state.LastStateTransitionTime == nil {
+		return ""
+	}
+	return state.LastStateTransitionTime.UTC().Format(time.RFC3339)
 }
 
 // Deployed reports whether k0rdent reports the current rollout Deployed.

@@ -48,6 +48,20 @@ func TestReadRollout(t *testing.T) {
 	if ro.State == nil || ro.State.State != k0rdentv1beta1.ServiceStateDeployed || !ro.Current || !ro.Deployed() || ro.Failed() {
 		t.Errorf("state of the rollout's second: %+v", ro)
 	}
+	// ... unless it is the state the rollout found when it started (a change made in the second the
+	// previous rollout was reported deployed): the previous one's, until the settle time passed.
+	found := servedSet(ws, k0rdentv1beta1.ServiceStateDeployed, started.Truncate(time.Second))
+	found.Annotations[owned.AnnotationRolloutBaseTransition] = transitionStamp(&found.Status.Services[1])
+	if ro = ReadRollout(found, ws, now, settle); ro.Current || ro.Deployed() {
+		t.Errorf("the state the rollout found taken for current: %+v", ro)
+	}
+	if ro = ReadRollout(found, ws, started.Add(settle), settle); !ro.Current {
+		t.Errorf("the state the rollout found not trusted once settled: %+v", ro)
+	}
+	found.Annotations[owned.AnnotationRolloutBaseTransition] = transitionStamp(&found.Status.Services[1])[:17] + "00Z"
+	if ro = ReadRollout(found, ws, now, settle); !ro.Current {
+		t.Errorf("a state newer than the one the rollout found not taken for current: %+v", ro)
+	}
 	// A state from before the rollout is the previous one's, until the settle time passed.
 	old := started.Add(-time.Minute)
 	if ro = ReadRollout(servedSet(ws, k0rdentv1beta1.ServiceStateDeployed, old), ws, now, settle); ro.Current || ro.Deployed() {

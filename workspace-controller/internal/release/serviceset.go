@@ -12,6 +12,7 @@ import (
 
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/common/text"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 )
 
@@ -150,23 +151,33 @@ func Fingerprinted(got, want *k0rdentv1beta1.ServiceSet) bool {
 
 // lastDeployedHash is the lastDeployedHash got's status reports for want's release ("" when none).
 func lastDeployedHash(got, want *k0rdentv1beta1.ServiceSet) string {
-	if len(want.Spec.Services) == 0 {
-		return ""
-	}
-	w := want.Spec.Services[0]
-	for _, st := range got.Status.Services {
-		if st.Name == w.Name && st.Namespace == w.Namespace {
-			return st.LastDeployedHash
-		}
+	if st := serviceState(got, want); st != nil {
+		return st.LastDeployedHash
 	}
 	return ""
 }
 
-// Conflict says why a ServiceSet of the workspace's name that is not the workspace's is left alone.
-func Conflict(ss *k0rdentv1beta1.ServiceSet) string {
+// serviceState is the state got's status reports for want's release, or nil.
+func serviceState(got, want *k0rdentv1beta1.ServiceSet) *k0rdentv1beta1.ServiceState {
+	if len(want.Spec.Services) == 0 {
+		return nil
+	}
+	w := want.Spec.Services[0]
+	for i := range got.Status.Services {
+		if st := &got.Status.Services[i]; st.Name == w.Name && st.Namespace == w.Namespace {
+			return st
+		}
+	}
+	return nil
+}
+
+// Conflict says why a ServiceSet of the workspace's name that is not the workspace's is left alone,
+// as the tenant of viewer (the workspace's namespace) may read it: another namespace's workspace is
+// not named.
+func Conflict(ss *k0rdentv1beta1.ServiceSet, viewer string) string {
 	owner := "no workspace"
 	if n := ss.Labels[workspacesv1.WorkspaceLabel]; n != "" {
-		owner = "workspace " + ss.Labels[workspacesv1.WorkspaceNamespaceLabel] + "/" + n
+		owner = text.WorkspaceSeenFrom(viewer, ss.Labels[workspacesv1.WorkspaceNamespaceLabel], n)
 	}
 	return fmt.Sprintf("ServiceSet %s/%s exists and its labels name %s; it is not adopted. Remove it or rename this workspace", ss.Namespace, ss.Name, owner)
 }
@@ -231,6 +242,7 @@ func Correct(got, want *k0rdentv1beta1.ServiceSet, spec bool, stamp string, admi
 	} else {
 		delete(got.Annotations, owned.AnnotationRolloutBaseHash)
 	}
+	got.Annotations[owned.AnnotationRolloutBaseTransition] = transitionStamp(serviceState(got, want))
 	got.Spec.Cluster = want.Spec.Cluster
 	got.Spec.Provider.Name = want.Spec.Provider.Name
 	got.Spec.Services = want.Spec.Services

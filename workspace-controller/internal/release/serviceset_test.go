@@ -128,12 +128,16 @@ func TestStartRollout(t *testing.T) {
 
 func TestConflictNamesTheOwner(t *testing.T) {
 	ss := &k0rdentv1beta1.ServiceSet{ObjectMeta: metav1.ObjectMeta{Namespace: "kcm-system", Name: "x"}}
-	if msg := Conflict(ss); !strings.Contains(msg, "kcm-system/x") || !strings.Contains(msg, "no workspace") {
+	if msg := Conflict(ss, "team-a"); !strings.Contains(msg, "kcm-system/x") || !strings.Contains(msg, "no workspace") {
 		t.Errorf("conflict %q", msg)
 	}
 	ss.Labels = map[string]string{workspacesv1.WorkspaceLabel: "nb", workspacesv1.WorkspaceNamespaceLabel: "team-b"}
-	if msg := Conflict(ss); !strings.Contains(msg, "workspace team-b/nb") {
+	if msg := Conflict(ss, "team-b"); !strings.Contains(msg, "workspace nb") {
 		t.Errorf("conflict %q", msg)
+	}
+	// The tenant of another namespace is not told whose it is.
+	if msg := Conflict(ss, "team-a"); strings.Contains(msg, "team-b") || strings.Contains(msg, "nb") || !strings.Contains(msg, "a workspace of another namespace") {
+		t.Errorf("conflict seen from team-a: %q", msg)
 	}
 }
 
@@ -192,6 +196,9 @@ func TestCorrect(t *testing.T) {
 	got.OwnerReferences = nil
 	got.Annotations = map[string]string{owned.AnnotationRolloutStarted: "old", owned.AnnotationValuesHash: "old", "user": "keep"}
 	got.Spec.Services[0].Values = "old: 1\n"
+	deployedAt := metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	got.Status.Services = []k0rdentv1beta1.ServiceState{{Name: want.Spec.Services[0].Name, Namespace: want.Spec.Services[0].Namespace,
+		State: k0rdentv1beta1.ServiceStateDeployed, LastStateTransitionTime: &deployedAt}}
 
 	meta := got.DeepCopy()
 	Correct(meta, want, false, "new", nil)
@@ -212,6 +219,9 @@ func TestCorrect(t *testing.T) {
 	}
 	if _, ok := got.Annotations[owned.AnnotationValuesHash]; ok {
 		t.Error("the values hash stays although there are no secret values")
+	}
+	if b := got.Annotations[owned.AnnotationRolloutBaseTransition]; b != "2026-01-02T03:04:05Z" {
+		t.Errorf("the rollout recorded the state it found at %q, want 2026-01-02T03:04:05Z", b)
 	}
 	Correct(got, got.DeepCopy(), false, "newer", nil)
 	if len(got.OwnerReferences) != 1 {

@@ -57,7 +57,7 @@ func (r *Reconciler) claimServiceSet(ctx context.Context, s *scope) (stepResult,
 		return stop, fmt.Errorf("reading ServiceSet %s/%s: %w", s.cdKey.Namespace, name, err)
 	}
 	if !owned.OwnedServiceSet(ss, s.ws) {
-		s.failed(workspacesv1.HelmReleaseReadyCondition, workspacesv1.ReasonServiceSetConflict, release.Conflict(ss))
+		s.failed(workspacesv1.HelmReleaseReadyCondition, workspacesv1.ReasonServiceSetConflict, release.Conflict(ss, s.ws.Namespace))
 		return stop, nil
 	}
 	s.claimed = ss
@@ -116,7 +116,7 @@ func (r *Reconciler) serviceSet(ctx context.Context, s *scope) (stepResult, erro
 		return stop, fmt.Errorf("reading ServiceSet %s/%s: %w", want.Namespace, want.Name, err)
 	}
 	if !owned.OwnedServiceSet(got, s.ws) {
-		s.failed(workspacesv1.HelmReleaseReadyCondition, workspacesv1.ReasonServiceSetConflict, release.Conflict(got))
+		s.failed(workspacesv1.HelmReleaseReadyCondition, workspacesv1.ReasonServiceSetConflict, release.Conflict(got, s.ws.Namespace))
 		return stop, nil
 	}
 	if got.DeletionTimestamp.IsZero() && s.secretValues != "" {
