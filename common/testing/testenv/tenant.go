@@ -54,6 +54,29 @@ func Tenant(ctx context.Context, admin client.Client, cfg *rest.Config, namespac
 	return client.New(tc, client.Options{Scheme: admin.Scheme()})
 }
 
+// TenantBoundTo returns a client that acts as user, a tenant whose only right is a RoleBinding in
+// namespace to the ClusterRole clusterRole (one the chart ships), created here; check is a rule the
+// role grants, waited for until the API server's authorizer allows it.
+func TenantBoundTo(ctx context.Context, admin client.Client, cfg *rest.Config, namespace, user, clusterRole string, check rbacv1.PolicyRule) (client.Client, error) {
+	if err := ensureNamespace(ctx, admin, namespace); err != nil {
+		return nil, err
+	}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: user},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: clusterRole},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
+	}
+	if err := admin.Create(ctx, binding); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("creating RoleBinding %s/%s: %w", namespace, user, err)
+	}
+	if err := waitAuthorized(ctx, admin, namespace, user, []rbacv1.PolicyRule{check}); err != nil {
+		return nil, err
+	}
+	tc := rest.CopyConfig(cfg)
+	tc.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:authenticated"}}
+	return client.New(tc, client.Options{Scheme: admin.Scheme()})
+}
+
 // waitAuthorized waits until the API server's authorizer, which reads RBAC from its own cache,
 // allows user the first verb of the first rule in namespace.
 func waitAuthorized(ctx context.Context, admin client.Client, namespace, user string, rules []rbacv1.PolicyRule) error {

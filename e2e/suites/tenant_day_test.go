@@ -1,0 +1,170 @@
+package suites
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/e2e-framework/pkg/envconf"
+	"sigs.k8s.io/e2e-framework/pkg/features"
+
+	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/common/testing/testenv"
+	"github.com/exalsius/exalsius-operator/e2e/internal/k0rdentsim"
+	"github.com/exalsius/exalsius-operator/e2e/internal/stack"
+	w "github.com/exalsius/exalsius-operator/e2e/internal/world"
+)
+
+// chartEditRole is the tenant role the chart ships (rbac.userRoles), aggregated into the built-in edit.
+const chartEditRole = stack.ChartRelease + "-workspaces-edit"
+
+// tenantWaitPhase waits, reading as the tenant, until its workspace reaches one of the phases at its
+// current generation.
+func tenantWaitPhase(ctx context.Context, t *testing.T, tc client.Client, ns, name string, phases ...workspacesv1.WorkspacePhase) *workspacesv1.WorkspaceDeployment {
+	t.Helper()
+	var ws workspacesv1.WorkspaceDeployment
+	eventually(ctx, t, fmt.Sprintf("the tenant reads %s/%s in %v", ns, name, phases), workspaceTimeout, func(ctx context.Context) (bool, string) {
+		if err := tc.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &ws); err != nil {
+			return false, err.Error()
+		}
+		for _, p := range phases {
+			if ws.Status.Phase == p && ws.Status.ObservedGeneration == ws.Generation {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("phase %q (generation %d observed %d) message %q", ws.Status.Phase, ws.Generation, ws.Status.ObservedGeneration, ws.Status.Message)
+	})
+	return &ws
+}
+
+// tenantPatch changes the tenant's workspace through the tenant's client.
+func tenantPatch(ctx context.Context, t *testing.T, tc client.Client, ns, name string, change func(*workspacesv1.WorkspaceDeployment)) {
+	t.Helper()
+	var ws workspacesv1.WorkspaceDeployment
+	if err := tc.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &ws); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(ws.DeepCopy())
+	change(&ws)
+	if err := tc.Patch(ctx, &ws, patch); err != nil {
+		t.Fatalf("the tenant patches its workspace: %v", err)
+	}
+}
+
+// wantForbidden fails unless err is the API server's authorization refusal.
+func wantForbidden(t *testing.T, what string, err error) {
+	t.Helper()
+	if !apierrors.IsForbidden(err) {
+		t.Errorf("%s: %v, want Forbidden", what, err)
+	}
+}
+
+// TestTenantsDay: a tenant's whole day, as an impersonated user whose only right is a RoleBinding in
+// its namespace to the edit role the chart ships. It creates a GPU workspace, changes its values,
+// stops and starts it, reads its namespace's WorkspaceQuota and deletes the workspace; it cannot write
+// status, a WorkspaceQuota, a ServiceSet or a Colony, nor create a workspace in another namespace.
+func TestTenantsDay(t *testing.T) {
+	localOnly(t, "simulated GPU nodes and the simulator's Helm releases")
+	var ns, other string
+	var child *childCluster
+	var tc client.Client
+	const cd = "day"
+	f := features.New("a tenant's day with the chart's edit role").
+		Setup(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			ns = newNamespace(ctx, t, "tenant-day")
+			other = ns + "-elsewhere" // authorization refuses before the namespace is looked up
+			serviceTemplate(ctx, t, notebookTemplate, "jupyter-notebook", "0.3.0", "kcm-system", ns)
+			child = createClusterDeployment(ctx, t, ns, cd, w.ClusterConfig{Nodes: []w.NodePool{gpuPool("l4", "NVIDIA", "L4", 1, 1)}})
+			createClass(ctx, t, notebookClass("e2e-day-"+ns, notebookTemplate, 1, workspacesv1.GPUVendorNVIDIA))
+			two, three := int64(2), int32(3)
+			mustCreate(ctx, t, &workspacesv1.WorkspaceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "team"},
+				Spec: workspacesv1.WorkspaceQuotaSpec{GPUs: []workspacesv1.GPUQuota{{Vendor: workspacesv1.GPUVendorNVIDIA, Limit: two}}, Workspaces: &three}})
+			var err error
+			tc, err = testenv.TenantBoundTo(ctx, mgmt(), tgt.Config(), ns, "tenant-"+ns, chartEditRole, rbacv1.PolicyRule{
+				APIGroups: []string{workspacesv1.GroupVersion.Group}, Resources: []string{"workspacedeployments"}, Verbs: []string{"create"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ctx
+		}).
+		Assess("create, change values, stop, start, read the quota, delete", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			ws := workspace(ns, "nb", "e2e-day-"+ns, cd, nil)
+			ws.Spec.Values = jsonOf(t, map[string]any{"notebook": map[string]any{"ui": "lab"}})
+			if err := tc.Create(ctx, ws); err != nil {
+				t.Fatalf("the tenant creates a workspace: %v", err)
+			}
+			got := tenantWaitPhase(ctx, t, tc, ns, "nb", workspacesv1.PhaseRunning)
+
+			tenantPatch(ctx, t, tc, ns, "nb", func(ws *workspacesv1.WorkspaceDeployment) {
+				ws.Spec.Values = jsonOf(t, map[string]any{"notebook": map[string]any{"ui": "tree"}})
+			})
+			eventually(ctx, t, "the release carries the tenant's new values", workspaceTimeout, func(ctx context.Context) (bool, string) {
+				rel, err := k0rdentsim.Release(child.KubeconfigPath, "ws-nb", got.Status.ReleaseName)
+				if err != nil || rel == nil {
+					return false, fmt.Sprint("release: ", err)
+				}
+				return dig(rel.Config, "notebook", "ui") == "tree", fmt.Sprintf("notebook.ui %v", dig(rel.Config, "notebook", "ui"))
+			})
+			tenantWaitPhase(ctx, t, tc, ns, "nb", workspacesv1.PhaseRunning)
+
+			tenantPatch(ctx, t, tc, ns, "nb", func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Stopped = true })
+			tenantWaitPhase(ctx, t, tc, ns, "nb", workspacesv1.PhaseStopped)
+			waitReleaseReplicas(ctx, t, child, got, 0)
+			tenantPatch(ctx, t, tc, ns, "nb", func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Stopped = false })
+			tenantWaitPhase(ctx, t, tc, ns, "nb", workspacesv1.PhaseRunning)
+
+			eventually(ctx, t, "the tenant reads its quota's use", workspaceTimeout, func(ctx context.Context) (bool, string) {
+				var q workspacesv1.WorkspaceQuota
+				if err := tc.Get(ctx, types.NamespacedName{Namespace: ns, Name: "team"}, &q); err != nil {
+					return false, err.Error()
+				}
+				ok := q.Status.Workspaces == 1 && len(q.Status.GPUs) == 1 && q.Status.GPUs[0].Used == 1
+				return ok, "status " + q.Status.Summary
+			})
+
+			var mine workspacesv1.WorkspaceDeployment
+			if err := tc.Get(ctx, types.NamespacedName{Namespace: ns, Name: "nb"}, &mine); err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.Delete(ctx, &mine); err != nil {
+				t.Fatalf("the tenant deletes its workspace: %v", err)
+			}
+			eventually(ctx, t, "the tenant's workspace gone", workspaceTimeout, func(ctx context.Context) (bool, string) {
+				err := tc.Get(ctx, types.NamespacedName{Namespace: ns, Name: "nb"}, &workspacesv1.WorkspaceDeployment{})
+				return apierrors.IsNotFound(err), fmt.Sprint(err)
+			})
+			return ctx
+		}).
+		Assess("what the edit role never grants", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			ws := workspace(ns, "forged", "e2e-day-"+ns, cd, nil)
+			if err := tc.Create(ctx, ws); err != nil {
+				t.Fatalf("the tenant creates a workspace: %v", err)
+			}
+			patch := client.MergeFrom(ws.DeepCopy())
+			ws.Status.Admission = &workspacesv1.Admission{Cluster: ns + "/" + cd, GPUs: 8, Replicas: 1}
+			wantForbidden(t, "status write", tc.Status().Patch(ctx, ws, patch))
+			wantForbidden(t, "WorkspaceQuota create", tc.Create(ctx, &workspacesv1.WorkspaceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "more"}}))
+			var q workspacesv1.WorkspaceQuota
+			if err := tc.Get(ctx, types.NamespacedName{Namespace: ns, Name: "team"}, &q); err != nil {
+				t.Fatal(err)
+			}
+			qp := client.MergeFrom(q.DeepCopy())
+			q.Spec.GPUs[0].Limit = 100
+			wantForbidden(t, "WorkspaceQuota patch", tc.Patch(ctx, &q, qp))
+			wantForbidden(t, "ServiceSet create", tc.Create(ctx, &k0rdentv1beta1.ServiceSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mine"},
+				Spec: k0rdentv1beta1.ServiceSetSpec{Cluster: cd}}))
+			wantForbidden(t, "Colony create", tc.Create(ctx, &infrav1.Colony{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mine"}}))
+			wantForbidden(t, "workspace in another namespace", tc.Create(ctx, workspace(other, "nb", "e2e-day-"+ns, cd, nil)))
+			deleteAndWait(ctx, t, ws, workspaceTimeout)
+			return ctx
+		}).
+		Feature()
+	testEnv.Test(t, f)
+}
