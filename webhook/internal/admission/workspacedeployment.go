@@ -51,6 +51,13 @@ func (v *DeploymentValidator) ValidateCreate(ctx context.Context, wsd *workspace
 	if err := v.classDeleting(ctx, wsd); err != nil {
 		errs = append(errs, err)
 	}
+	cerr, err := v.classAllowed(ctx, wsd)
+	if err != nil {
+		return warnings, err
+	}
+	if cerr != nil {
+		errs = append(errs, cerr)
+	}
 	terrs, err := v.tenancy(ctx, wsd)
 	if err != nil {
 		return warnings, err
@@ -152,6 +159,29 @@ func (v *DeploymentValidator) classDeleting(ctx context.Context, wsd *workspaces
 	}
 	return field.Forbidden(field.NewPath("spec", "workspaceClassRef"),
 		fmt.Sprintf("WorkspaceClass %s is being deleted; use another class", wc.Name))
+}
+
+// classAllowed refuses a new deployment of a class whose spec.allowedNamespaces does not select the
+// deployment's namespace (common/tenancy.ClassAllowed). The class reference never changes, so only a
+// create is checked; the workspace-controller checks again on every pass. A missing class is left to
+// the warning of check.
+func (v *DeploymentValidator) classAllowed(ctx context.Context, wsd *workspacesv1.WorkspaceDeployment) (*field.Error, error) {
+	if wsd.Spec.WorkspaceClassRef == "" {
+		return nil, nil
+	}
+	wc := &workspacesv1.WorkspaceClass{}
+	if err := v.get(ctx, client.ObjectKey{Name: wsd.Spec.WorkspaceClassRef}, wc); err != nil || !tenancy.ClassRestricted(wc) {
+		return nil, client.IgnoreNotFound(err)
+	}
+	ns := &corev1.Namespace{}
+	err := v.get(ctx, client.ObjectKey{Name: wsd.Namespace}, ns)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return nil, apierrors.NewInternalError(fmt.Errorf("reading namespace %s: %w", wsd.Namespace, err))
+	}
+	if ok, why := tenancy.ClassAllowed(wc, wsd.Namespace, ns.Labels); !ok {
+		return field.Forbidden(field.NewPath("spec", "workspaceClassRef"), why+" (see docs/TENANCY.md)"), nil
+	}
+	return nil, nil
 }
 
 // ClassMissingWarning is the warning returned when a deployment names a class that does not exist.

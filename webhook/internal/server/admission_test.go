@@ -325,3 +325,28 @@ func TestObjectsCreatedAMomentAgoAreSeen(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkspaceDeploymentClassAllowedNamespaces: a class with spec.allowedNamespaces is refused to a
+// namespace it does not select, naming spec.workspaceClassRef, and allowed to one it selects; a class
+// without it is for every namespace; an invalid selector is refused on the class.
+func TestWorkspaceDeploymentClassAllowedNamespaces(t *testing.T) {
+	ctx := context.Background()
+	gold := simpleClass("gold-only-1-0-0")
+	gold.Spec.AllowedNamespaces = &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "gold"}}
+	must(t, mgmt.Client.Create(ctx, gold))
+	must(t, mgmt.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-gold", Labels: map[string]string{"tier": "gold"}}}))
+	must(t, mgmt.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-plain"}}))
+	must(t, mgmt.Client.Create(ctx, deployment("team-gold", "nb", gold.Name, nil)))
+	err := mgmt.Client.Create(ctx, deployment("team-plain", "nb", gold.Name, nil))
+	denied(t, err, "spec.workspaceClassRef")
+	if !strings.Contains(err.Error(), "spec.allowedNamespaces") {
+		t.Errorf("the denial does not name the class's field: %v", err)
+	}
+	plain := simpleClass("for-all-1-0-0")
+	must(t, mgmt.Client.Create(ctx, plain))
+	must(t, mgmt.Client.Create(ctx, deployment("team-plain", "nb", plain.Name, nil)))
+
+	bad := simpleClass("bad-selector-1-0-0")
+	bad.Spec.AllowedNamespaces = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tier", Operator: "Near"}}}
+	denied(t, mgmt.Client.Create(ctx, bad), "spec.allowedNamespaces.matchExpressions[0].operator")
+}

@@ -7,6 +7,7 @@ import (
 	"github.com/Masterminds/semver/v3"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
@@ -34,6 +35,10 @@ func WorkspaceClass(wc *workspacesv1.WorkspaceClass) field.ErrorList {
 	errs = append(errs, userFacingConfig(s, spec)...)
 	errs = append(errs, positiveDuration(s.DeployTimeout, spec.Child("deployTimeout"))...)
 	errs = append(errs, positiveDuration(s.PrerequisiteDeployTimeout, spec.Child("prerequisiteDeployTimeout"))...)
+	if s.AllowedNamespaces != nil {
+		errs = append(errs, metav1validation.ValidateLabelSelector(s.AllowedNamespaces,
+			metav1validation.LabelSelectorValidationOptions{}, spec.Child("allowedNamespaces"))...)
+	}
 	if s.DefaultValues != nil {
 		if vals, err := decodeObject(s.DefaultValues.Raw); err != nil {
 			errs = append(errs, field.Invalid(spec.Child("defaultValues"), field.OmitValueType{}, err.Error()))

@@ -58,6 +58,12 @@ func TestWorkspaceClassRules(t *testing.T) {
 			s.DefaultResources.PerReplica.Memory = ptr(resource.MustParse("-1Gi"))
 		}, []string{"spec.defaultResources.perReplica.memory"}},
 		{"class gpuType", func(s *workspacesv1.WorkspaceClassSpec) { s.DefaultResources.PerReplica.GPUType = "A100" }, []string{"spec.defaultResources.perReplica.gpuType"}},
+		{"allowedNamespaces operator", func(s *workspacesv1.WorkspaceClassSpec) {
+			s.AllowedNamespaces = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tier", Operator: "Near"}}}
+		}, []string{"spec.allowedNamespaces.matchExpressions[0].operator"}},
+		{"allowedNamespaces label", func(s *workspacesv1.WorkspaceClassSpec) {
+			s.AllowedNamespaces = &metav1.LabelSelector{MatchLabels: map[string]string{"bad key!": "x"}}
+		}, []string{"spec.allowedNamespaces.matchLabels"}},
 		{"class gpuNodeSelector", func(s *workspacesv1.WorkspaceClassSpec) {
 			s.DefaultResources.PerReplica.GPUNodeSelector = map[string]string{"a": "b"}
 		}, []string{"spec.defaultResources.perReplica.gpuNodeSelector"}},

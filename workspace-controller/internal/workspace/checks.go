@@ -70,6 +70,7 @@ func (r *Reconciler) checks() []check {
 		{stepResolveClass, "class exists", r.classExists},
 		{stepResolveClass, "class validated", classValidated},
 		{stepResolveClass, "class valid", classValid},
+		{stepResolveClass, "class allowed in the namespace", r.classAllowed},
 		{stepResolveCluster, "namespace allowed", r.namespaceAllowed},
 		{stepResolveCluster, "cluster exists", r.clusterExists},
 		{stepResolveCluster, "cluster not being deleted", clusterNotDeleting},
@@ -202,6 +203,28 @@ func classValid(_ context.Context, s *scope) (*finding, error) {
 	return &finding{condition: workspacesv1.ClassResolvedCondition, reason: workspacesv1.ReasonClassInvalid, fail: true,
 		message:       fmt.Sprintf("WorkspaceClass %q is not valid: %s", class.Name, class.Status.ValidationError),
 		whenInstalled: classNotValidNow(class)}, nil
+}
+
+// classAllowed: the class's spec.allowedNamespaces selects the workspace's namespace
+// (tenancy.ClassAllowed; docs/TENANCY.md). The workspace waits Pending until it does (the namespace's
+// labels are watched); an installed one keeps its release as it is and takes no change meanwhile.
+func (r *Reconciler) classAllowed(ctx context.Context, s *scope) (*finding, error) {
+	if !tenancy.ClassRestricted(s.class) {
+		return nil, nil
+	}
+	ns := &metav1.PartialObjectMetadata{}
+	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+	if err := r.Client.Get(ctx, types.NamespacedName{Name: s.ws.Namespace}, ns); err != nil && !apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("reading namespace %s: %w", s.ws.Namespace, err)
+	}
+	ok, why := tenancy.ClassAllowed(s.class, s.ws.Namespace, ns.Labels)
+	if ok {
+		return nil, nil
+	}
+	msg := "spec.workspaceClassRef: " + why + " (see docs/TENANCY.md)"
+	return &finding{condition: workspacesv1.ClassResolvedCondition, reason: workspacesv1.ReasonClassNotAllowed, message: msg,
+		whenInstalled: &finding{condition: workspacesv1.ClassResolvedCondition, reason: workspacesv1.ReasonClassNotAllowed, hold: true,
+			message: msg + "; the installed release is left as it is"}}, nil
 }
 
 // namespaceAllowed: a ClusterDeployment in another namespace may be used only where that namespace

@@ -1,9 +1,11 @@
 package workspace
 
 import (
+	"fmt"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -102,6 +104,47 @@ func TestTenancy(t *testing.T) {
 	if ss.Namespace != cdNS || ss.Labels[workspacesv1.WorkspaceNamespaceLabel] != wsNS {
 		t.Errorf("ServiceSet %s/%s labels %v", ss.Namespace, ss.Name, ss.Labels)
 	}
+}
+
+// TestClassAllowedNamespaces: a class whose spec.allowedNamespaces does not select the workspace's
+// namespace keeps it Pending (ClassNotAllowed); labelling the namespace heals it at once; an installed
+// workspace whose namespace stops matching keeps its phase and release, saying why in ClassResolved.
+func TestClassAllowedNamespaces(t *testing.T) {
+	ns := newNamespace(t)
+	spec := classSpec(name("allowed"))
+	spec.AllowedNamespaces = &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "gold"}}
+	class := createClass(t, spec, ns)
+	cd := createCluster(t, ns, child.Kubeconfig)
+	key := createWorkspace(t, ns, class, cd.Name)
+	ws := waitPhase(t, key, workspacesv1.PhasePending, workspacesv1.ReasonClassNotAllowed)
+	if err := contains(ws.Status.Message, "spec.allowedNamespaces"); err != nil {
+		t.Error(err)
+	}
+	label := func(labels map[string]string) {
+		nsObj := &corev1.Namespace{}
+		must(t, k8s.Get(ctxT(t), client.ObjectKey{Name: ns}, nsObj))
+		patch := client.MergeFrom(nsObj.DeepCopy())
+		nsObj.Labels = labels
+		must(t, k8s.Patch(ctxT(t), nsObj, patch))
+	}
+	label(map[string]string{"tier": "gold"})
+	ws = waitPhase(t, key, workspacesv1.PhaseDeploying, "")
+	waitServiceSet(t, ws)
+	label(map[string]string{"tier": "silver"})
+	eventually(t, "ClassResolved False (ClassNotAllowed) on the installed workspace", func() error {
+		got := &workspacesv1.WorkspaceDeployment{}
+		if err := k8s.Get(ctxT(t), key, got); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(got.Status.Conditions, workspacesv1.ClassResolvedCondition)
+		if c == nil || c.Reason != workspacesv1.ReasonClassNotAllowed {
+			return fmt.Errorf("ClassResolved %+v", c)
+		}
+		if got.Status.Phase != workspacesv1.PhaseDeploying {
+			return fmt.Errorf("phase %s, want Deploying kept", got.Status.Phase)
+		}
+		return nil
+	})
 }
 
 // TestInjectionPaths: the class's paths receive the resources, overwritten user values are named in

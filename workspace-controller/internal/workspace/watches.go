@@ -108,7 +108,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager, 
 		WatchesMetadata(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.forValuesSource("ConfigMap")),
 			builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
 		WatchesMetadata(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.forNamespace),
-			builder.WithPredicates(predicate.AnnotationChangedPredicate{})).
+			builder.WithPredicates(predicate.Or(predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
 		WithOptions(opts)
 	b, err := r.setupPlacement(mgr, b)
 	if err != nil {
@@ -193,12 +193,22 @@ func (r *Reconciler) forKubeconfigSecret(ctx context.Context, o client.Object) [
 	return out
 }
 
-// forNamespace brings back the workspaces of other namespaces that target clusters in a namespace
-// whose tenancy annotation changed.
+// forNamespace brings back, when a namespace's annotations or labels change, the workspaces of other
+// namespaces that target clusters in it (its tenancy annotation), and its own workspaces (its labels,
+// which a class's spec.allowedNamespaces selects).
 func (r *Reconciler) forNamespace(ctx context.Context, o client.Object) []reconcile.Request {
-	return r.workspaces(ctx, owned.IndexClusterNamespace, o.GetName(), func(ws *workspacesv1.WorkspaceDeployment) bool {
+	out := r.workspaces(ctx, owned.IndexClusterNamespace, o.GetName(), func(ws *workspacesv1.WorkspaceDeployment) bool {
 		return ws.Namespace != o.GetName()
 	})
+	var own workspacesv1.WorkspaceDeploymentList
+	if err := r.Client.List(ctx, &own, client.InNamespace(o.GetName()), client.UnsafeDisableDeepCopy); err != nil {
+		log.FromContext(ctx).Error(err, "listing workspaces for a namespace event", "namespace", o.GetName())
+		return out
+	}
+	for i := range own.Items {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&own.Items[i])})
+	}
+	return out
 }
 
 // releasesGPUs passes the workspace events after which GPUs may be free for a waiter: a workspace

@@ -88,6 +88,9 @@ const (
 	ReasonClassNotFound = "ClassNotFound"
 	// ReasonClassInvalid: the WorkspaceClass is not valid, or not validated yet.
 	ReasonClassInvalid = "ClassInvalid"
+	// ReasonClassNotAllowed: the WorkspaceClass's spec.allowedNamespaces does not select the
+	// workspace's namespace.
+	ReasonClassNotAllowed = "ClassNotAllowed"
 	// ReasonServiceTemplateUnavailable: the class's ServiceTemplate is not valid now; a running release
 	// is untouched.
 	ReasonServiceTemplateUnavailable = "ServiceTemplateUnavailable"

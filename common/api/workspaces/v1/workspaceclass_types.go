@@ -285,6 +285,14 @@ type WorkspaceClassSpec struct {
 	// +optional
 	PodSecurityLevel PodSecurityLevel `json:"podSecurityLevel,omitempty"`
 
+	// AllowedNamespaces selects, by their labels, the namespaces whose WorkspaceDeployments may use
+	// the class; unset allows every namespace, and an empty selector ({}) selects every namespace too.
+	// The webhook refuses a workspace of a namespace it does not select; the controller checks again
+	// on every pass, and a workspace whose namespace stops matching keeps its installed release as it
+	// is, with ClassResolved False (ClassNotAllowed), until it matches again or is deleted.
+	// +optional
+	AllowedNamespaces *metav1.LabelSelector `json:"allowedNamespaces,omitempty"`
+
 	// HelmOptions are passed as each workspace service's k0rdent helmOptions (wait, timeout, atomic,
 	// ...). When empty none are sent, and k0rdent's defaults apply (atomic installs). While a workspace
 	// is stopped, its service gets them with wait, waitForJobs and atomic set to false.

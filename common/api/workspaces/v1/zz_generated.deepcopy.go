@@ -589,6 +589,11 @@ func (in *WorkspaceClassSpec) DeepCopyInto(out *WorkspaceClassSpec) {
 		*out = new(ResourceInjection)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.AllowedNamespaces != nil {
+		in, out := &in.AllowedNamespaces, &out.AllowedNamespaces
+		*out = new(metav1.LabelSelector)
+		(*in).DeepCopyInto(*out)
+	}
 	if in.HelmOptions != nil {
 		in, out := &in.HelmOptions, &out.HelmOptions
 		*out = new(apiextensionsv1.JSON)
