@@ -3,6 +3,7 @@ package suites
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -69,7 +70,9 @@ func wantForbidden(t *testing.T, what string, err error) {
 // TestTenantsDay: a tenant's whole day, as an impersonated user whose only right is a RoleBinding in
 // its namespace to the edit role the chart ships. It creates a GPU workspace, changes its values,
 // stops and starts it, reads its namespace's WorkspaceQuota and deletes the workspace; it cannot write
-// status, a WorkspaceQuota, a ServiceSet or a Colony, nor create a workspace in another namespace.
+// status, a WorkspaceQuota, a ServiceSet or a Colony, nor create a workspace in another namespace; a
+// class for other namespaces (spec.allowedNamespaces) and a value path a class does not declare
+// (valuesPolicy Declared) are refused, naming the field.
 func TestTenantsDay(t *testing.T) {
 	localOnly(t, "simulated GPU nodes and the simulator's Helm releases")
 	var ns, other string
@@ -163,6 +166,27 @@ func TestTenantsDay(t *testing.T) {
 			wantForbidden(t, "Colony create", tc.Create(ctx, &infrav1.Colony{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mine"}}))
 			wantForbidden(t, "workspace in another namespace", tc.Create(ctx, workspace(other, "nb", "e2e-day-"+ns, cd, nil)))
 			deleteAndWait(ctx, t, ws, workspaceTimeout)
+			return ctx
+		}).
+		Assess("a class for other namespaces is refused, naming the field", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			internal := notebookClass("e2e-day-internal-"+ns, notebookTemplate, 0, "")
+			internal.Spec.AllowedNamespaces = &metav1.LabelSelector{MatchLabels: map[string]string{"exalsius.ai/tier": "internal"}}
+			createClass(ctx, t, internal)
+			wantDenied(t, tc.Create(ctx, workspace(ns, "privileged", internal.Name, cd, nil)), "spec.workspaceClassRef")
+			return ctx
+		}).
+		Assess("a class that declares its values refuses any other path", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			declared := notebookClass("e2e-day-declared-"+ns, notebookTemplate, 0, "")
+			declared.Spec.ValuesPolicy = workspacesv1.ValuesPolicyDeclared
+			declared.Spec.UserFacingConfig = []workspacesv1.UserFacingConfig{{HelmValuePath: "notebook.ui", DisplayName: "UI", Type: workspacesv1.UserFacingConfigString}}
+			createClass(ctx, t, declared)
+			ws := workspace(ns, "escape", declared.Name, cd, nil)
+			ws.Spec.Values = jsonOf(t, map[string]any{"notebook": map[string]any{"ui": "lab"}, "namespaceOverride": "kube-system"})
+			err := tc.Create(ctx, ws)
+			wantDenied(t, err, "spec.values.namespaceOverride")
+			if strings.Contains(err.Error(), "kube-system") {
+				t.Errorf("the denial quotes the value: %v", err)
+			}
 			return ctx
 		}).
 		Feature()

@@ -290,6 +290,7 @@ func values(wsd *workspacesv1.WorkspaceDeployment, class *workspacesv1.Workspace
 	if class == nil {
 		return errs, nil
 	}
+	errs = append(errs, undeclaredValues(vals, class, p)...)
 	var warnings []string
 	for i := range class.Spec.UserFacingConfig {
 		pc, _ := parseConfig(&class.Spec.UserFacingConfig[i], field.NewPath("spec", "userFacingConfig").Index(i))
@@ -320,6 +321,34 @@ func values(wsd *workspacesv1.WorkspaceDeployment, class *workspacesv1.Workspace
 		}
 	}
 	return errs, warnings
+}
+
+// undeclaredValues refuses, under the class's valuesPolicy Declared, every value at a path its
+// userFacingConfig does not declare (common/valuepath.Undeclared), naming the path, never the value.
+func undeclaredValues(vals map[string]any, class *workspacesv1.WorkspaceClass, p *field.Path) field.ErrorList {
+	if class.Spec.ValuesPolicy != workspacesv1.ValuesPolicyDeclared || len(vals) == 0 {
+		return nil
+	}
+	declared := make([][]string, 0, len(class.Spec.UserFacingConfig))
+	for i := range class.Spec.UserFacingConfig {
+		if keys, err := valuepath.Parse(class.Spec.UserFacingConfig[i].HelmValuePath); err == nil {
+			declared = append(declared, keys)
+		}
+	}
+	paths, more := valuepath.Undeclared(vals, declared)
+	var errs field.ErrorList
+	detail := fmt.Sprintf("WorkspaceClass %s accepts only the values it declares in spec.userFacingConfig (its valuesPolicy is Declared)", class.Name)
+	for _, path := range paths {
+		segs, err := valuepath.Parse(path)
+		if err != nil {
+			continue
+		}
+		errs = append(errs, field.Forbidden(ValuePath(p, segs), detail))
+	}
+	if more {
+		errs = append(errs, field.Forbidden(p, fmt.Sprintf("and more undeclared paths; %s", detail)))
+	}
+	return errs
 }
 
 // limitError is the field error of values over a limit of common/valuepath (the limits the

@@ -253,3 +253,26 @@ func TestWorkspaceDeploymentValuesLimits(t *testing.T) {
 	errs, _ := WorkspaceDeployment(d, nil, DeploymentOptions{})
 	expectPaths(t, errs)
 }
+
+// TestWorkspaceDeploymentDeclaredValuesPolicy: under valuesPolicy Declared a value at a path the class
+// does not declare is refused, naming the path and not the value; declared paths and what lies under
+// them pass; the default policy accepts any path.
+func TestWorkspaceDeploymentDeclaredValuesPolicy(t *testing.T) {
+	class := validClass()
+	class.Spec.ValuesPolicy = workspacesv1.ValuesPolicyDeclared
+	errs, _ := WorkspaceDeployment(validDeployment(), class, DeploymentOptions{})
+	expectPaths(t, errs)
+	d := validDeployment()
+	vals := map[string]any{"auth": map[string]any{"password": "s3cret"},
+		"extraObjects": []any{map[string]any{"kind": "ClusterRoleBinding"}}, "namespaceOverride": "kube-system",
+		"server": map[string]any{"port": 9000, "hostNetwork": true}}
+	d.Spec.Values = raw(vals)
+	errs, _ = WorkspaceDeployment(d, class, DeploymentOptions{})
+	expectPaths(t, errs, "spec.values.extraObjects", "spec.values.namespaceOverride", "spec.values.server.hostNetwork")
+	if msg := errs.ToAggregate().Error(); strings.Contains(msg, "kube-system") || strings.Contains(msg, "ClusterRoleBinding") || !strings.Contains(msg, "valuesPolicy is Declared") {
+		t.Errorf("the denial quotes a value or does not name the policy: %v", msg)
+	}
+	class.Spec.ValuesPolicy = workspacesv1.ValuesPolicyAny
+	errs, _ = WorkspaceDeployment(d, class, DeploymentOptions{})
+	expectPaths(t, errs)
+}

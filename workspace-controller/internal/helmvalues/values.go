@@ -75,10 +75,20 @@ func Build(in Input) (Output, error) {
 	if err := valuepath.CheckShape("spec.values", user); err != nil {
 		return out, err
 	}
+	declared, err := declaredPaths(class)
+	if err != nil {
+		return out, err
+	}
+	if err := checkDeclared(class, declared, "spec.values", user); err != nil {
+		return out, err
+	}
 	secret := &mask{}
 	for _, src := range in.From {
 		// Decode checked the documents it read; a source built otherwise is checked here.
 		if err := valuepath.CheckShape("a spec.valuesFrom document", src.Values); err != nil {
+			return out, err
+		}
+		if err := checkDeclared(class, declared, "a spec.valuesFrom document", src.Values); err != nil {
 			return out, err
 		}
 		user = deepMerge(user, src.Values)
@@ -151,6 +161,41 @@ func Build(in Input) (Output, error) {
 	}
 	sort.Strings(out.Overwritten)
 	return out, nil
+}
+
+// declaredPaths are the parsed userFacingConfig paths of a class whose valuesPolicy is Declared (nil
+// for any other policy).
+func declaredPaths(class *workspacesv1.WorkspaceClass) ([][]string, error) {
+	if class.Spec.ValuesPolicy != workspacesv1.ValuesPolicyDeclared {
+		return nil, nil
+	}
+	out := make([][]string, 0, len(class.Spec.UserFacingConfig))
+	for i, u := range class.Spec.UserFacingConfig {
+		keys, err := valuepath.Parse(u.HelmValuePath)
+		if err != nil {
+			return nil, fmt.Errorf("WorkspaceClass %s spec.userFacingConfig[%d].helmValuePath: %v", class.Name, i, err)
+		}
+		out = append(out, keys)
+	}
+	return out, nil
+}
+
+// checkDeclared refuses, under valuesPolicy Declared, a document of user values (where names it) that
+// sets a path the class does not declare, naming the paths (never the values).
+func checkDeclared(class *workspacesv1.WorkspaceClass, declared [][]string, where string, values map[string]any) error {
+	if class.Spec.ValuesPolicy != workspacesv1.ValuesPolicyDeclared {
+		return nil
+	}
+	paths, more := valuepath.Undeclared(values, declared)
+	if len(paths) == 0 {
+		return nil
+	}
+	list := strings.Join(paths, ", ")
+	if more {
+		list += ", ..."
+	}
+	return fmt.Errorf("%s sets %s, which WorkspaceClass %s does not declare in spec.userFacingConfig (its valuesPolicy is Declared)",
+		where, list, class.Name)
 }
 
 // Decode reads one valuesFrom document: a YAML (or JSON) object; empty is an empty object. A document

@@ -262,3 +262,34 @@ func TestBuildEscapesTemplates(t *testing.T) {
 		t.Errorf("secret value after rendering %q", got)
 	}
 }
+
+// TestBuildDeclaredValuesPolicy: under valuesPolicy Declared, user values (spec.values and valuesFrom
+// documents) may set only the class's userFacingConfig paths; anything else is refused, naming the
+// paths and never the values. The class's own defaultValues are not user values.
+func TestBuildDeclaredValuesPolicy(t *testing.T) {
+	class := userFacingClass()
+	class.Spec.ValuesPolicy = workspacesv1.ValuesPolicyDeclared
+	class.Spec.DefaultValues = rawJSON(`{"profile":"large","nodeSelector":{"pool":"gpu"}}`)
+	res := &workspacesv1.ResolvedResources{Replicas: 1}
+	ws := &workspacesv1.WorkspaceDeployment{Spec: workspacesv1.WorkspaceDeploymentSpec{
+		Values: rawJSON(`{"server":{"port":9000},"notebookPassword":"pw","ms":{"modelArtifacts":{"uri":"hf://q"}}}`)}}
+	if _, err := Build(Input{Class: class, Workspace: ws, Resources: res}); err != nil {
+		t.Fatalf("declared values refused: %v", err)
+	}
+	ws.Spec.Values = rawJSON(`{"notebookPassword":"pw","ms":{"modelArtifacts":{"uri":"hf://q"}},"extraObjects":[{"kind":"ClusterRoleBinding"}],"tolerations":[{"operator":"Exists"}],"server":{"port":1,"hostNetwork":true}}`)
+	_, err := Build(Input{Class: class, Workspace: ws, Resources: res})
+	if err == nil || !strings.Contains(err.Error(), "spec.values sets extraObjects, server.hostNetwork, tolerations") || strings.Contains(err.Error(), "ClusterRoleBinding") {
+		t.Fatalf("undeclared spec.values: %v", err)
+	}
+	ws.Spec.Values = rawJSON(`{"notebookPassword":"pw","ms":{"modelArtifacts":{"uri":"hf://q"}}}`)
+	from := []Source{{Values: map[string]any{"namespaceOverride": "kube-system"}}}
+	_, err = Build(Input{Class: class, Workspace: ws, Resources: res, From: from})
+	if err == nil || !strings.Contains(err.Error(), "a spec.valuesFrom document sets namespaceOverride") || strings.Contains(err.Error(), "kube-system") {
+		t.Fatalf("undeclared valuesFrom: %v", err)
+	}
+	// The same values under the default policy pass.
+	class.Spec.ValuesPolicy = ""
+	if _, err := Build(Input{Class: class, Workspace: ws, Resources: res, From: from}); err != nil {
+		t.Fatalf("valuesPolicy Any refused: %v", err)
+	}
+}

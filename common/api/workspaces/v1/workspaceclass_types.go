@@ -285,6 +285,16 @@ type WorkspaceClassSpec struct {
 	// +optional
 	PodSecurityLevel PodSecurityLevel `json:"podSecurityLevel,omitempty"`
 
+	// ValuesPolicy says which Helm values a workspace may set, in spec.values and through
+	// spec.valuesFrom: Any (the default) accepts any path; Declared accepts only the paths of
+	// spec.userFacingConfig (and what lies under them), so that a chart's other values (extraObjects,
+	// namespaceOverride, nodeSelector, affinity, tolerations, ...) stay the class's. A value at any
+	// other path is refused by the webhook, and fails the workspace (InvalidValues) when it comes from
+	// a valuesFrom source, naming the path.
+	// +optional
+	// +kubebuilder:default=Any
+	ValuesPolicy ValuesPolicy `json:"valuesPolicy,omitempty"`
+
 	// AllowedNamespaces selects, by their labels, the namespaces whose WorkspaceDeployments may use
 	// the class; unset allows every namespace, and an empty selector ({}) selects every namespace too.
 	// The webhook refuses a workspace of a namespace it does not select; the controller checks again
@@ -301,6 +311,17 @@ type WorkspaceClassSpec struct {
 	// +kubebuilder:pruning:PreserveUnknownFields
 	HelmOptions *apiextensionsv1.JSON `json:"helmOptions,omitempty"`
 }
+
+// ValuesPolicy is which Helm values a class lets workspaces set.
+// +kubebuilder:validation:Enum=Any;Declared
+type ValuesPolicy string
+
+const (
+	// ValuesPolicyAny accepts a value at any path.
+	ValuesPolicyAny ValuesPolicy = "Any"
+	// ValuesPolicyDeclared accepts values only at the class's userFacingConfig paths.
+	ValuesPolicyDeclared ValuesPolicy = "Declared"
+)
 
 // PodSecurityLevel is a Pod Security Admission level.
 // +kubebuilder:validation:Enum=privileged;baseline;restricted
