@@ -8,9 +8,9 @@ import (
 func TestUndeclared(t *testing.T) {
 	declared := [][]string{MustParse("auth.password"), MustParse("server"), MustParse(`labels["app.kubernetes.io/debug"]`)}
 	values := map[string]any{
-		"auth":   map[string]any{"password": "x", "user": "root"},
-		"server": map[string]any{"port": 1, "tls": map[string]any{"on": true}},
-		"labels": map[string]any{"app.kubernetes.io/debug": "true", "team": "a"},
+		"auth":         map[string]any{"password": "x", "user": "root"},
+		"server":       map[string]any{"port": 1, "tls": map[string]any{"on": true}},
+		"labels":       map[string]any{"app.kubernetes.io/debug": "true", "team": "a"},
 		"extraObjects": []any{map[string]any{"kind": "ClusterRoleBinding"}},
 		"nodeSelector": map[string]any{"gpu": "h100"},
 		"empty":        map[string]any{},
