@@ -53,3 +53,42 @@ func below(p []string, declared [][]string) bool {
 	}
 	return false
 }
+
+// Leaves lists the paths of a values document's leaves: every value that is not a non-empty map (a
+// scalar, a list, null, an empty map), sorted by their String form.
+func Leaves(values map[string]any) [][]string {
+	var out [][]string
+	var walk func(m map[string]any, at []string)
+	walk = func(m map[string]any, at []string) {
+		for k, v := range m {
+			p := append(append(make([]string, 0, len(at)+1), at...), k)
+			if sub, ok := v.(map[string]any); ok && len(sub) > 0 {
+				walk(sub, p)
+				continue
+			}
+			out = append(out, p)
+		}
+	}
+	walk(values, nil)
+	sort.Slice(out, func(i, j int) bool { return String(out[i]) < String(out[j]) })
+	return out
+}
+
+// Overlapping lists the leaf paths of values that one of paths holds or lies under (either is a prefix
+// of the other): the values a document sets where paths are set too. Sorted, at most MaxUndeclared;
+// the second result tells whether there were more.
+func Overlapping(values map[string]any, paths [][]string) ([]string, bool) {
+	var out []string
+	for _, l := range Leaves(values) {
+		for _, p := range paths {
+			if HasPrefix(l, p) || HasPrefix(p, l) {
+				out = append(out, String(l))
+				break
+			}
+		}
+	}
+	if len(out) > MaxUndeclared {
+		return out[:MaxUndeclared], true
+	}
+	return out, false
+}

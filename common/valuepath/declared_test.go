@@ -34,3 +34,23 @@ func TestUndeclared(t *testing.T) {
 		t.Errorf("more than the bound: %d reported, more %v", len(got), more)
 	}
 }
+
+func TestLeavesAndOverlapping(t *testing.T) {
+	enforced := map[string]any{"securityContext": map[string]any{"runAsNonRoot": true}, "serviceAccount": map[string]any{"create": false}}
+	leaves := Leaves(enforced)
+	if len(leaves) != 2 || String(leaves[0]) != "securityContext.runAsNonRoot" || String(leaves[1]) != "serviceAccount.create" {
+		t.Fatalf("Leaves = %v", leaves)
+	}
+	user := map[string]any{
+		"securityContext": map[string]any{"runAsNonRoot": false, "runAsUser": 1000},
+		"serviceAccount":  nil,
+		"ui":              "lab",
+	}
+	got, more := Overlapping(user, leaves)
+	if !slices.Equal(got, []string{"securityContext.runAsNonRoot", "serviceAccount"}) || more {
+		t.Errorf("Overlapping = %v (more %v)", got, more)
+	}
+	if got, _ := Overlapping(map[string]any{"ui": "lab"}, leaves); len(got) != 0 {
+		t.Errorf("unrelated values overlap: %v", got)
+	}
+}

@@ -39,6 +39,14 @@ func WorkspaceClass(wc *workspacesv1.WorkspaceClass) field.ErrorList {
 		errs = append(errs, metav1validation.ValidateLabelSelector(s.AllowedNamespaces,
 			metav1validation.LabelSelectorValidationOptions{}, spec.Child("allowedNamespaces"))...)
 	}
+	if s.EnforcedValues != nil {
+		if vals, err := decodeObject(s.EnforcedValues.Raw); err != nil {
+			errs = append(errs, field.Invalid(spec.Child("enforcedValues"), field.OmitValueType{}, err.Error()))
+		} else if _, ok := vals[workspacesv1.ExalsiusValuesKey]; ok {
+			errs = append(errs, field.Forbidden(spec.Child("enforcedValues", workspacesv1.ExalsiusValuesKey),
+				"is written by the operator; set resources in spec.defaultResources"))
+		}
+	}
 	if s.DefaultValues != nil {
 		if vals, err := decodeObject(s.DefaultValues.Raw); err != nil {
 			errs = append(errs, field.Invalid(spec.Child("defaultValues"), field.OmitValueType{}, err.Error()))

@@ -58,6 +58,9 @@ func TestWorkspaceClassRules(t *testing.T) {
 			s.DefaultResources.PerReplica.Memory = ptr(resource.MustParse("-1Gi"))
 		}, []string{"spec.defaultResources.perReplica.memory"}},
 		{"class gpuType", func(s *workspacesv1.WorkspaceClassSpec) { s.DefaultResources.PerReplica.GPUType = "A100" }, []string{"spec.defaultResources.perReplica.gpuType"}},
+		{"enforcedValues into _exalsius", func(s *workspacesv1.WorkspaceClassSpec) {
+			s.EnforcedValues = raw(map[string]any{workspacesv1.ExalsiusValuesKey: map[string]any{"x": 1}})
+		}, []string{"spec.enforcedValues._exalsius"}},
 		{"allowedNamespaces operator", func(s *workspacesv1.WorkspaceClassSpec) {
 			s.AllowedNamespaces = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tier", Operator: "Near"}}}
 		}, []string{"spec.allowedNamespaces.matchExpressions[0].operator"}},

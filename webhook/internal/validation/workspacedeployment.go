@@ -291,6 +291,7 @@ func values(wsd *workspacesv1.WorkspaceDeployment, class *workspacesv1.Workspace
 		return errs, nil
 	}
 	errs = append(errs, undeclaredValues(vals, class, p)...)
+	errs = append(errs, enforcedValues(vals, class, p)...)
 	var warnings []string
 	for i := range class.Spec.UserFacingConfig {
 		pc, _ := parseConfig(&class.Spec.UserFacingConfig[i], field.NewPath("spec", "userFacingConfig").Index(i))
@@ -347,6 +348,30 @@ func undeclaredValues(vals map[string]any, class *workspacesv1.WorkspaceClass, p
 	}
 	if more {
 		errs = append(errs, field.Forbidden(p, fmt.Sprintf("and more undeclared paths; %s", detail)))
+	}
+	return errs
+}
+
+// enforcedValues refuses values at the paths the class's spec.enforcedValues sets (or above them),
+// naming each path, never the value: the class's values win, and a user value there would be lost.
+func enforcedValues(vals map[string]any, class *workspacesv1.WorkspaceClass, p *field.Path) field.ErrorList {
+	if class.Spec.EnforcedValues == nil || len(vals) == 0 {
+		return nil
+	}
+	enforced, err := decodeObject(class.Spec.EnforcedValues.Raw)
+	if err != nil {
+		return nil // the class's own validation reports it
+	}
+	paths, more := valuepath.Overlapping(vals, valuepath.Leaves(enforced))
+	detail := fmt.Sprintf("is set by WorkspaceClass %s (spec.enforcedValues) and cannot be changed", class.Name)
+	var errs field.ErrorList
+	for _, path := range paths {
+		if segs, err := valuepath.Parse(path); err == nil {
+			errs = append(errs, field.Forbidden(ValuePath(p, segs), detail))
+		}
+	}
+	if more {
+		errs = append(errs, field.Forbidden(p, "and more paths that "+detail))
 	}
 	return errs
 }

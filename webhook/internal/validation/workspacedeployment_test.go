@@ -276,3 +276,20 @@ func TestWorkspaceDeploymentDeclaredValuesPolicy(t *testing.T) {
 	errs, _ = WorkspaceDeployment(d, class, DeploymentOptions{})
 	expectPaths(t, errs)
 }
+
+// TestWorkspaceDeploymentEnforcedValues: spec.values may not set what the class's enforcedValues set
+// (nor a map above it); values beside them pass.
+func TestWorkspaceDeploymentEnforcedValues(t *testing.T) {
+	class := validClass()
+	class.Spec.EnforcedValues = raw(map[string]any{"securityContext": map[string]any{"runAsNonRoot": true}})
+	errs, _ := WorkspaceDeployment(validDeployment(), class, DeploymentOptions{})
+	expectPaths(t, errs)
+	d := validDeployment()
+	d.Spec.Values = raw(map[string]any{"auth": map[string]any{"password": "s3cret"},
+		"securityContext": map[string]any{"runAsNonRoot": false, "runAsUser": 1000}})
+	errs, _ = WorkspaceDeployment(d, class, DeploymentOptions{})
+	expectPaths(t, errs, "spec.values.securityContext.runAsNonRoot")
+	d.Spec.Values = raw(map[string]any{"auth": map[string]any{"password": "s3cret"}, "securityContext": nil})
+	errs, _ = WorkspaceDeployment(d, class, DeploymentOptions{})
+	expectPaths(t, errs, "spec.values.securityContext")
+}

@@ -120,6 +120,22 @@ func Build(in Input) (Output, error) {
 		}
 	}
 	overwritten := map[string]bool{}
+	enforced, err := decodeObject(class.Spec.EnforcedValues)
+	if err != nil {
+		return out, fmt.Errorf("WorkspaceClass %s spec.enforcedValues: %v", class.Name, err)
+	}
+	if len(enforced) > 0 {
+		// The class's enforced values win over the workspace's; a user value they replace is named.
+		paths, _ := valuepath.Overlapping(user, valuepath.Leaves(enforced))
+		for _, p := range paths {
+			keys := valuepath.MustParse(p)
+			uv, _ := valuepath.Get(user, keys)
+			if ev, set := valuepath.Get(enforced, keys); !set || !sameValue(uv, ev) {
+				overwritten[p] = true
+			}
+		}
+		merged = deepMerge(merged, enforced)
+	}
 	if _, set := user[workspacesv1.ExalsiusValuesKey]; set {
 		overwritten[workspacesv1.ExalsiusValuesKey] = true
 	}

@@ -293,3 +293,33 @@ func TestBuildDeclaredValuesPolicy(t *testing.T) {
 		t.Fatalf("valuesPolicy Any refused: %v", err)
 	}
 }
+
+// TestBuildEnforcedValues: the class's enforcedValues win over spec.values and valuesFrom, and the
+// user paths they replace are named; values beside them are kept.
+func TestBuildEnforcedValues(t *testing.T) {
+	class := userFacingClass()
+	class.Spec.EnforcedValues = rawJSON(`{"securityContext":{"runAsNonRoot":true},"serviceAccount":{"create":false}}`)
+	res := &workspacesv1.ResolvedResources{Replicas: 1}
+	ws := &workspacesv1.WorkspaceDeployment{Spec: workspacesv1.WorkspaceDeploymentSpec{
+		Values: rawJSON(`{"notebookPassword":"pw","ms":{"modelArtifacts":{"uri":"hf://q"}},"securityContext":{"runAsNonRoot":false,"runAsUser":1000}}`)}}
+	from := []Source{{Values: map[string]any{"serviceAccount": map[string]any{"create": true, "name": "admin"}}}}
+	built, err := Build(Input{Class: class, Workspace: ws, Resources: res, From: from})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := decode(t, built.Inline)
+	if sc := got["securityContext"].(map[string]any); sc["runAsNonRoot"] != true || sc["runAsUser"] != float64(1000) {
+		t.Errorf("securityContext %v: want runAsNonRoot enforced and runAsUser kept", sc)
+	}
+	if sa := got["serviceAccount"].(map[string]any); sa["create"] != false || sa["name"] != "admin" {
+		t.Errorf("serviceAccount %v: want create enforced and name kept", sa)
+	}
+	if want := []string{"securityContext.runAsNonRoot", "serviceAccount.create"}; !reflect.DeepEqual(built.Overwritten, want) {
+		t.Errorf("overwritten %v, want %v", built.Overwritten, want)
+	}
+	// A user value equal to the enforced one is not reported.
+	ws.Spec.Values = rawJSON(`{"notebookPassword":"pw","ms":{"modelArtifacts":{"uri":"hf://q"}},"securityContext":{"runAsNonRoot":true}}`)
+	if built, err = Build(Input{Class: class, Workspace: ws, Resources: res}); err != nil || len(built.Overwritten) != 0 {
+		t.Errorf("an equal value reported overwritten: %v %v", built.Overwritten, err)
+	}
+}

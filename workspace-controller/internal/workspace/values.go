@@ -68,7 +68,7 @@ func (r *Reconciler) valuesFor(ctx context.Context, s *scope, res *workspacesv1.
 	s.secretValues = out.Secret
 	if len(out.Overwritten) > 0 {
 		s.setCondition(workspacesv1.ResourcesInjectedCondition, "False", workspacesv1.ReasonUserValuesOverwritten,
-			"the operator overwrote these spec.values paths with the resolved resources: "+strings.Join(out.Overwritten, ", "))
+			"the operator overwrote these user value paths with the resolved resources or the class's spec.enforcedValues: "+strings.Join(out.Overwritten, ", "))
 	} else {
 		s.setTrue(workspacesv1.ResourcesInjectedCondition, workspacesv1.ReasonResourcesInjected,
 			"resources are injected in _exalsius and the class's resourceInjection paths")

@@ -275,6 +275,16 @@ type WorkspaceClassSpec struct {
 	// +kubebuilder:pruning:PreserveUnknownFields
 	DefaultValues *apiextensionsv1.JSON `json:"defaultValues,omitempty"`
 
+	// EnforcedValues are Helm values the class sets over the workspace's own: deep-merged after
+	// spec.values and spec.valuesFrom, so a workspace cannot change them (a security context, a
+	// service account, a network setting the platform relies on). The webhook refuses spec.values
+	// that set one of their paths; a valuesFrom document that does is overwritten, and
+	// ResourcesInjected says so (UserValuesOverwritten).
+	// +optional
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
+	EnforcedValues *apiextensionsv1.JSON `json:"enforcedValues,omitempty"`
+
 	// ResourceInjection writes the resolved resources into the chart's own value paths, in addition to
 	// the `_exalsius` block every chart receives.
 	// +optional

@@ -584,6 +584,11 @@ func (in *WorkspaceClassSpec) DeepCopyInto(out *WorkspaceClassSpec) {
 		*out = new(apiextensionsv1.JSON)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.EnforcedValues != nil {
+		in, out := &in.EnforcedValues, &out.EnforcedValues
+		*out = new(apiextensionsv1.JSON)
+		(*in).DeepCopyInto(*out)
+	}
 	if in.ResourceInjection != nil {
 		in, out := &in.ResourceInjection, &out.ResourceInjection
 		*out = new(ResourceInjection)
