@@ -184,7 +184,9 @@ func TestWatchNamespaceRBACIsNamespaced(t *testing.T) {
 			continue
 		}
 		comp := u.GetLabels()["app.kubernetes.io/component"]
-		if comp == "webhook" {
+		if comp == "webhook" || isUserRole(u.GetName(), "scoped") {
+			// The roles for people grant nothing until someone binds them (a tenant's RoleBinding in
+			// its namespace); TestUserRoles checks them.
 			continue
 		}
 		for _, rule := range into[rbacv1.ClusterRole](t, u).Rules {

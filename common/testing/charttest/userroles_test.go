@@ -14,6 +14,17 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
+// isUserRole reports whether a ClusterRole of the release with prefix fullname is one of the roles for
+// people (rbac.userRoles), which the chart never binds to a component.
+func isUserRole(name, fullname string) bool {
+	for _, suffix := range []string{"-workspaces-view", "-workspaces-edit", "-workspaceclasses-view", "-platform-admin"} {
+		if name == fullname+suffix {
+			return true
+		}
+	}
+	return false
+}
+
 // tenantRoles are the user roles a tenant is given in its namespace.
 var tenantRoles = []string{"exalsius-operator-workspaces-view", "exalsius-operator-workspaces-edit"}
 
