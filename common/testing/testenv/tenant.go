@@ -38,20 +38,7 @@ func Tenant(ctx context.Context, admin client.Client, cfg *rest.Config, namespac
 	} else if err != nil {
 		return nil, fmt.Errorf("creating Role %s/%s: %w", namespace, user, err)
 	}
-	binding := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: user},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: user},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
-	}
-	if err := admin.Create(ctx, binding); err != nil && !apierrors.IsAlreadyExists(err) {
-		return nil, fmt.Errorf("creating RoleBinding %s/%s: %w", namespace, user, err)
-	}
-	if err := waitAuthorized(ctx, admin, namespace, user, rules); err != nil {
-		return nil, err
-	}
-	tc := rest.CopyConfig(cfg)
-	tc.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:authenticated"}}
-	return client.New(tc, client.Options{Scheme: admin.Scheme()})
+	return bindAndImpersonate(ctx, admin, cfg, namespace, user, rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: user}, rules)
 }
 
 // TenantBoundTo returns a client that acts as user, a tenant whose only right is a RoleBinding in
@@ -61,15 +48,23 @@ func TenantBoundTo(ctx context.Context, admin client.Client, cfg *rest.Config, n
 	if err := ensureNamespace(ctx, admin, namespace); err != nil {
 		return nil, err
 	}
+	return bindAndImpersonate(ctx, admin, cfg, namespace, user,
+		rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: clusterRole}, []rbacv1.PolicyRule{check})
+}
+
+// bindAndImpersonate binds role to user in namespace (a RoleBinding named after the user), waits until
+// the authorizer allows the first of rules, and returns a client impersonating user.
+func bindAndImpersonate(ctx context.Context, admin client.Client, cfg *rest.Config, namespace, user string,
+	role rbacv1.RoleRef, rules []rbacv1.PolicyRule) (client.Client, error) {
 	binding := &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: user},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: clusterRole},
+		RoleRef:    role,
 		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
 	}
 	if err := admin.Create(ctx, binding); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("creating RoleBinding %s/%s: %w", namespace, user, err)
 	}
-	if err := waitAuthorized(ctx, admin, namespace, user, []rbacv1.PolicyRule{check}); err != nil {
+	if err := waitAuthorized(ctx, admin, namespace, user, rules); err != nil {
 		return nil, err
 	}
 	tc := rest.CopyConfig(cfg)
