@@ -62,3 +62,30 @@ func ShortHash(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])[:hashLen]
 }
+
+// qualifierLen is the number of hex characters of a namespace qualifier.
+const qualifierLen = 5
+
+// NamespaceQualifier is the short, stable suffix that sets a workspace apart from a same-named
+// workspace of another namespace where both share one name space (a child cluster, a Gateway): the
+// first 5 hex characters of the SHA-256 of its namespace.
+func NamespaceQualifier(namespace string) string {
+	sum := sha256.Sum256([]byte(namespace))
+	return hex.EncodeToString(sum[:])[:qualifierLen]
+}
+
+// EndsInQualifier reports whether name ends in "-" and 5 lower-case hex characters: the shape of a
+// name that a namespace qualifier was appended to. A workspace name of that shape is never given a
+// short (unqualified) name where qualified names live, so that no workspace can take the qualified
+// name of a same-named workspace of another namespace by naming itself after it.
+func EndsInQualifier(name string) bool {
+	if len(name) < qualifierLen+2 || name[len(name)-qualifierLen-1] != '-' {
+		return false
+	}
+	for _, c := range name[len(name)-qualifierLen:] {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}

@@ -136,3 +136,25 @@ func TestShortHash(t *testing.T) {
 		t.Fatalf("ShortHash: %q, %q", a, b)
 	}
 }
+
+func TestNamespaceQualifier(t *testing.T) {
+	a, again := NamespaceQualifier("team-a"), NamespaceQualifier("team-a")
+	if a != again || len(a) != 5 || a == NamespaceQualifier("team-b") {
+		t.Fatalf("qualifiers: %q %q %q", a, again, NamespaceQualifier("team-b"))
+	}
+	if !EndsInQualifier("notebook-" + a) {
+		t.Fatalf("notebook-%s does not read as qualified", a)
+	}
+}
+
+func TestEndsInQualifier(t *testing.T) {
+	for name, want := range map[string]bool{
+		"notebook-0a1b2": true, "x-fffff": true, "exp-12345": true,
+		"notebook": false, "notebook-0a1b": false, "notebook-0a1b2c": false, "notebook-0A1B2": false,
+		"notebook-0a1g2": false, "notebook0a1b2": false, "-0a1b2": false, "": false, "llama-7b": false,
+	} {
+		if got := EndsInQualifier(name); got != want {
+			t.Errorf("EndsInQualifier(%q) = %v, want %v", name, got, want)
+		}
+	}
+}

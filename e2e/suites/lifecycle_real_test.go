@@ -57,26 +57,27 @@ func TestLifecycleRealSequences(t *testing.T) {
 			child = createClusterDeployment(ctx, t, cdNS, cd, w.ClusterConfig{Nodes: []w.NodePool{gpuPool("l40", "NVIDIA", "L40S", 1, 2)}})
 			return ctx
 		}).
-		Assess("deleting a refused same-named workspace leaves the owner's namespace and release", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+		Assess("the same name from another namespace runs next to the owner; deleting it leaves the owner's namespace and release", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			class := notebookClass("e2e-owner-"+cdNS, notebookTemplate, 0, "")
 			createClass(ctx, t, class)
 			mustCreate(ctx, t, workspace(cdNS, "same", class.Name, cd, nil))
 			owner := waitRunning(ctx, t, cdNS, "same")
-			intruder := workspace(otherNS, "same", class.Name, cd, nil)
-			intruder.Spec.ClusterDeploymentRef.Namespace = cdNS
-			mustCreate(ctx, t, intruder)
-			got := waitPhase(ctx, t, otherNS, "same", workspaceTimeout, workspacesv1.PhaseFailed)
-			if c := condition(t, got, workspacesv1.ReadyCondition); c.Reason != workspacesv1.ReasonReleaseNamespaceConflict {
-				t.Errorf("the younger same-named workspace: Ready %s (%s), want ReleaseNamespaceConflict", c.Reason, c.Message)
+			other := workspace(otherNS, "same", class.Name, cd, nil)
+			other.Spec.ClusterDeploymentRef.Namespace = cdNS
+			mustCreate(ctx, t, other)
+			got := waitRunning(ctx, t, otherNS, "same")
+			if got.Status.ReleaseNamespace == "ws-same" || !strings.HasPrefix(got.Status.ReleaseNamespace, "wst-same-") {
+				t.Errorf("the other namespace's workspace installs into %q, want its own wst-same-<qualifier>", got.Status.ReleaseNamespace)
 			}
-			deleteAndWait(ctx, t, intruder, workspaceTimeout)
+			release(t, child, got)
+			deleteAndWait(ctx, t, other, workspaceTimeout)
 
 			var ns corev1.Namespace
 			if err := child.Client().Get(ctx, types.NamespacedName{Name: "ws-same"}, &ns); err != nil {
 				t.Fatalf("the owner's namespace ws-same: %v", err)
 			}
 			if ns.DeletionTimestamp != nil {
-				t.Fatal("deleting the younger workspace deleted the owner's namespace ws-same")
+				t.Fatal("deleting the other namespace's workspace deleted the owner's namespace ws-same")
 			}
 			if ns.Labels[workspacesv1.WorkspaceUIDLabel] != string(owner.UID) || ns.Labels["pod-security.kubernetes.io/enforce"] != "baseline" {
 				t.Errorf("ws-same labels %v: want the owner's uid and Pod Security baseline", ns.Labels)

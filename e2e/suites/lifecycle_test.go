@@ -189,9 +189,13 @@ func release(t *testing.T, child *childCluster, ws *workspacesv1.WorkspaceDeploy
 	if ws.Status.ReleaseName == "" {
 		t.Fatalf("workspace %s has no status.releaseName", ws.Name)
 	}
-	rel, err := k0rdentsim.Release(child.KubeconfigPath, "ws-"+ws.Name, ws.Status.ReleaseName)
+	ns := ws.Status.ReleaseNamespace
+	if ns == "" {
+		ns = "ws-" + ws.Name
+	}
+	rel, err := k0rdentsim.Release(child.KubeconfigPath, ns, ws.Status.ReleaseName)
 	if err != nil || rel == nil {
-		t.Fatalf("release ws-%s/%s: %v %v", ws.Name, ws.Status.ReleaseName, rel, err)
+		t.Fatalf("release %s/%s: %v %v", ns, ws.Status.ReleaseName, rel, err)
 	}
 	return rel
 }

@@ -61,7 +61,7 @@ func dumpChild(ctx context.Context, out io.Writer, name string, c client.Client,
 		return err
 	}
 	for _, q := range quotas.Items {
-		if strings.HasPrefix(q.Namespace, "ws-") {
+		if strings.HasPrefix(q.Namespace, "ws-") || strings.HasPrefix(q.Namespace, "wst-") {
 			fmt.Fprintf(&b, "quota %s/%s hard={%s} used={%s}\n", q.Namespace, q.Name, resources(q.Status.Hard), resources(q.Status.Used))
 		}
 	}
@@ -70,7 +70,7 @@ func dumpChild(ctx context.Context, out io.Writer, name string, c client.Client,
 		return err
 	}
 	for _, rs := range sets.Items {
-		if strings.HasPrefix(rs.Namespace, "ws-") && rs.Spec.Replicas != nil && *rs.Spec.Replicas != rs.Status.ReadyReplicas {
+		if (strings.HasPrefix(rs.Namespace, "ws-") || strings.HasPrefix(rs.Namespace, "wst-")) && rs.Spec.Replicas != nil && *rs.Spec.Replicas != rs.Status.ReadyReplicas {
 			var conds []string
 			for _, cond := range rs.Status.Conditions {
 				conds = append(conds, fmt.Sprintf("%s=%s %s %s", cond.Type, cond.Status, cond.Reason, cond.Message))

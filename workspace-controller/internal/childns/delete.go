@@ -12,14 +12,14 @@ import (
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 )
 
-// Delete deletes ws-<name> on the child when it belongs to ws. A namespace of another workspace is
+// Delete deletes the release namespace on the child when it belongs to ws. A namespace of another workspace is
 // left alone. One without owner labels is deleted only when ws may have made it
 // (MayAdoptUnlabelled), ws may act in its ClusterDeployment's namespace (targetAllowed), and no older
 // workspace of the same name (from another namespace) uses it on the cluster (OlderSameName). A
 // namespace already being deleted counts as done: it is not deleted again, nor waited for. left says
 // what was left and why ("" when the namespace is gone or going).
 func (n Namespaces) Delete(ctx context.Context, ws *workspacesv1.WorkspaceDeployment, targetAllowed bool) (left string, err error) {
-	name := owned.ReleaseNamespace(ws.Name)
+	name := owned.ReleaseNamespace(ws)
 	ns := &corev1.Namespace{}
 	err = n.Child.Get(ctx, client.ObjectKey{Name: name}, ns)
 	if apierrors.IsNotFound(err) {
@@ -54,9 +54,13 @@ func (n Namespaces) Delete(ctx context.Context, ws *workspacesv1.WorkspaceDeploy
 }
 
 // OlderSameName reports whether an older workspace of ws's name from another namespace is on the
-// cluster, which keeps ws-<name> there: ws may neither use nor delete it. The caller's messages do not
-// name it: ws's tenant reads them.
+// cluster with the same release namespace, which keeps that namespace there: ws may neither use nor
+// delete it. Two namespaces' workspaces of one name share a release namespace only where both use
+// ws-<name>: one of them on a cluster of its own namespace, the other installed there before release
+// namespaces carried a qualifier (owned.ReleaseNamespace). The caller's messages do not name it: ws's
+// tenant reads them.
 func (n Namespaces) OlderSameName(ctx context.Context, ws *workspacesv1.WorkspaceDeployment) (bool, error) {
+	mine := owned.ReleaseNamespace(ws)
 	var list workspacesv1.WorkspaceDeploymentList
 	if err := n.Workspaces.List(ctx, &list, client.MatchingFields{owned.IndexName: ws.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return false, fmt.Errorf("listing workspaces named %s: %w", ws.Name, err)
@@ -66,7 +70,7 @@ func (n Namespaces) OlderSameName(ctx context.Context, ws *workspacesv1.Workspac
 		if owned.ClusterKey(o) != n.Cluster {
 			continue
 		}
-		if o.Name == ws.Name && o.Namespace != ws.Namespace && owned.Older(o, ws) {
+		if o.Name == ws.Name && o.Namespace != ws.Namespace && owned.ReleaseNamespace(o) == mine && owned.Older(o, ws) {
 			return true, nil
 		}
 	}

@@ -126,7 +126,7 @@ type Want struct {
 // Security level.
 func (w Want) Namespace() *corev1.Namespace {
 	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-		Name: owned.ReleaseNamespace(w.Workspace.Name),
+		Name: owned.ReleaseNamespace(w.Workspace),
 		Labels: map[string]string{
 			workspacesv1.WorkspaceLabel:          w.Workspace.Name,
 			workspacesv1.WorkspaceNamespaceLabel: w.Workspace.Namespace,
@@ -139,7 +139,7 @@ func (w Want) Namespace() *corev1.Namespace {
 
 // Quota is the namespace's GPU ResourceQuota (DesiredQuota).
 func (w Want) Quota() *corev1.ResourceQuota {
-	return DesiredQuota(owned.ReleaseNamespace(w.Workspace.Name), w.Admission)
+	return DesiredQuota(owned.ReleaseNamespace(w.Workspace), w.Admission)
 }
 
 // Check applies the one rule of whose an existing ws-<name> is (see the package documentation):
@@ -164,7 +164,7 @@ func (n Namespaces) Check(ns *corev1.Namespace, ws *workspacesv1.WorkspaceDeploy
 // Claim reads ws-<name> on the child, before the gate, and checks that it is this workspace's to use
 // (Check): Absent, Usable, Conflict or Terminating. Ensure reuses the read.
 func (n Namespaces) Claim(ctx context.Context, ws *workspacesv1.WorkspaceDeployment) (Outcome, error) {
-	name := owned.ReleaseNamespace(ws.Name)
+	name := owned.ReleaseNamespace(ws)
 	ns := &corev1.Namespace{}
 	err := n.Child.Get(ctx, client.ObjectKey{Name: name}, ns)
 	if apierrors.IsNotFound(err) {

@@ -38,14 +38,14 @@ func TestClaim(t *testing.T) {
 	}
 
 	ws = workspace("team-a", unique("nb"), "u1")
-	terminating(t, namespaceLabelled(owned.ReleaseNamespace(ws.Name), ownerLabels("team-a", ws.Name, "u1")))
+	terminating(t, namespaceLabelled(owned.LocalReleaseNamespace(ws.Name), ownerLabels("team-a", ws.Name, "u1")))
 	out, err = n.Claim(ctx, ws)
 	if err != nil || out.Kind != Terminating || out.Namespace == nil {
 		t.Fatalf("terminating: %+v, %v", out, err)
 	}
 
 	ws = workspace("team-a", unique("nb"), "u1")
-	onChild(t, namespaceLabelled(owned.ReleaseNamespace(ws.Name), ownerLabels("team-b", ws.Name, "u2")))
+	onChild(t, namespaceLabelled(owned.LocalReleaseNamespace(ws.Name), ownerLabels("team-b", ws.Name, "u2")))
 	out, err = n.Claim(ctx, ws)
 	if err != nil || out.Kind != Conflict {
 		t.Fatalf("another's: %+v, %v", out, err)
@@ -59,7 +59,7 @@ func TestClaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = Namespaces{Child: refused, Cluster: cluster}.Claim(ctx, ws)
-	if want := fmt.Sprintf("reading namespace %s on the child of team-a/cd: ", owned.ReleaseNamespace(ws.Name)); err == nil ||
+	if want := fmt.Sprintf("reading namespace %s on the child of team-a/cd: ", owned.LocalReleaseNamespace(ws.Name)); err == nil ||
 		!strings.Contains(err.Error(), want) || !apierrors.IsForbidden(err) {
 		t.Fatalf("a failed read: %v; want %q and the child's Forbidden", err, want)
 	}
@@ -68,7 +68,7 @@ func TestClaim(t *testing.T) {
 func TestEnsureMakesTheNamespaceAndQuota(t *testing.T) {
 	ctx := context.Background()
 	ws := workspace("team-a", unique("nb"), "u1")
-	name := owned.ReleaseNamespace(ws.Name)
+	name := owned.LocalReleaseNamespace(ws.Name)
 	cl := childAPI.Client
 	n := Namespaces{Child: cl, Cluster: cluster}
 	claim, err := n.Claim(ctx, ws)
@@ -101,7 +101,7 @@ func TestEnsureMakesTheNamespaceAndQuota(t *testing.T) {
 func TestEnsureCorrectsDrift(t *testing.T) {
 	ctx := context.Background()
 	ws := withServiceSet(workspace("team-a", unique("nb"), "u1"))
-	name := owned.ReleaseNamespace(ws.Name)
+	name := owned.LocalReleaseNamespace(ws.Name)
 	cl := childAPI.Client
 	// Unlabelled (adoptable: the workspace is installed), with a label of someone else's and a quota
 	// that lets more GPUs through, and only to some pods (a scope, which the API server keeps
@@ -151,15 +151,15 @@ func TestEnsureMadeBySomeoneElse(t *testing.T) {
 		want Kind
 	}{
 		{"another's", func(t *testing.T, ws *workspacesv1.WorkspaceDeployment) *corev1.Namespace {
-			ns := namespaceLabelled(owned.ReleaseNamespace(ws.Name), ownerLabels("team-b", ws.Name, "u2"))
+			ns := namespaceLabelled(owned.LocalReleaseNamespace(ws.Name), ownerLabels("team-b", ws.Name, "u2"))
 			onChild(t, ns)
 			return ns
 		}, Conflict},
 		{"own, terminating", func(t *testing.T, ws *workspacesv1.WorkspaceDeployment) *corev1.Namespace {
-			return terminating(t, namespaceLabelled(owned.ReleaseNamespace(ws.Name), ownerLabels("team-a", ws.Name, "u1")))
+			return terminating(t, namespaceLabelled(owned.LocalReleaseNamespace(ws.Name), ownerLabels("team-a", ws.Name, "u1")))
 		}, Terminating},
 		{"own", func(t *testing.T, ws *workspacesv1.WorkspaceDeployment) *corev1.Namespace {
-			ns := namespaceLabelled(owned.ReleaseNamespace(ws.Name), ownerLabels("team-a", ws.Name, "u0"))
+			ns := namespaceLabelled(owned.LocalReleaseNamespace(ws.Name), ownerLabels("team-a", ws.Name, "u0"))
 			onChild(t, ns)
 			return ns
 		}, Ready},
@@ -196,7 +196,7 @@ func TestEnsureMadeBySomeoneElse(t *testing.T) {
 func TestEnsureReportsCreatedWhenTheQuotaFails(t *testing.T) {
 	ctx := context.Background()
 	ws := workspace("team-a", unique("nb"), "u1")
-	name := owned.ReleaseNamespace(ws.Name)
+	name := owned.LocalReleaseNamespace(ws.Name)
 	want := admitted(ws)
 	want.Admission.GPUs = -1
 	out, err := Namespaces{Child: childAPI.Client, Cluster: cluster}.Ensure(ctx, want, &Outcome{Kind: Absent})
@@ -244,7 +244,7 @@ func TestDelete(t *testing.T) {
 			if tc.madeByIt {
 				ws = withServiceSet(ws)
 			}
-			nsName := owned.ReleaseNamespace(ws.Name)
+			nsName := owned.LocalReleaseNamespace(ws.Name)
 			var labels map[string]string
 			if tc.labels != nil {
 				labels = tc.labels(ws.Name)
@@ -256,6 +256,7 @@ func TestDelete(t *testing.T) {
 			}
 			if tc.other != otherNone {
 				other := onManagement(t, workspace("team-0", ws.Name, "u0"))[0]
+				installedInLocalNamespace(t, other) // in ws-<name> too: from before the qualifier
 				// The server sets creationTimestamp; this workspace is a second later or earlier.
 				at := other.CreationTimestamp.Add(time.Second)
 				if tc.other == youngerOther {
@@ -306,21 +307,28 @@ func TestOlderSameName(t *testing.T) {
 		// than it (later) or earlier.
 		other func(name string) *workspacesv1.WorkspaceDeployment
 		later bool
-		want  bool
+		// legacy: ws was installed before release namespaces carried a qualifier, into ws-<name>.
+		legacy bool
+		want   bool
 	}{
-		{"alone", nil, true, false},
-		{"an older one on the cluster", func(n string) *workspacesv1.WorkspaceDeployment { return workspace("team-a", n, "u2") }, true, true},
-		{"a younger one", func(n string) *workspacesv1.WorkspaceDeployment { return workspace("team-a", n, "u2") }, false, false},
+		{"alone", nil, true, true, false},
+		{"an older one on the cluster, both in ws-<name>", func(n string) *workspacesv1.WorkspaceDeployment { return workspace("team-a", n, "u2") }, true, true, true},
+		{"an older one on the cluster, each in its own", func(n string) *workspacesv1.WorkspaceDeployment { return workspace("team-a", n, "u2") }, true, false, false},
+		{"an older one from a third namespace", func(n string) *workspacesv1.WorkspaceDeployment { return workspace("team-0", n, "u2") }, true, false, false},
+		{"a younger one", func(n string) *workspacesv1.WorkspaceDeployment { return workspace("team-a", n, "u2") }, false, true, false},
 		{"an older one on another cluster", func(n string) *workspacesv1.WorkspaceDeployment {
 			ws := workspace("team-0", n, "u3")
 			ws.Spec.ClusterDeploymentRef.Name = "elsewhere"
 			return ws
-		}, true, false},
-		{"an older one of another name", func(n string) *workspacesv1.WorkspaceDeployment { return workspace("team-a", n+"-other", "u2") }, true, false},
+		}, true, true, false},
+		{"an older one of another name", func(n string) *workspacesv1.WorkspaceDeployment { return workspace("team-a", n+"-other", "u2") }, true, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			name := unique("nb")
 			ws := onManagement(t, workspace("team-b", name, "u1"))[0]
+			if tc.legacy {
+				ws.Status.ServiceSetName = "cd-ws-team-b-" + name
+			}
 			at := ws.CreationTimestamp.Time
 			if tc.other != nil {
 				other := onManagement(t, tc.other(name))[0]

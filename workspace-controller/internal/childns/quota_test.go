@@ -108,7 +108,7 @@ func TestLatestQuotaRefusal(t *testing.T) {
 func TestQuotaRefusal(t *testing.T) {
 	exceeded := `pods "nb-0" is forbidden: exceeded quota: workspace-gpus, requested: requests.nvidia.com/gpu=2, used: requests.nvidia.com/gpu=0, limited: requests.nvidia.com/gpu=1 `
 	// On the child API server: the event as the ReplicaSet controller reports it.
-	ns := owned.ReleaseNamespace(unique("nb"))
+	ns := owned.LocalReleaseNamespace(unique("nb"))
 	onChild(t, namespaceLabelled(ns, nil))
 	ev := refusal("nb", exceeded, time.Now())
 	ev.Namespace, ev.Regarding.Namespace = ns, ns

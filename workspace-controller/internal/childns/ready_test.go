@@ -29,7 +29,7 @@ func readyPod(t *testing.T, ns, name, node string) {
 func TestPodsReadyOnAGoneNode(t *testing.T) {
 	ctx := context.Background()
 	n := Namespaces{Child: childAPI.Client, Cluster: cluster}
-	ns := owned.ReleaseNamespace(unique("gone"))
+	ns := owned.LocalReleaseNamespace(unique("gone"))
 	onChild(t, namespaceLabelled(ns, nil))
 	node := unique("node")
 	onChild(t, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}})

@@ -56,7 +56,7 @@ func TestPodRefusal(t *testing.T) {
 	now := time.Now()
 
 	// What the ReplicaSet controller is told when the chart asks a RuntimeClass the child lacks.
-	ns := owned.ReleaseNamespace(unique("rc"))
+	ns := owned.LocalReleaseNamespace(unique("rc"))
 	onChild(t, namespaceLabelled(ns, nil))
 	nvidia := "nvidia"
 	err := childAPI.Client.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nb-abc-x"}, Spec: corev1.PodSpec{

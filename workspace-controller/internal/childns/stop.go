@@ -60,7 +60,7 @@ func StopQuota(namespace string) *corev1.ResourceQuota {
 // holds GPUs there. A ws-<name> that is absent, being deleted, or not this workspace's (Check) holds
 // nothing of this release and is left alone.
 func (n Namespaces) Stop(ctx context.Context, ws *workspacesv1.WorkspaceDeployment) (Held, error) {
-	name := owned.ReleaseNamespace(ws.Name)
+	name := owned.ReleaseNamespace(ws)
 	ns := &corev1.Namespace{}
 	if err := n.Child.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
 		if apierrors.IsNotFound(err) {

@@ -192,3 +192,25 @@ func onManagement(t *testing.T, wss ...*workspacesv1.WorkspaceDeployment) []*wor
 	}
 	return out
 }
+
+// installedInLocalNamespace records on the management server that ws was installed before release
+// namespaces carried a qualifier (a ServiceSet name and no release namespace: owned.ReleaseNamespace
+// gives ws-<name>), and waits for the cache to show it.
+func installedInLocalNamespace(t *testing.T, ws *workspacesv1.WorkspaceDeployment) {
+	t.Helper()
+	ctx := context.Background()
+	ws.Status.ServiceSetName = "cd-ws-" + ws.Namespace + "-" + ws.Name
+	if err := mgmt.Client.Status().Update(ctx, ws); err != nil {
+		t.Fatalf("recording workspace %s/%s as installed: %v", ws.Namespace, ws.Name, err)
+	}
+	eventually(t, "the cache shows "+ws.Namespace+"/"+ws.Name+" installed", func() error {
+		got := &workspacesv1.WorkspaceDeployment{}
+		if err := workspaces.Get(ctx, client.ObjectKeyFromObject(ws), got); err != nil {
+			return err
+		}
+		if owned.ReleaseNamespace(got) != owned.LocalReleaseNamespace(ws.Name) {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+}

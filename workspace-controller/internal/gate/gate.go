@@ -269,7 +269,7 @@ func (g *Gate) lost(ctx context.Context, req Request, st site, ad *workspacesv1.
 	if err != nil {
 		return ""
 	}
-	return Lost(ad, owned.ReleaseNamespace(req.Workspace.Name), nodes, pods)
+	return Lost(ad, owned.ReleaseNamespace(req.Workspace), nodes, pods)
 }
 
 // outcomeOf is the gate's outcome for the arithmetic's decision on one cluster: Unavailable only when
@@ -328,7 +328,7 @@ func (g *Gate) keepEarlierAdmission(ctx context.Context, req Request) (Decision,
 // placement never disagrees with the admission.
 func (g *Gate) decide(ctx context.Context, ws *workspacesv1.WorkspaceDeployment, res *workspacesv1.ResolvedResources,
 	st site, nodes []corev1.Node, pods []corev1.Pod) (gpu.Decision, []corev1.Pod, error) {
-	own := owned.ReleaseNamespace(ws.Name)
+	own := owned.ReleaseNamespaceOn(ws, st.cd)
 	others := make([]corev1.Pod, 0, len(pods))
 	for i := range pods {
 		if pods[i].Namespace != own {

@@ -260,9 +260,16 @@ func (q *QuotaReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	ports, err := portsHeld(ctx, q.Client, quota.Namespace)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
 	use, n := quotaUse(quota, held)
 	st := workspacesv1.WorkspaceQuotaStatus{ObservedGeneration: quota.Generation, GPUs: use, Workspaces: n,
-		Waiting: int32(len(waiting)), Summary: quotaSummary(quota, use, n)}
+		TCPEndpoints: ports, Waiting: int32(len(waiting)), Summary: quotaSummary(quota, use, n)}
+	if l := quota.Spec.TCPEndpoints; l != nil {
+		st.Summary += fmt.Sprintf(", tcp endpoints %d/%d", ports, *l)
+	}
 	if len(st.GPUs) == 0 {
 		st.GPUs = nil
 	}
@@ -274,6 +281,24 @@ func (q *QuotaReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 		return reconcile.Result{}, fmt.Errorf("writing WorkspaceQuota status: %w", err)
 	}
 	return reconcile.Result{}, nil
+}
+
+// portsHeld counts the SSH and TCP endpoints of the namespace's workspaces that hold a port: their
+// status.access entries with a URL.
+func portsHeld(ctx context.Context, c client.Reader, namespace string) (int32, error) {
+	var list workspacesv1.WorkspaceDeploymentList
+	if err := c.List(ctx, &list, client.InNamespace(namespace)); err != nil {
+		return 0, fmt.Errorf("listing workspaces of %s: %w", namespace, err)
+	}
+	var n int32
+	for i := range list.Items {
+		for _, a := range list.Items[i].Status.Access {
+			if (a.Protocol == workspacesv1.EndpointProtocolSSH || a.Protocol == workspacesv1.EndpointProtocolTCP) && a.URL != "" {
+				n++
+			}
+		}
+	}
+	return n, nil
 }
 
 // SetupWithManager watches the quotas and the workspaces of their namespaces.

@@ -98,7 +98,7 @@ func (g *Gate) reservations(ctx context.Context, ws *workspacesv1.WorkspaceDeplo
 		}
 		switch {
 		case holdsGPUs(o, ad, phase, hasSet) && !bindsNoMore(o, phase):
-			admitted = append(admitted, admittedReservations(key, ad, bound[owned.ReleaseNamespace(o.Name)])...)
+			admitted = append(admitted, admittedReservations(key, ad, bound[owned.ReleaseNamespace(o)])...)
 			if !pinnedAdmission(ad) {
 				unpinned[key] = true
 			}
@@ -112,7 +112,7 @@ func (g *Gate) reservations(ctx context.Context, ws *workspacesv1.WorkspaceDeplo
 		case ad == nil && hasSet && o.Status.ResolvedResources != nil && GPUs(o.Status.ResolvedResources) > 0:
 			// A ServiceSet made before admissions were recorded: its resources hold the GPUs.
 			res := o.Status.ResolvedResources
-			replicas := res.Replicas - boundGPUPods(bound[owned.ReleaseNamespace(o.Name)], corev1.ResourceName(res.GPUResourceName), GPUs(res), "")
+			replicas := res.Replicas - boundGPUPods(bound[owned.ReleaseNamespace(o)], corev1.ResourceName(res.GPUResourceName), GPUs(res), "")
 			unpinned[key] = true
 			if replicas > 0 {
 				admitted = append(admitted, gpu.Reservation{Key: key, Vendor: res.PerReplica.GPUVendor,

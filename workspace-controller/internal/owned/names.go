@@ -11,8 +11,46 @@ import (
 	"github.com/exalsius/exalsius-operator/common/names"
 )
 
-// ReleaseNamespace is the namespace of a workspace's Helm release on the child: ws-<name>.
-func ReleaseNamespace(name string) string { return "ws-" + name }
+// ReleaseNamespace is the namespace of the workspace's Helm release on the child.
+//
+// A workspace on a cluster of its own namespace (the single-namespace case, and every workspace
+// adopted from the upstream operator) uses ws-<name>, LocalReleaseNamespace. A workspace on a cluster
+// of another namespace (a platform team's shared fleet) uses SharedReleaseNamespace, which carries its
+// namespace's qualifier, so that two teams can each run a `notebook` on one cluster. Neither form can
+// be the other's: ws-<name> always has '-' as its third character, the shared form 't'.
+//
+// The namespace a workspace was installed into is kept (status.releaseNamespace) when it is one of its
+// two; a workspace installed before it was recorded (a ServiceSet name, no release namespace) was
+// installed into ws-<name>, which every workspace used before.
+func ReleaseNamespace(ws *workspacesv1.WorkspaceDeployment) string {
+	return ReleaseNamespaceOn(ws, ClusterKey(ws))
+}
+
+// ReleaseNamespaceOn is ReleaseNamespace on the cluster of ClusterDeployment cd, which placement
+// weighs before the workspace is placed there.
+func ReleaseNamespaceOn(ws *workspacesv1.WorkspaceDeployment, cd types.NamespacedName) string {
+	local, shared := LocalReleaseNamespace(ws.Name), SharedReleaseNamespace(ws.Name, ws.Namespace)
+	switch rec := ws.Status.ReleaseNamespace; {
+	case rec == local || rec == shared:
+		return rec
+	case rec == "" && ws.Status.ServiceSetName != "", AdoptedServiceSetName(ws) != "":
+		return local
+	}
+	if cd.Namespace != "" && cd.Namespace != ws.Namespace {
+		return shared
+	}
+	return local
+}
+
+// LocalReleaseNamespace is the release namespace of a workspace on a cluster of its own namespace:
+// ws-<name>, as the upstream operator named it.
+func LocalReleaseNamespace(name string) string { return "ws-" + name }
+
+// SharedReleaseNamespace is the release namespace of a workspace on a cluster of another namespace:
+// wst-<name>-<qualifier>, cut to a DNS label (names.DNSLabel) when long.
+func SharedReleaseNamespace(name, namespace string) string {
+	return names.DNSLabel("wst", name, names.NamespaceQualifier(namespace))
+}
 
 // ClusterKey returns the namespace/name of the ClusterDeployment a workspace targets.
 // A workspace that names a Colony or a cluster selector targets the cluster status.placement names,

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 )
@@ -81,5 +82,55 @@ func TestValidateReleaseName(t *testing.T) {
 		if err := ValidateReleaseName(n); (err == nil) != ok {
 			t.Errorf("%q: %v", n, err)
 		}
+	}
+}
+
+// A workspace on a cluster of its own namespace keeps ws-<name>; one on a cluster of another namespace
+// gets its namespace's qualified form, so two namespaces' `notebook` never share a release namespace.
+// A recorded namespace is kept only in one of the two forms; a workspace installed before it was
+// recorded stays in ws-<name>.
+func TestReleaseNamespace(t *testing.T) {
+	own := workspace("team-a", "notebook", "cd", nil)
+	if got := ReleaseNamespace(own); got != "ws-notebook" {
+		t.Fatalf("own-namespace cluster: %s", got)
+	}
+	a, b := workspace("team-a", "notebook", "cd", nil), workspace("team-b", "notebook", "cd", nil)
+	a.Spec.ClusterDeploymentRef.Namespace, b.Spec.ClusterDeploymentRef.Namespace = "platform", "platform"
+	ra, rb := ReleaseNamespace(a), ReleaseNamespace(b)
+	if ra == rb || ra == "ws-notebook" || !strings.HasPrefix(ra, "wst-notebook-") || len(ra) != len("wst-notebook-")+5 {
+		t.Fatalf("shared cluster: %s and %s", ra, rb)
+	}
+	// Placed by a Colony or selector of another namespace: the placement's namespace decides.
+	placed := workspace("team-a", "notebook", "", nil)
+	placed.Status.Placement = &workspacesv1.Placement{Namespace: "platform", Cluster: "cd"}
+	if got := ReleaseNamespace(placed); got != ra {
+		t.Fatalf("placed on another namespace's cluster: %s, want %s", got, ra)
+	}
+	if got := ReleaseNamespaceOn(own, types.NamespacedName{Namespace: "platform", Name: "cd"}); got != ra {
+		t.Fatalf("weighed on another namespace's cluster: %s, want %s", got, ra)
+	}
+	// No workspace name makes ws-<name> equal another's shared form, nor the other way round.
+	squat := workspace("platform", strings.TrimPrefix(ra, "ws-"), "cd", nil)
+	if ReleaseNamespace(squat) == ra {
+		t.Fatal("a workspace of the cluster's namespace took a shared release namespace")
+	}
+	recorded := a.DeepCopy()
+	recorded.Status.ReleaseNamespace = "kube-system"
+	if got := ReleaseNamespace(recorded); got != ra {
+		t.Fatalf("a recorded namespace of neither form was honoured: %s", got)
+	}
+	recorded.Status.ReleaseNamespace = "ws-notebook"
+	if got := ReleaseNamespace(recorded); got != "ws-notebook" {
+		t.Fatalf("the recorded ws-<name> was not kept: %s", got)
+	}
+	legacy := a.DeepCopy()
+	legacy.Status.ServiceSetName = "cd-ws-team-a-notebook-12345678"
+	if got := ReleaseNamespace(legacy); got != "ws-notebook" {
+		t.Fatalf("a workspace installed before the namespace was recorded moved: %s", got)
+	}
+	long := workspace(strings.Repeat("n", 63), strings.Repeat("w", 60), "cd", nil)
+	long.Spec.ClusterDeploymentRef.Namespace = "platform"
+	if got := ReleaseNamespace(long); len(got) > 63 || !strings.HasPrefix(got, "wst-") {
+		t.Fatalf("long shared release namespace: %s", got)
 	}
 }

@@ -32,7 +32,7 @@ func OwnedServiceSet(ss *k0rdentv1beta1.ServiceSet, ws *workspacesv1.WorkspaceDe
 // legacy name, on the workspace's cluster, one service in ws-<name>.
 func UpstreamShape(ss *k0rdentv1beta1.ServiceSet, ws *workspacesv1.WorkspaceDeployment) bool {
 	return ss.Name == LegacyName(ws) && ss.Spec.Cluster == ws.Spec.ClusterDeploymentRef.Name &&
-		len(ss.Spec.Services) == 1 && ss.Spec.Services[0].Namespace == ReleaseNamespace(ws.Name)
+		len(ss.Spec.Services) == 1 && ss.Spec.Services[0].Namespace == LocalReleaseNamespace(ws.Name)
 }
 
 // OwnValuesSecret reports whether a Secret is the workspace's values Secret: its labels name the

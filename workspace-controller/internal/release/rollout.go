@@ -30,7 +30,7 @@ type Rollout struct {
 // ReadRollout reads the workspace's release from its ServiceSet ss at now. settle is how long a state
 // older than the current rollout is taken for a state of the previous one (Options.RolloutSettle).
 func ReadRollout(ss *k0rdentv1beta1.ServiceSet, ws *workspacesv1.WorkspaceDeployment, now time.Time, settle time.Duration) Rollout {
-	release, ns := owned.ReleaseName(ws), owned.ReleaseNamespace(ws.Name)
+	release, ns := owned.ReleaseName(ws), owned.ReleaseNamespace(ws)
 	ro := Rollout{Started: now,
 		Where: fmt.Sprintf("release %s in namespace %s (ServiceSet %s/%s)", release, ns, ss.Namespace, ss.Name)}
 	stamp := ss.Annotations[owned.AnnotationRolloutStarted]

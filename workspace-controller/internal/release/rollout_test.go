@@ -25,7 +25,7 @@ func servedSet(ws *workspacesv1.WorkspaceDeployment, state k0rdentv1beta1.Servic
 	if state != "" {
 		t := metav1.NewTime(at)
 		ss.Status.Services = append(ss.Status.Services, k0rdentv1beta1.ServiceState{
-			Name: owned.ReleaseName(ws), Namespace: owned.ReleaseNamespace(ws.Name), State: state,
+			Name: owned.ReleaseName(ws), Namespace: owned.LocalReleaseNamespace(ws.Name), State: state,
 			FailureMessage: "boom", LastStateTransitionTime: &t})
 	}
 	return ss

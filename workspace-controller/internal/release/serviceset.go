@@ -94,7 +94,7 @@ func DesiredServiceSet(in Input, name string) *k0rdentv1beta1.ServiceSet {
 			Provider: k0rdentv1beta1.StateManagementProviderConfig{Name: k0rdentv1beta1.DefaultStateManagementProvider},
 			Services: []k0rdentv1beta1.ServiceWithValues{{
 				Name:        owned.ReleaseName(in.Workspace),
-				Namespace:   owned.ReleaseNamespace(in.Workspace.Name),
+				Namespace:   owned.ReleaseNamespace(in.Workspace),
 				Template:    in.Class.Spec.ServiceTemplate.Name,
 				Values:      in.Values,
 				ValuesFrom:  ValuesFrom(in),

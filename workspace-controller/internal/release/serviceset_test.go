@@ -57,7 +57,7 @@ func TestDesiredServiceSetFollowsTheContract(t *testing.T) {
 		t.Fatalf("%d services, want 1", len(ss.Spec.Services))
 	}
 	svc := ss.Spec.Services[0]
-	if svc.Name != owned.ReleaseName(in.Workspace) || svc.Namespace != owned.ReleaseNamespace("nb") || svc.Template != "jupyter-1-0-0" ||
+	if svc.Name != owned.ReleaseName(in.Workspace) || svc.Namespace != owned.LocalReleaseNamespace("nb") || svc.Template != "jupyter-1-0-0" ||
 		svc.Values != in.Values || svc.ValuesFrom != nil || svc.HelmOptions != nil || svc.HelmAction != nil || svc.Version != nil {
 		t.Errorf("service %+v", svc)
 	}

@@ -1,8 +1,6 @@
 package routing
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"strings"
 
@@ -77,11 +75,9 @@ func CheckHostLabel(label string) string {
 }
 
 // Qualifier is the short, stable suffix that sets a workspace apart from a same-named workspace of
-// another namespace behind the same Gateway: 5 hex characters of the SHA-256 of its namespace.
-func Qualifier(namespace string) string {
-	sum := sha256.Sum256([]byte(namespace))
-	return hex.EncodeToString(sum[:])[:5]
-}
+// another namespace behind the same Gateway: 5 hex characters of the SHA-256 of its namespace
+// (names.NamespaceQualifier, which the release namespaces of shared clusters carry too).
+func Qualifier(namespace string) string { return names.NamespaceQualifier(namespace) }
 
 // hostBase is the workspace part of its hostnames: the name, or <name>-<qualifier> when qualified.
 func hostBase(name, namespace string, qualified bool) string {

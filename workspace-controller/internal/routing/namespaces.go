@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/common/names"
 )
 
 // labelledFor reports whether an object's identity labels name the workspace.
@@ -45,12 +46,27 @@ func ownerOf(o metav1.Object) string {
 }
 
 // claimNamespace finds or makes the workspace's namespace on the regional cluster. The short
-// ws-<name> is first come, first served among same-named workspaces of different namespaces behind
-// this regional cluster; the others get ws-<name>-<qualifier>, and keep it (a namespace that is
+// wsr-<name> is first come, first served among same-named workspaces of different namespaces behind
+// this regional cluster; the others get wsr-<name>-<qualifier>, and keep it (a namespace that is
 // already theirs is found first).
+//
+// A workspace whose name already ends like a qualifier ("-" and 5 hex characters) only ever gets the
+// qualified form: otherwise a team could name a workspace `notebook-<qualifier of another namespace>`
+// and take, first, the hostname that namespace's `notebook` gets when the short one is taken. A short
+// namespace such a workspace holds from before this rule is removed with its routes.
 func (g *Gateway) claimNamespace(ctx context.Context, t *target, ws Workspace) (string, bool, error) {
 	qualified := RouteNamespace(ws.Name, ws.Namespace, true)
 	short := RouteNamespace(ws.Name, ws.Namespace, false)
+	candidates := []struct {
+		name      string
+		qualified bool
+	}{{short, false}, {qualified, true}}
+	if names.EndsInQualifier(ws.Name) {
+		if err := g.dropShortNamespace(ctx, t, ws, short); err != nil {
+			return "", false, err
+		}
+		candidates = candidates[1:]
+	}
 	nsObj := &corev1.Namespace{}
 	err := t.c.Get(ctx, types.NamespacedName{Name: qualified}, nsObj)
 	if err == nil && ownedRouteNamespace(nsObj, ws) {
@@ -59,10 +75,7 @@ func (g *Gateway) claimNamespace(ctx context.Context, t *target, ws Workspace) (
 	if err != nil && !apierrors.IsNotFound(err) {
 		return "", false, fmt.Errorf("reading namespace %s on regional cluster %s: %w", qualified, t.key, err)
 	}
-	for _, cand := range []struct {
-		name      string
-		qualified bool
-	}{{short, false}, {qualified, true}} {
+	for _, cand := range candidates {
 		nsObj, err := g.getOrCreateNamespace(ctx, t, ws, cand.name)
 		if err != nil {
 			return "", false, err
@@ -78,6 +91,23 @@ func (g *Gateway) claimNamespace(ctx context.Context, t *target, ws Workspace) (
 		}
 	}
 	return "", false, nil // not reached
+}
+
+// dropShortNamespace removes the short route namespace name when it is the workspace's (claimNamespace).
+func (g *Gateway) dropShortNamespace(ctx context.Context, t *target, ws Workspace, name string) error {
+	nsObj := &corev1.Namespace{}
+	err := t.c.Get(ctx, types.NamespacedName{Name: name}, nsObj)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading namespace %s on regional cluster %s: %w", name, t.key, err)
+	}
+	if !ownedRouteNamespace(nsObj, ws) {
+		return nil
+	}
+	_, err = removeNamespace(ctx, t.c, *nsObj, ownSelector(ws))
+	return err
 }
 
 // usable reports a namespace that is being deleted (a previous workspace's, being swept).

@@ -42,10 +42,34 @@ type Workspace struct {
 	// Release is the name of the workspace's Helm release on the child: the default Service name
 	// prefix (<release>-<endpoint>).
 	Release string
-	// ReleaseNamespace is the namespace of the release on the child (ws-<name>).
+	// ReleaseNamespace is the namespace of the release on the child (owned.ReleaseNamespace).
 	ReleaseNamespace string
 	// Endpoints are the class's access endpoints.
 	Endpoints []workspacesv1.AccessEndpoint
+	// Ports, when not nil, is how many of the SSH and TCP endpoints, in the class's order, may hold a
+	// port of the pool (the namespace's WorkspaceQuota spec.tcpEndpoints); the others get none, and a
+	// port they held is given back. PortsMessage says why, in their status.access entries.
+	Ports        *int
+	PortsMessage string
+}
+
+// portDenied returns the names of the SSH and TCP endpoints past Ports.
+func (w Workspace) portDenied() map[string]bool {
+	if w.Ports == nil {
+		return nil
+	}
+	out := map[string]bool{}
+	n := 0
+	for _, ep := range w.Endpoints {
+		if ep.Protocol != workspacesv1.EndpointProtocolSSH && ep.Protocol != workspacesv1.EndpointProtocolTCP {
+			continue
+		}
+		if n >= *w.Ports {
+			out[ep.Name] = true
+		}
+		n++
+	}
+	return out
 }
 
 // Key is the workspace's namespace/name.

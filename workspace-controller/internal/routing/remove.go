@@ -31,7 +31,11 @@ func ownSelector(ws Workspace) client.MatchingLabels {
 func (g *Gateway) pruneRoutes(ctx context.Context, c client.Client, ws Workspace, ns string, mirrors bool) error {
 	wantRoute := map[string]workspacesv1.EndpointProtocol{}
 	wantSvc := map[string]bool{}
+	denied := ws.portDenied()
 	for _, ep := range ws.Endpoints {
+		if denied[ep.Name] {
+			continue // past the namespace's cap: its port is given back
+		}
 		wantRoute[ep.Name] = ep.Protocol
 		wantSvc[BackendService(ws.Release, ep)] = true
 	}

@@ -121,9 +121,9 @@ func TestHostnameLabelOver63(t *testing.T) {
 }
 
 // The same workspace name in two namespaces behind one Gateway: the first keeps the short URL, the
-// second gets a qualified one, both serve. The two run on two clusters (on one cluster the second
-// would be refused its release namespace ws-<name>, ReleaseNamespaceConflict): B's cluster is the
-// regional API server under a ClusterDeployment of its own, so B is routed like any other child.
+// second gets a qualified one, both serve. The two run on two clusters, each in its own namespace:
+// B's cluster is the regional API server under a ClusterDeployment of its own, so B is routed like
+// any other child.
 func TestSameNameTwoNamespaces(t *testing.T) {
 	nsA, nsB := newNamespace(t), newNamespace(t)
 	class := createClass(t, []workspacesv1.AccessEndpoint{httpEP("web", 80)}, nsA, nsB)
@@ -149,12 +149,89 @@ func TestSameNameTwoNamespaces(t *testing.T) {
 	deleteWorkspace(t, b)
 }
 
+// A team cannot take another namespace's qualified hostname by naming a workspace after it: a name
+// that ends like a qualifier only ever gets the qualified form, so B's `same`, finding the short
+// hostname taken by A's `same`, still gets same-<qualifier of B>.
+func TestQualifiedHostnameCannotBeTaken(t *testing.T) {
+	nsA, nsB := newNamespace(t), newNamespace(t)
+	class := createClass(t, []workspacesv1.AccessEndpoint{httpEP("web", 80)}, nsA, nsB)
+	cdA := createCluster(t, nsA, nil)
+	cdB := name("cd")
+	must(t, k8s.Create(ctxT(t), &k0rdentv1beta1.ClusterDeployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: nsB, Name: cdB},
+		Spec:       k0rdentv1beta1.ClusterDeploymentSpec{Template: "cluster-template"},
+	}))
+	must(t, mgmt.WriteKubeconfigSecret(ctxT(t), nsB, cdB, regional.Kubeconfig))
+	wsName := name("sq")
+	bsQualified := wsName + "-" + routing.Qualifier(nsB)
+	a := runningWorkspace(t, nsA, wsName, class, cdA)
+	waitWS(t, a, "short URL", routesReady(map[string]string{"web": "https://" + wsName + "." + domain}))
+	squat := runningWorkspace(t, nsA, bsQualified, class, cdA)
+	waitWS(t, squat, "qualified URL for a qualifier-shaped name", routesReady(map[string]string{
+		"web": "https://" + bsQualified + "-" + routing.Qualifier(nsA) + "." + domain}))
+	b := runningWorkspace(t, nsB, wsName, class, cdB)
+	waitWS(t, b, "B's qualified URL", routesReady(map[string]string{"web": "https://" + bsQualified + "." + domain}))
+	deleteWorkspace(t, a)
+	deleteWorkspace(t, squat)
+	deleteWorkspace(t, b)
+}
+
 func sshPort(ws *workspacesv1.WorkspaceDeployment, ep string) string {
 	a := access(ws, ep)
 	if !a.Ready {
 		return ""
 	}
 	return a.URL[strings.LastIndex(a.URL, ":")+1:]
+}
+
+// A namespace's WorkspaceQuota caps its SSH and TCP endpoints: the older workspace holds its ports,
+// the newer gets none and says why (Running all the same), the quota counts the ports held, and the
+// newer one gets ports once the older one is gone.
+func TestPortQuota(t *testing.T) {
+	ns := newNamespace(t)
+	class := createClass(t, []workspacesv1.AccessEndpoint{sshEP("ssh"), {Name: "db", Protocol: workspacesv1.EndpointProtocolTCP, Port: 5432}}, ns)
+	cd := createCluster(t, ns, nil)
+	two := int32(2)
+	must(t, k8s.Create(ctxT(t), &workspacesv1.WorkspaceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ports"},
+		Spec: workspacesv1.WorkspaceQuotaSpec{TCPEndpoints: &two}}))
+
+	w1 := runningWorkspace(t, ns, name("older"), class, cd)
+	waitWS(t, w1, "two ports", func(ws *workspacesv1.WorkspaceDeployment) error {
+		if sshPort(ws, "ssh") == "" || sshPort(ws, "db") == "" {
+			return fmt.Errorf("access %+v", ws.Status.Access)
+		}
+		return nil
+	})
+	w2 := runningWorkspace(t, ns, name("newer"), class, cd)
+	ws2 := waitWS(t, w2, "no port, saying why", func(ws *workspacesv1.WorkspaceDeployment) error {
+		for _, ep := range []string{"ssh", "db"} {
+			if a := access(ws, ep); a.URL != "" || !strings.Contains(a.Message, "WorkspaceQuota allows 2 SSH and TCP endpoints") {
+				return fmt.Errorf("access %+v", ws.Status.Access)
+			}
+		}
+		return nil
+	})
+	if ws2.Status.Phase != workspacesv1.PhaseRunning {
+		t.Errorf("the cap changed the phase: %s", ws2.Status.Phase)
+	}
+	eventually(t, "the quota counts the ports held", func() error {
+		q := &workspacesv1.WorkspaceQuota{}
+		if err := k8s.Get(ctxT(t), types.NamespacedName{Namespace: ns, Name: "ports"}, q); err != nil {
+			return err
+		}
+		if q.Status.TCPEndpoints != 2 || !strings.Contains(q.Status.Summary, "tcp endpoints 2/2") {
+			return fmt.Errorf("status %+v", q.Status)
+		}
+		return nil
+	})
+	deleteWorkspace(t, w1)
+	waitWS(t, w2, "the freed ports", func(ws *workspacesv1.WorkspaceDeployment) error {
+		if sshPort(ws, "ssh") == "" || sshPort(ws, "db") == "" {
+			return fmt.Errorf("access %+v", ws.Status.Access)
+		}
+		return nil
+	})
+	deleteWorkspace(t, w2)
 }
 
 // Ports: lowest free first, exhaustion is a message on the entry (never Failed), a port freed by a
@@ -299,7 +376,7 @@ func TestSweep(t *testing.T) {
 	// carries the owner labels the controller sets, and a route of the workspace routed on its own
 	// cluster, left behind. The route is swept; the namespace is the owner's and stays.
 	gone := name("gone")
-	release := owned.ReleaseNamespace(gone)
+	release := owned.LocalReleaseNamespace(gone)
 	owner := map[string]string{workspacesv1.WorkspaceLabel: gone, workspacesv1.WorkspaceNamespaceLabel: ns,
 		workspacesv1.WorkspaceUIDLabel: "0001", routing.ManagedByLabel: routing.ManagedByValue}
 	must(t, rc.Create(ctxT(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: release, Labels: owner}}))
@@ -401,7 +478,7 @@ func TestRegionalIsTheWorkspaceCluster(t *testing.T) {
 	// (labelled with its workspace; an unlabelled ws-<name> is not adopted by a new workspace), and the
 	// release's Services, which a chart may label with its workspace (routing must not take them for
 	// mirror Services of its own, also the one no endpoint names).
-	rns := owned.ReleaseNamespace(wsName)
+	rns := owned.LocalReleaseNamespace(wsName)
 	must(t, rc.Create(ctxT(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: rns,
 		Labels: map[string]string{workspacesv1.WorkspaceLabel: wsName, workspacesv1.WorkspaceNamespaceLabel: ns}}}))
 	chartLabels := map[string]string{workspacesv1.WorkspaceLabel: wsName, workspacesv1.WorkspaceNamespaceLabel: ns, routing.ManagedByLabel: "Helm"}
@@ -511,7 +588,7 @@ func TestRouteNamespaceNeverAReleaseNamespace(t *testing.T) {
 		return nil
 	})
 	release := &corev1.Namespace{}
-	must(t, rc.Get(ctxT(t), types.NamespacedName{Name: owned.ReleaseNamespace(wsName)}, release))
+	must(t, rc.Get(ctxT(t), types.NamespacedName{Name: owned.LocalReleaseNamespace(wsName)}, release))
 	if release.Labels[workspacesv1.WorkspaceUIDLabel] != string(wsB.UID) || release.Labels[routing.RouteNamespaceLabel] != "" {
 		t.Errorf("B's release namespace: %v", release.Labels)
 	}
@@ -528,7 +605,7 @@ func TestRouteNamespaceNeverAReleaseNamespace(t *testing.T) {
 	})
 	// Deleting A removes its route namespace and leaves B's release namespace alone.
 	deleteWorkspace(t, a)
-	must(t, rc.Get(ctxT(t), types.NamespacedName{Name: owned.ReleaseNamespace(wsName)}, release))
+	must(t, rc.Get(ctxT(t), types.NamespacedName{Name: owned.LocalReleaseNamespace(wsName)}, release))
 	if !release.DeletionTimestamp.IsZero() {
 		t.Errorf("deleting A deleted B's release namespace")
 	}

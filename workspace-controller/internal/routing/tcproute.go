@@ -59,9 +59,14 @@ func (g *Gateway) ensureTCP(ctx context.Context, t *target, ws Workspace, ns str
 		return fmt.Errorf("listing TCPRoutes on regional cluster %s: %w", t.key, err)
 	}
 	claims := ClaimsOf(routes.Items, t.gw, t.pool)
+	denied := ws.portDenied()
 	for _, i := range idx {
 		ep := ws.Endpoints[i]
 		a := &res.Access[i]
+		if denied[ep.Name] {
+			a.Message = ws.PortsMessage // its route, if it had one, goes in pruneRoutes
+			continue
+		}
 		ours := types.NamespacedName{Namespace: ns, Name: ep.Name}
 		l, ok := Allocate(t.pool, claims, ours)
 		if !ok {

@@ -305,8 +305,8 @@ func kubeconfigMissing(err error) string {
 	return err.Error()
 }
 
-// releaseNamespaceFree: the release namespace ws-<name> on the cluster is not already used by an
-// older workspace of the same name from another namespace.
+// releaseNamespaceFree: the release namespace on the cluster is not already used by an older
+// workspace of the same name from another namespace (childns.OlderSameName).
 func (r *Reconciler) releaseNamespaceFree(ctx context.Context, s *scope) (*finding, error) {
 	older, err := childns.Namespaces{Workspaces: r.Client, Cluster: s.cdKey}.OlderSameName(ctx, s.ws)
 	if err != nil || !older {

@@ -85,6 +85,7 @@ func (r *Reconciler) releaseGoneCluster(ctx context.Context, s *scope, f *findin
 	r.Children.Forget(s.cdKey)
 	s.ws.Status.Admission = nil
 	s.ws.Status.ServiceSetName = ""
+	s.ws.Status.ReleaseNamespace = "" // placed again, it takes the form its new cluster gives
 	f.message += fmt.Sprintf("; it has been gone for more than %s: the admission is released", r.Options.ClusterGoneGrace)
 	if gate.PlacesItself(s.ws) && s.ws.Status.Placement != nil {
 		s.ws.Status.Placement = nil

@@ -29,7 +29,7 @@ func runningWorkspace(t *testing.T, ns string) (types.NamespacedName, *k0rdentv1
 	setServiceState(t, client.ObjectKeyFromObject(ss), k0rdentv1beta1.ServiceStateDeployed, "")
 	waitPhase(t, key, workspacesv1.PhaseRunning, workspacesv1.ReasonRunning)
 	// The release namespace exists on the child, as Sveltos would have made it.
-	err := child.Client.Create(ctxT(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: owned.ReleaseNamespace(key.Name)}})
+	err := child.Client.Create(ctxT(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: owned.LocalReleaseNamespace(key.Name)}})
 	must(t, client.IgnoreAlreadyExists(err))
 	return key, cd, client.ObjectKeyFromObject(ss)
 }
@@ -48,7 +48,7 @@ func waitGone(t *testing.T, what string, key types.NamespacedName, obj client.Ob
 // childNamespaceDeleted reports whether ws-<name> on the child is gone or terminating.
 func childNamespaceDeleted(t *testing.T, wsName string) error {
 	ns := &corev1.Namespace{}
-	err := child.Client.Get(ctxT(t), client.ObjectKey{Name: owned.ReleaseNamespace(wsName)}, ns)
+	err := child.Client.Get(ctxT(t), client.ObjectKey{Name: owned.LocalReleaseNamespace(wsName)}, ns)
 	if err != nil {
 		return client.IgnoreNotFound(err)
 	}

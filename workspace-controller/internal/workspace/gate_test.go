@@ -111,8 +111,8 @@ func TestReservationRace(t *testing.T) {
 		return nil
 	})
 	// The admitted workspace's pod is bound: the GPU shows as used, and the waiter still waits.
-	syncQuota(t, child.Client, owned.ReleaseNamespace(admitted.Name))
-	pod := gpuPod(t, child.Client, owned.ReleaseNamespace(admitted.Name), node, gpu.ResourceNVIDIA, 1)
+	syncQuota(t, child.Client, owned.LocalReleaseNamespace(admitted.Name))
+	pod := gpuPod(t, child.Client, owned.LocalReleaseNamespace(admitted.Name), node, gpu.ResourceNVIDIA, 1)
 	waitPhase(t, waiting, workspacesv1.PhaseWaiting, workspacesv1.ReasonWaitingForGpuCapacity)
 
 	// Deleting the admitted workspace uninstalls its release; the test API server has no kubelet, so
@@ -125,7 +125,7 @@ func TestReservationRace(t *testing.T) {
 		}
 		return client.IgnoreNotFound(err)
 	})
-	must(t, childtest.SetPodPhase(ctxT(t), child.Client, owned.ReleaseNamespace(admitted.Name), pod, corev1.PodSucceeded))
+	must(t, childtest.SetPodPhase(ctxT(t), child.Client, owned.LocalReleaseNamespace(admitted.Name), pod, corev1.PodSucceeded))
 	waitPhase(t, waiting, workspacesv1.PhaseDeploying, "")
 }
 

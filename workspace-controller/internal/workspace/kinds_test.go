@@ -53,7 +53,7 @@ func runThenDelete(t *testing.T, ns, cd string, missing string, reveal func()) {
 	setServiceState(t, client.ObjectKeyFromObject(ss), k0rdentv1beta1.ServiceStateDeployed, "")
 	waitPhase(t, key, workspacesv1.PhaseRunning, workspacesv1.ReasonRunning)
 	// The release namespace exists on the child, as Sveltos would have made it.
-	err := child.Client.Create(ctxT(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: owned.ReleaseNamespace(key.Name)}})
+	err := child.Client.Create(ctxT(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: owned.LocalReleaseNamespace(key.Name)}})
 	must(t, client.IgnoreAlreadyExists(err))
 
 	must(t, k8s.Delete(ctxT(t), getWS(t, key)))

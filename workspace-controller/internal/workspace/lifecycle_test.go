@@ -29,7 +29,7 @@ import (
 func childNamespace(t *testing.T, c client.Client, wsName string) (*corev1.Namespace, error) {
 	t.Helper()
 	ns := &corev1.Namespace{}
-	return ns, c.Get(ctxT(t), client.ObjectKey{Name: owned.ReleaseNamespace(wsName)}, ns)
+	return ns, c.Get(ctxT(t), client.ObjectKey{Name: owned.LocalReleaseNamespace(wsName)}, ns)
 }
 
 // syncQuota plays the child's quota controller: it copies the GPU quota's hard limits to its status,
@@ -60,9 +60,11 @@ func hostnameNode(t *testing.T, c client.Client, n int64, model string) (nodeNam
 	return nodeName, hostname
 }
 
-// TestDeletingYoungerSameNameKeepsOlderNamespace: two workspaces of one name from two namespaces on
-// one cluster; the younger is refused, and deleting it leaves the older one's ws-<name> alone.
-func TestDeletingYoungerSameNameKeepsOlderNamespace(t *testing.T) {
+// TestSameNameTwoNamespacesOneCluster: two namespaces each run a workspace of one name on one cluster.
+// The one in the cluster's namespace installs into ws-<name>, as always; the one from the other
+// namespace into its qualified wst-<name>-<qualifier>, recorded in its status. Both run; deleting the
+// younger leaves the older one's namespace alone.
+func TestSameNameTwoNamespacesOneCluster(t *testing.T) {
 	cdNS := newNamespace(t)
 	otherNS := newNamespace(t)
 	nsObj := &corev1.Namespace{}
@@ -76,15 +78,41 @@ func TestDeletingYoungerSameNameKeepsOlderNamespace(t *testing.T) {
 	ws := waitPhase(t, first, workspacesv1.PhaseDeploying, "")
 	setServiceState(t, types.NamespacedName{Namespace: cdNS, Name: owned.ServiceSetName(ws)}, k0rdentv1beta1.ServiceStateDeployed, "")
 	ws = waitPhase(t, first, workspacesv1.PhaseRunning, workspacesv1.ReasonRunning)
+	if ws.Status.ReleaseNamespace != owned.LocalReleaseNamespace(first.Name) {
+		t.Errorf("the cluster's own namespace's workspace recorded %q, want ws-<name>", ws.Status.ReleaseNamespace)
+	}
 
 	second := createWorkspace(t, otherNS, class, cd.Name, func(w *workspacesv1.WorkspaceDeployment) {
 		w.Name = first.Name
 		w.Spec.ClusterDeploymentRef.Namespace = cdNS
 	})
-	waitPhase(t, second, workspacesv1.PhaseFailed, workspacesv1.ReasonReleaseNamespaceConflict)
+	ws2 := waitPhase(t, second, workspacesv1.PhaseDeploying, "")
+	shared := owned.SharedReleaseNamespace(second.Name, otherNS)
+	set := &k0rdentv1beta1.ServiceSet{}
+	must(t, k8s.Get(ctxT(t), types.NamespacedName{Namespace: cdNS, Name: owned.ServiceSetName(ws2)}, set))
+	if ns := set.Spec.Services[0].Namespace; ns != shared {
+		t.Fatalf("the other namespace's workspace installs into %s, want %s", ns, shared)
+	}
+	setServiceState(t, types.NamespacedName{Namespace: cdNS, Name: owned.ServiceSetName(ws2)}, k0rdentv1beta1.ServiceStateDeployed, "")
+	ws2 = waitPhase(t, second, workspacesv1.PhaseRunning, workspacesv1.ReasonRunning)
+	if ws2.Status.ReleaseNamespace != shared {
+		t.Errorf("status.releaseNamespace %q, want %s", ws2.Status.ReleaseNamespace, shared)
+	}
+	sharedNS := &corev1.Namespace{}
+	must(t, child.Client.Get(ctxT(t), client.ObjectKey{Name: shared}, sharedNS))
+	if sharedNS.Labels[workspacesv1.WorkspaceUIDLabel] != string(ws2.UID) || sharedNS.Labels[workspacesv1.WorkspaceNamespaceLabel] != otherNS {
+		t.Errorf("namespace %s labels %v do not name %s", shared, sharedNS.Labels, second)
+	}
+
 	must(t, k8s.Delete(ctxT(t), getWS(t, second)))
 	waitGone(t, "younger workspace", second, &workspacesv1.WorkspaceDeployment{})
-
+	eventually(t, "the younger one's namespace deleted", func() error {
+		err := child.Client.Get(ctxT(t), client.ObjectKey{Name: shared}, sharedNS)
+		if err == nil && sharedNS.DeletionTimestamp.IsZero() {
+			return fmt.Errorf("namespace %s is not being deleted", shared)
+		}
+		return client.IgnoreNotFound(err)
+	})
 	ns, err := childNamespace(t, child.Client, first.Name)
 	must(t, err)
 	if !ns.DeletionTimestamp.IsZero() {
@@ -758,8 +786,8 @@ func TestSpreadWorkspaceWaitsForBinding(t *testing.T) {
 		t.Error(err)
 	}
 	// The first workspace's pod is bound where it was counted: the spread one is admitted.
-	syncQuota(t, child.Client, owned.ReleaseNamespace(a.Name))
-	gpuPod(t, child.Client, owned.ReleaseNamespace(a.Name), n1, gpu.ResourceNVIDIA, 1)
+	syncQuota(t, child.Client, owned.LocalReleaseNamespace(a.Name))
+	gpuPod(t, child.Client, owned.LocalReleaseNamespace(a.Name), n1, gpu.ResourceNVIDIA, 1)
 	ws = waitPhase(t, b, workspacesv1.PhaseDeploying, "")
 	if ad := ws.Status.Admission; ad == nil || len(ad.Nodes) != 2 {
 		t.Fatalf("admission %+v: want 3 replicas counted on 2 nodes", ad)

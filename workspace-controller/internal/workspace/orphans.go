@@ -144,6 +144,9 @@ func (r *Reconciler) collectOrphans(ctx context.Context, key types.NamespacedNam
 		}
 		ws := &workspacesv1.WorkspaceDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
 		ws.Status.ServiceSetName = ss.Name
+		if len(ss.Spec.Services) == 1 {
+			ws.Status.ReleaseNamespace = ss.Spec.Services[0].Namespace // honoured only in one of its two forms
+		}
 		s := &scope{ws: ws, cdKey: cd}
 		log.FromContext(ctx).Info("removing the ServiceSet and release namespace of a workspace that no longer exists",
 			"clusterDeployment", cd, "serviceSet", ss.Name)

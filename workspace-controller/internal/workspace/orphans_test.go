@@ -34,7 +34,7 @@ func noInstallLeft(ctx context.Context, ns, name string) error {
 		}
 	}
 	var n corev1.Namespace
-	err := child.Client.Get(ctx, client.ObjectKey{Name: owned.ReleaseNamespace(name)}, &n)
+	err := child.Client.Get(ctx, client.ObjectKey{Name: owned.LocalReleaseNamespace(name)}, &n)
 	if err == nil && n.DeletionTimestamp.IsZero() {
 		return fmt.Errorf("namespace %s on the child is left", n.Name)
 	}
@@ -72,7 +72,7 @@ func TestOrphanedServiceSetIsCollected(t *testing.T) {
 	ns := newNamespace(t)
 	cd := createCluster(t, ns, child.Kubeconfig)
 	ghost := name("ghost")
-	must(t, child.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: owned.ReleaseNamespace(ghost), Labels: map[string]string{
+	must(t, child.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: owned.LocalReleaseNamespace(ghost), Labels: map[string]string{
 		workspacesv1.WorkspaceLabel: ghost, workspacesv1.WorkspaceNamespaceLabel: ns, workspacesv1.WorkspaceUIDLabel: "0000-gone"}}}))
 	ss := &k0rdentv1beta1.ServiceSet{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cd.Name + "-ws-" + ghost, Labels: map[string]string{
@@ -80,7 +80,7 @@ func TestOrphanedServiceSetIsCollected(t *testing.T) {
 		Spec: k0rdentv1beta1.ServiceSetSpec{
 			Cluster:  cd.Name,
 			Provider: k0rdentv1beta1.StateManagementProviderConfig{Name: k0rdentv1beta1.DefaultStateManagementProvider},
-			Services: []k0rdentv1beta1.ServiceWithValues{{Name: ghost, Namespace: owned.ReleaseNamespace(ghost), Template: "t-1-0-0"}},
+			Services: []k0rdentv1beta1.ServiceWithValues{{Name: ghost, Namespace: owned.LocalReleaseNamespace(ghost), Template: "t-1-0-0"}},
 		},
 	}
 	must(t, k8s.Create(ctx, ss))
@@ -156,7 +156,7 @@ func TestMadeNamespaceOfAVanishedWorkspaceIsCollected(t *testing.T) {
 	cd := createCluster(t, ns, child.Kubeconfig)
 	ghost := name("made")
 	key := types.NamespacedName{Namespace: ns, Name: ghost}
-	must(t, child.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: owned.ReleaseNamespace(ghost), Labels: map[string]string{
+	must(t, child.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: owned.LocalReleaseNamespace(ghost), Labels: map[string]string{
 		workspacesv1.WorkspaceLabel: ghost, workspacesv1.WorkspaceNamespaceLabel: ns, workspacesv1.WorkspaceUIDLabel: "0000-gone"}}}))
 	cache, err := childcluster.New(childcluster.Options{Reader: k8s})
 	must(t, err)
@@ -164,7 +164,7 @@ func TestMadeNamespaceOfAVanishedWorkspaceIsCollected(t *testing.T) {
 	r := &Reconciler{Client: k8s, APIReader: k8s, Children: CacheChildren{Cache: cache}, Options: DefaultOptions()}
 	released := func() bool {
 		got := &corev1.Namespace{}
-		err := child.Client.Get(ctx, types.NamespacedName{Name: owned.ReleaseNamespace(ghost)}, got)
+		err := child.Client.Get(ctx, types.NamespacedName{Name: owned.LocalReleaseNamespace(ghost)}, got)
 		return apierrors.IsNotFound(err) || (err == nil && !got.DeletionTimestamp.IsZero())
 	}
 

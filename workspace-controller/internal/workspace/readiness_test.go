@@ -27,7 +27,7 @@ func releasePod(t *testing.T, ws *workspacesv1.WorkspaceDeployment, node string,
 	if gpus > 0 {
 		requests = childtest.Requests(gpu.ResourceNVIDIA, gpus)
 	}
-	must(t, childtest.CreatePod(ctxT(t), child.Client, childtest.Pod{Namespace: owned.ReleaseNamespace(ws.Name), Name: podName, Node: node,
+	must(t, childtest.CreatePod(ctxT(t), child.Client, childtest.Pod{Namespace: owned.LocalReleaseNamespace(ws.Name), Name: podName, Node: node,
 		Requests: requests, NotReady: notReady}))
 	return podName
 }
@@ -77,7 +77,7 @@ func TestRunningWaitsForReleasePods(t *testing.T) {
 	if got := getWS(t, key); got.Status.Phase != workspacesv1.PhaseDeploying {
 		t.Fatalf("phase %s with a pod not Ready, want Deploying", got.Status.Phase)
 	}
-	must(t, childtest.SetPodReady(ctxT(t), child.Client, owned.ReleaseNamespace(ws.Name), pod, true))
+	must(t, childtest.SetPodReady(ctxT(t), child.Client, owned.LocalReleaseNamespace(ws.Name), pod, true))
 	waitPhase(t, key, workspacesv1.PhaseRunning, workspacesv1.ReasonRunning)
 
 }
@@ -102,7 +102,7 @@ func TestPodReadyWakesDeploying(t *testing.T) {
 		}
 		return contains(got.Status.Message, pod)
 	})
-	must(t, childtest.SetPodReady(ctxT(t), child.Client, owned.ReleaseNamespace(ws.Name), pod, true))
+	must(t, childtest.SetPodReady(ctxT(t), child.Client, owned.LocalReleaseNamespace(ws.Name), pod, true))
 	waitPhase(t, key, workspacesv1.PhaseRunning, workspacesv1.ReasonRunning)
 }
 

@@ -317,7 +317,7 @@ func newScope(ws *workspacesv1.WorkspaceDeployment, now time.Time) *scope {
 func (s *scope) key() string { return s.ws.Namespace + "/" + s.ws.Name }
 
 // releaseNamespace is the namespace of the workspace's Helm release on the child.
-func (s *scope) releaseNamespace() string { return owned.ReleaseNamespace(s.ws.Name) }
+func (s *scope) releaseNamespace() string { return owned.ReleaseNamespace(s.ws) }
 
 // gateFor returns the reconciler's GPU gate, made on first use.
 func (r *Reconciler) gateFor() *gate.Gate {

@@ -32,8 +32,8 @@ func runningPinned(t *testing.T) (key types.NamespacedName, ws *workspacesv1.Wor
 	if sel := pinnedHost(t, ws); sel != host {
 		t.Fatalf("pinned to %q, want %q", sel, host)
 	}
-	syncQuota(t, child.Client, owned.ReleaseNamespace(key.Name))
-	pod = gpuPod(t, child.Client, owned.ReleaseNamespace(key.Name), node, "nvidia.com/gpu", 1)
+	syncQuota(t, child.Client, owned.LocalReleaseNamespace(key.Name))
+	pod = gpuPod(t, child.Client, owned.LocalReleaseNamespace(key.Name), node, "nvidia.com/gpu", 1)
 	setServiceState(t, types.NamespacedName{Namespace: ns, Name: owned.ServiceSetName(ws)}, k0rdentv1beta1.ServiceStateDeployed, "")
 	ws = waitPhase(t, key, workspacesv1.PhaseRunning, workspacesv1.ReasonRunning)
 	return key, ws, cd, model, node, pod
@@ -157,7 +157,7 @@ func TestCordonedNodeRunningThePodKeepsWorkspace(t *testing.T) {
 	}
 
 	// The pod goes: the cordoned node cannot take it back, and no other node can.
-	must(t, child.Client.Delete(ctxT(t), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: owned.ReleaseNamespace(key.Name), Name: pod}},
+	must(t, child.Client.Delete(ctxT(t), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: owned.LocalReleaseNamespace(key.Name), Name: pod}},
 		client.GracePeriodSeconds(0)))
 	ws = waitPhase(t, key, workspacesv1.PhaseWaiting, "")
 	if err := contains(condition(ws, workspacesv1.FeasibleCondition).Message, "cordoned"); err != nil {
@@ -179,9 +179,9 @@ func TestLostAdmissionKeepsItsPlace(t *testing.T) {
 		w.Spec.Resources.Replicas = ptr(int32(2))
 	})
 	ws := waitPhase(t, key, workspacesv1.PhaseDeploying, "")
-	syncQuota(t, child.Client, owned.ReleaseNamespace(key.Name))
+	syncQuota(t, child.Client, owned.LocalReleaseNamespace(key.Name))
 	for range 2 {
-		gpuPod(t, child.Client, owned.ReleaseNamespace(key.Name), old, gpu.ResourceNVIDIA, 1)
+		gpuPod(t, child.Client, owned.LocalReleaseNamespace(key.Name), old, gpu.ResourceNVIDIA, 1)
 	}
 	setServiceState(t, types.NamespacedName{Namespace: ns, Name: owned.ServiceSetName(ws)}, k0rdentv1beta1.ServiceStateDeployed, "")
 	waitPhase(t, key, workspacesv1.PhaseRunning, workspacesv1.ReasonRunning)

@@ -25,7 +25,7 @@ func runningOn(t *testing.T, ns, class, cd, model, node string, replicas, gpus i
 		ws.Spec.Resources.Replicas = ptr(replicas)
 	}}, mutate...)...)
 	ws := waitPhase(t, key, workspacesv1.PhaseDeploying, "")
-	release := owned.ReleaseNamespace(key.Name)
+	release := owned.LocalReleaseNamespace(key.Name)
 	syncQuota(t, child.Client, release)
 	for range replicas {
 		pods = append(pods, gpuPod(t, child.Client, release, node, gpu.ResourceNVIDIA, int64(gpus)))
@@ -87,7 +87,7 @@ func TestResizeKeepsItsPlaceInTheQueue(t *testing.T) {
 	// B held are the first that its first replica adds: C must not take them.
 	must(t, k8s.Delete(ctxT(t), getWS(t, b)))
 	waitGone(t, "workspace B", b, &workspacesv1.WorkspaceDeployment{})
-	must(t, childtest.SetPodPhase(ctxT(t), child.Client, owned.ReleaseNamespace(b.Name), bPods[0], corev1.PodSucceeded))
+	must(t, childtest.SetPodPhase(ctxT(t), child.Client, owned.LocalReleaseNamespace(b.Name), bPods[0], corev1.PodSucceeded))
 	eventually(t, "C waits behind the GPUs A's request adds", stillWaiting(t, c,
 		"it took the GPUs B freed, which A, ahead of it, waits for", "have 0 free (after 2 reserved"))
 	waitPhase(t, a, workspacesv1.PhaseWaiting, workspacesv1.ReasonWaitingForGpuCapacity)

@@ -185,24 +185,3 @@ func TestInjectionPaths(t *testing.T) {
 		t.Error(err)
 	}
 }
-
-// TestReleaseNamespaceConflict: two workspaces with one name from two namespaces on one cluster would
-// share ws-<name>; the younger fails.
-func TestReleaseNamespaceConflict(t *testing.T) {
-	cdNS := newNamespace(t)
-	otherNS := newNamespace(t)
-	nsObj := &corev1.Namespace{}
-	must(t, k8s.Get(ctxT(t), client.ObjectKey{Name: cdNS}, nsObj))
-	patch := client.MergeFrom(nsObj.DeepCopy())
-	nsObj.Annotations = map[string]string{workspacesv1.AllowWorkspacesFromAnnotation: "*"}
-	must(t, k8s.Patch(ctxT(t), nsObj, patch))
-	class := createClass(t, classSpec(name("dup")), cdNS)
-	cd := createCluster(t, cdNS, child.Kubeconfig)
-	first := createWorkspace(t, cdNS, class, cd.Name)
-	waitPhase(t, first, workspacesv1.PhaseDeploying, "")
-	second := createWorkspace(t, otherNS, class, cd.Name, func(ws *workspacesv1.WorkspaceDeployment) {
-		ws.Name = first.Name
-		ws.Spec.ClusterDeploymentRef.Namespace = cdNS
-	})
-	waitPhase(t, second, workspacesv1.PhaseFailed, workspacesv1.ReasonReleaseNamespaceConflict)
-}

@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/gate"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/routing"
 )
@@ -70,7 +73,19 @@ func (r *Reconciler) access(ctx context.Context, s *scope) {
 			"routing is not configured in this controller")
 		return
 	}
-	res, err := r.Routes.Ensure(ctx, routingWorkspace(s, s.cd))
+	w := routingWorkspace(s, s.cd)
+	if gate.PortEndpoints(eps) > 0 {
+		pq, err := gate.PortsAllowed(ctx, r.Client, s.ws, r.classEndpoints)
+		if err != nil {
+			s.setCondition(workspacesv1.RoutesReadyCondition, metav1.ConditionFalse, workspacesv1.ReasonRoutesPending, "routing: "+err.Error())
+			s.requeueWithin(r.routingRetry())
+			return
+		}
+		if pq.Limited {
+			w.Ports, w.PortsMessage = &pq.Allowed, pq.Message
+		}
+	}
+	res, err := r.Routes.Ensure(ctx, w)
 	if err != nil {
 		// A transient error: keep the entries as they were, say why, and come back.
 		log.FromContext(ctx).Info("routing failed, retrying", "error", err.Error())
@@ -97,6 +112,19 @@ func (r *Reconciler) access(ctx context.Context, s *scope) {
 		s.setTrue(workspacesv1.RoutesReadyCondition, workspacesv1.ReasonRoutesReady, fmt.Sprintf("all %d routes serve", len(res.Access)))
 		s.requeueWithin(r.routingResync())
 	}
+}
+
+// classEndpoints are the access endpoints of a workspace's class, from the cache; none when the class
+// is gone.
+func (r *Reconciler) classEndpoints(ctx context.Context, ws *workspacesv1.WorkspaceDeployment) ([]workspacesv1.AccessEndpoint, error) {
+	class := &workspacesv1.WorkspaceClass{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: ws.Spec.WorkspaceClassRef}, class); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("reading WorkspaceClass %s: %w", ws.Spec.WorkspaceClassRef, err)
+	}
+	return class.Spec.AccessEndpoints, nil
 }
 
 // requeueWithin asks for a pass at most d from now.

@@ -89,6 +89,7 @@ func (r *Reconciler) serviceSet(ctx context.Context, s *scope) (stepResult, erro
 	want := release.DesiredServiceSet(s.releaseInput(), name)
 	s.ws.Status.ServiceSetName = want.Name
 	s.ws.Status.ReleaseName = want.Spec.Services[0].Name
+	s.ws.Status.ReleaseNamespace = want.Spec.Services[0].Namespace
 	stamp := release.Stamp(s.now)
 
 	got := &k0rdentv1beta1.ServiceSet{}

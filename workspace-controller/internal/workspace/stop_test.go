@@ -90,7 +90,7 @@ func TestStopFreesGPUsAndStartGatesAgain(t *testing.T) {
 	holder := createWorkspace(t, ns, class, cd, func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Resources = gpuResources(1, model) })
 	ws := waitPhase(t, holder, workspacesv1.PhaseDeploying, "")
 	ssKey := client.ObjectKeyFromObject(waitServiceSet(t, ws))
-	release := owned.ReleaseNamespace(holder.Name)
+	release := owned.LocalReleaseNamespace(holder.Name)
 	// The release on the child, as the chart made it: a ReplicaSet of one replica, whatever the
 	// values, and its pod bound to the GPU node.
 	syncQuota(t, child.Client, release)
@@ -435,7 +435,7 @@ func TestStopKeepsThePodTemplate(t *testing.T) {
 	ws := waitPhase(t, key, workspacesv1.PhaseDeploying, "")
 	ssKey := client.ObjectKeyFromObject(waitServiceSet(t, ws))
 	// The release's pod runs on the node; the stop deletes it (and the test plays the kubelet).
-	release := owned.ReleaseNamespace(key.Name)
+	release := owned.LocalReleaseNamespace(key.Name)
 	syncQuota(t, child.Client, release)
 	pod := gpuPod(t, child.Client, release, node, gpu.ResourceNVIDIA, 1)
 	setServiceState(t, ssKey, k0rdentv1beta1.ServiceStateDeployed, "")

@@ -155,7 +155,7 @@ func TestTenantCannotAdoptAnUnlabelledReleaseNamespace(t *testing.T) {
 	class := createClass(t, classSpec(name("adopt")), ns)
 	cd := createCluster(t, ns, child.Kubeconfig)
 	wsName := name("platform")
-	theirs := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: owned.ReleaseNamespace(wsName), Labels: map[string]string{"team": "platform"}}}
+	theirs := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: owned.LocalReleaseNamespace(wsName), Labels: map[string]string{"team": "platform"}}}
 	must(t, child.Client.Create(ctxT(t), theirs))
 	t.Cleanup(func() { _ = child.Client.Delete(ctxT(t), theirs) })
 

@@ -308,6 +308,6 @@ func (r *Reconciler) lostOn(ctx context.Context, cd types.NamespacedName) func(*
 			read = true
 			nodes, pods, err = r.Children.Snapshot(ctx, cd)
 		}
-		return err == nil && gate.Lost(ad, owned.ReleaseNamespace(ws.Name), nodes, pods) != ""
+		return err == nil && gate.Lost(ad, owned.ReleaseNamespace(ws), nodes, pods) != ""
 	}
 }

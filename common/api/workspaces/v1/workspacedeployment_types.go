@@ -372,9 +372,17 @@ type WorkspaceDeploymentStatus struct {
 	// +optional
 	ServiceSetName string `json:"serviceSetName,omitempty"`
 
-	// ReleaseName is the Helm release on the child, in namespace ws-<name>.
+	// ReleaseName is the Helm release on the child, in namespace releaseNamespace.
 	// +optional
 	ReleaseName string `json:"releaseName,omitempty"`
+
+	// ReleaseNamespace is the release's namespace on the child, recorded when the ServiceSet is made:
+	// ws-<name> for a workspace on a cluster of its own namespace, wst-<name>-<qualifier> for one on a
+	// cluster of another namespace (the qualifier is 5 hex characters of the SHA-256 of the
+	// workspace's namespace), so that two namespaces can each run a workspace of the same name on one
+	// shared cluster.
+	// +optional
+	ReleaseNamespace string `json:"releaseNamespace,omitempty"`
 
 	// ResolvedResources are the merged resources.
 	// +optional

@@ -35,6 +35,14 @@ type WorkspaceQuotaSpec struct {
 	// +kubebuilder:validation:Minimum=0
 	Workspaces *int32 `json:"workspaces,omitempty"`
 
+	// TCPEndpoints caps the SSH and TCP endpoints (ports of the Gateway's shared pool) the namespace's
+	// workspaces hold at once. They are given in the order of the workspaces' age, oldest first: an
+	// endpoint past the cap gets no port and says why in its status.access entry (the workspace stays
+	// Running). With several WorkspaceQuotas setting it, the lowest applies.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	TCPEndpoints *int32 `json:"tcpEndpoints,omitempty"`
+
 	// MaxPriority is the highest spec.priority a WorkspaceDeployment of the namespace may ask for.
 	// Without any WorkspaceQuota setting it the maximum is 0; with several, the lowest applies.
 	// +optional
@@ -68,6 +76,11 @@ type WorkspaceQuotaStatus struct {
 	// Workspaces is the number of admitted workspaces in the namespace.
 	// +optional
 	Workspaces int32 `json:"workspaces,omitempty"`
+	// TCPEndpoints is the number of SSH and TCP endpoints of the namespace's workspaces that hold a
+	// port.
+	// +optional
+	TCPEndpoints int32 `json:"tcpEndpoints,omitempty"`
+
 	// Waiting is the number of workspaces of the namespace waiting because of a WorkspaceQuota.
 	// +optional
 	Waiting int32 `json:"waiting,omitempty"`
@@ -112,6 +125,19 @@ type WorkspaceQuotaList struct {
 
 func init() {
 	objectTypes = append(objectTypes, &WorkspaceQuota{}, &WorkspaceQuotaList{})
+}
+
+// TCPEndpointLimit is the most SSH and TCP endpoints the namespace of the quotas may hold: the lowest
+// spec.tcpEndpoints among them; false when none sets it.
+func TCPEndpointLimit(quotas []WorkspaceQuota) (int32, bool) {
+	var out int32
+	found := false
+	for i := range quotas {
+		if m := quotas[i].Spec.TCPEndpoints; m != nil && (!found || *m < out) {
+			out, found = *m, true
+		}
+	}
+	return out, found
 }
 
 // MaxPriority is the highest spec.priority a WorkspaceDeployment may ask for in the namespace of the

@@ -877,6 +877,11 @@ func (in *WorkspaceQuotaSpec) DeepCopyInto(out *WorkspaceQuotaSpec) {
 		*out = new(int32)
 		**out = **in
 	}
+	if in.TCPEndpoints != nil {
+		in, out := &in.TCPEndpoints, &out.TCPEndpoints
+		*out = new(int32)
+		**out = **in
+	}
 	if in.MaxPriority != nil {
 		in, out := &in.MaxPriority, &out.MaxPriority
 		*out = new(int32)
