@@ -91,3 +91,41 @@ func TestGPUExamples(t *testing.T) {
 		Feature()
 	testEnv.Test(t, f)
 }
+
+// TestSharedFleetExample applies examples/shared-fleet on top of the quick start: the platform's
+// Colony of three clusters comes up, and both teams' `notebook` are placed on it from their own
+// namespaces and run, each in its own release namespace. It removes the workspaces and the Colony.
+func TestSharedFleetExample(t *testing.T) {
+	localOnly(t, "the examples target the simulator's ClusterTemplate and GPU node shapes")
+	const platform = "platform-fleet"
+	f := features.New("shared-fleet example").
+		Assess("both teams' notebooks run on the platform's fleet", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			for _, dir := range []string{"quickstart", "shared-fleet"} {
+				if err := world.ApplyDir(ctx, filepath.Join(world.RepoRoot, "examples", dir)); err != nil {
+					t.Fatalf("applying examples/%s: %v", dir, err)
+				}
+			}
+			waitColony(ctx, t, platform, "gpus", 3, 3)
+			var releaseNamespaces []string
+			for _, team := range []string{"team-a", "team-b"} {
+				ws := waitRunningOnNewCluster(ctx, t, team, "notebook")
+				if p := ws.Status.Placement; p == nil || p.Namespace != platform {
+					t.Fatalf("%s/notebook placement %+v, want a cluster of %s", team, p, platform)
+				}
+				releaseNamespaces = append(releaseNamespaces, ws.Status.ReleaseNamespace)
+			}
+			if releaseNamespaces[0] == releaseNamespaces[1] {
+				t.Errorf("both notebooks in release namespace %s", releaseNamespaces[0])
+			}
+			return ctx
+		}).
+		Teardown(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			for _, team := range []string{"team-a", "team-b"} {
+				deleteAndWait(ctx, t, &workspacesv1.WorkspaceDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: team, Name: "notebook"}}, workspaceTimeout)
+			}
+			deleteAndWait(ctx, t, &infrav1.Colony{ObjectMeta: metav1.ObjectMeta{Namespace: platform, Name: "gpus"}}, clusterTimeout)
+			return ctx
+		}).
+		Feature()
+	testEnv.Test(t, f)
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
@@ -214,9 +215,32 @@ func (v *DeploymentValidator) priorityFrom(ctx context.Context, r client.Reader,
 	return validation.Priority(wsd, workspacesv1.MaxPriority(quotas.Items)), nil
 }
 
-// tenancy applies the cross-namespace rule of common/tenancy to spec.clusterDeploymentRef.namespace.
+// tenancy applies the cross-namespace rule of common/tenancy to spec.clusterDeploymentRef.namespace,
+// and to the namespace a placing workspace is placed from (spec.colonyRef.namespace,
+// spec.clusterSelectorNamespace).
 func (v *DeploymentValidator) tenancy(ctx context.Context, wsd *workspacesv1.WorkspaceDeployment) (field.ErrorList, error) {
-	target := wsd.Spec.ClusterDeploymentRef.Namespace
+	errs, err := v.tenancyOf(ctx, wsd, wsd.Spec.ClusterDeploymentRef.Namespace, field.NewPath("spec", "clusterDeploymentRef", "namespace"))
+	if err != nil {
+		return nil, err
+	}
+	if from, path := wsd.PlacementNamespace(); path != "" {
+		more, err := v.tenancyOf(ctx, wsd, from, fieldPath(path))
+		if err != nil {
+			return nil, err
+		}
+		errs = append(errs, more...)
+	}
+	return errs, nil
+}
+
+// fieldPath turns "spec.a.b" into a field.Path.
+func fieldPath(p string) *field.Path {
+	parts := strings.Split(p, ".")
+	return field.NewPath(parts[0], parts[1:]...)
+}
+
+// tenancyOf checks that the workspace may use the clusters of namespace target, named at path.
+func (v *DeploymentValidator) tenancyOf(ctx context.Context, wsd *workspacesv1.WorkspaceDeployment, target string, path *field.Path) (field.ErrorList, error) {
 	if tenancy.SameNamespace(wsd.Namespace, target) {
 		return nil, nil
 	}
@@ -229,7 +253,7 @@ func (v *DeploymentValidator) tenancy(ctx context.Context, wsd *workspacesv1.Wor
 		return nil, apierrors.NewInternalError(fmt.Errorf("reading namespace %s: %w", target, err))
 	}
 	if ok, why := tenancy.Allowed(wsd.Namespace, ns); !ok {
-		return field.ErrorList{field.Forbidden(field.NewPath("spec", "clusterDeploymentRef", "namespace"), why)}, nil
+		return field.ErrorList{field.Forbidden(path, why)}, nil
 	}
 	return nil, nil
 }

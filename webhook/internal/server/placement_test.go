@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
@@ -71,5 +72,62 @@ func TestPlacementTargetAndPriority(t *testing.T) {
 	denied(t, err, "spec.priority")
 	if !strings.Contains(err.Error(), "6 is above 5") {
 		t.Errorf("the denial does not name the cap: %v", err)
+	}
+}
+
+// TestSharedPlacementNamespaces: colonyRef.namespace and clusterSelectorNamespace may name a
+// namespace that grants the workspace's (a platform team's shared fleet); any other is refused
+// naming the field, clusterSelectorNamespace needs clusterSelector, and neither changes afterwards.
+func TestSharedPlacementNamespaces(t *testing.T) {
+	fixtures(t)
+	ctx := context.Background()
+	must(t, mgmt.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "fleet-platform",
+		Annotations: map[string]string{workspacesv1.AllowWorkspacesFromAnnotation: "fleet-tenant"}}}))
+	for _, n := range []string{"fleet-tenant", "fleet-stranger"} {
+		must(t, mgmt.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}}))
+	}
+	must(t, mgmt.Client.Create(ctx, simpleClass("shared-fleet-class")))
+	byColony := func(ns, name string) *workspacesv1.WorkspaceDeployment {
+		d := deployment(ns, name, "shared-fleet-class", nil)
+		d.Spec.ClusterDeploymentRef = workspacesv1.ClusterDeploymentRef{}
+		d.Spec.ColonyRef = &workspacesv1.ColonyRef{Name: "fleet", Namespace: "fleet-platform"}
+		return d
+	}
+	bySelector := func(ns, name string) *workspacesv1.WorkspaceDeployment {
+		d := deployment(ns, name, "shared-fleet-class", nil)
+		d.Spec.ClusterDeploymentRef = workspacesv1.ClusterDeploymentRef{}
+		d.Spec.ClusterSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "gpu"}}
+		d.Spec.ClusterSelectorNamespace = "fleet-platform"
+		return d
+	}
+	// The webhook reads namespaces from its cache: wait until it has the grant.
+	granted := byColony("fleet-tenant", "by-colony")
+	deadline := time.Now().Add(30 * time.Second)
+	err := wclient.Create(ctx, granted.DeepCopy())
+	for ; err != nil && time.Now().Before(deadline); err = wclient.Create(ctx, granted.DeepCopy()) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	must(t, err)
+	must(t, wclient.Create(ctx, bySelector("fleet-tenant", "by-selector")))
+
+	denied(t, wclient.Create(ctx, byColony("fleet-stranger", "by-colony")), "spec.colonyRef.namespace")
+	denied(t, wclient.Create(ctx, bySelector("fleet-stranger", "by-selector")), "spec.clusterSelectorNamespace")
+
+	alone := deployment("fleet-tenant", "alone", "shared-fleet-class", nil)
+	alone.Spec.ClusterSelectorNamespace = "fleet-platform"
+	if err := mgmt.Client.Create(ctx, alone); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "clusterSelectorNamespace is only used with spec.clusterSelector") {
+		t.Errorf("want clusterSelectorNamespace without clusterSelector refused, got %v", err)
+	}
+
+	got := &workspacesv1.WorkspaceDeployment{}
+	must(t, mgmt.Client.Get(ctx, client.ObjectKeyFromObject(granted), got))
+	got.Spec.ColonyRef.Namespace = "fleet-tenant"
+	if err := wclient.Update(ctx, got); err == nil || !strings.Contains(err.Error(), "colonyRef") {
+		t.Errorf("want the Colony's namespace change refused naming colonyRef, got %v", err)
+	}
+	must(t, mgmt.Client.Get(ctx, types.NamespacedName{Namespace: "fleet-tenant", Name: "by-selector"}, got))
+	got.Spec.ClusterSelectorNamespace = "fleet-tenant"
+	if err := wclient.Update(ctx, got); err == nil || !strings.Contains(err.Error(), "clusterSelectorNamespace") {
+		t.Errorf("want the selector's namespace change refused naming clusterSelectorNamespace, got %v", err)
 	}
 }

@@ -98,11 +98,20 @@ func target(wsd *workspacesv1.WorkspaceDeployment, spec *field.Path) field.Error
 		} else {
 			errs = append(errs, dnsSubdomain(c.Name, spec.Child("colonyRef", "name"))...)
 		}
+		if c.Namespace != "" {
+			errs = append(errs, dnsLabel(c.Namespace, spec.Child("colonyRef", "namespace"))...)
+		}
 	}
 	if sel := wsd.Spec.ClusterSelector; sel != nil {
 		if _, err := metav1.LabelSelectorAsSelector(sel); err != nil {
 			errs = append(errs, field.Invalid(spec.Child("clusterSelector"), sel.String(), err.Error()))
 		}
+	}
+	if n := wsd.Spec.ClusterSelectorNamespace; n != "" {
+		if wsd.Spec.ClusterSelector == nil {
+			errs = append(errs, field.Forbidden(spec.Child("clusterSelectorNamespace"), "is only used with spec.clusterSelector"))
+		}
+		errs = append(errs, dnsLabel(n, spec.Child("clusterSelectorNamespace"))...)
 	}
 	return errs
 }
@@ -144,6 +153,10 @@ func WorkspaceDeploymentUpdate(oldWSD, newWSD *workspacesv1.WorkspaceDeployment)
 	if !apiequality.Semantic.DeepEqual(oldWSD.Spec.ClusterSelector, newWSD.Spec.ClusterSelector) {
 		errs = append(errs, field.Forbidden(spec.Child("clusterSelector"),
 			"is immutable: delete the WorkspaceDeployment and create it again with the other selector"))
+	}
+	if oldWSD.Spec.ClusterSelectorNamespace != newWSD.Spec.ClusterSelectorNamespace {
+		errs = append(errs, field.Forbidden(spec.Child("clusterSelectorNamespace"),
+			"is immutable: delete the WorkspaceDeployment and create it again with the other namespace"))
 	}
 	oldRef, newRef := oldWSD.Spec.ClusterDeploymentRef, newWSD.Spec.ClusterDeploymentRef
 	if oldRef.Name == "" && newRef.Name == "" {

@@ -73,7 +73,9 @@ const (
 	// of every ClusterDeployment that reaches one child.
 	IndexClusterIdentity = "workspace.clusterIdentity"
 	// IndexNamespaceWaiter indexes, by their namespace, the workspaces that wait for placement or for
-	// their namespace's quota, so that a watch event finds them without listing the namespace.
+	// their namespace's quota, so that a watch event finds them without listing the namespace; an
+	// unplaced workspace placed from another namespace (a shared Colony or selector) is indexed under
+	// that namespace too.
 	IndexNamespaceWaiter = "workspace.namespaceWaiter"
 	// IndexClusterNamespace indexes workspaces by their ClusterDeployment's namespace.
 	IndexClusterNamespace = "workspace.clusterNamespace"

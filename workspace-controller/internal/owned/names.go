@@ -66,11 +66,13 @@ func ClusterKey(ws *workspacesv1.WorkspaceDeployment) types.NamespacedName {
 	return types.NamespacedName{Namespace: ns, Name: ws.Spec.ClusterDeploymentRef.Name}
 }
 
-// PlacedKey is the cluster status.placement names, or an empty name while the workspace is unplaced.
+// PlacedKey is the cluster status.placement names, or, while the workspace is unplaced, an empty name
+// in the namespace it is placed from (WorkspaceDeployment.PlacementNamespace).
 func PlacedKey(ws *workspacesv1.WorkspaceDeployment) types.NamespacedName {
 	p := ws.Status.Placement
 	if p == nil || p.Cluster == "" {
-		return types.NamespacedName{Namespace: ws.Namespace}
+		ns, _ := ws.PlacementNamespace()
+		return types.NamespacedName{Namespace: ns}
 	}
 	ns := p.Namespace
 	if ns == "" {

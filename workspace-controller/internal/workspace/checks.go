@@ -17,6 +17,7 @@ import (
 	"github.com/exalsius/exalsius-operator/common/childcluster"
 	"github.com/exalsius/exalsius-operator/common/tenancy"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/childns"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/gate"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/workspaceclass"
 )
@@ -230,25 +231,41 @@ func (r *Reconciler) classAllowed(ctx context.Context, s *scope) (*finding, erro
 // namespaceAllowed: a ClusterDeployment in another namespace may be used only where that namespace
 // allows the workspace's (docs/TENANCY.md).
 func (r *Reconciler) namespaceAllowed(ctx context.Context, s *scope) (*finding, error) {
-	key := s.cdKey
-	if tenancy.SameNamespace(s.ws.Namespace, key.Namespace) {
-		return nil, nil
+	why, err := r.mayUseNamespace(ctx, s.ws.Namespace, s.cdKey.Namespace)
+	if err != nil || why == "" {
+		return nil, err
+	}
+	fieldPath := "spec.clusterDeploymentRef.namespace"
+	if gate.PlacesItself(s.ws) {
+		_, fieldPath = s.ws.PlacementNamespace()
+		if fieldPath == "" {
+			fieldPath = "status.placement.namespace" // placed on a cluster of another namespace
+		}
+	}
+	return &finding{condition: workspacesv1.ClusterDeploymentResolvedCondition, reason: workspacesv1.ReasonNamespaceNotAllowed,
+		message: fieldPath + ": " + why + " (see docs/TENANCY.md)"}, nil
+}
+
+// mayUseNamespace says why a workspace of namespace own may not use the clusters of namespace target,
+// or "": its own namespace always, another only where that namespace allows it (common/tenancy).
+func (r *Reconciler) mayUseNamespace(ctx context.Context, own, target string) (string, error) {
+	if tenancy.SameNamespace(own, target) {
+		return "", nil
 	}
 	ns := &metav1.PartialObjectMetadata{}
 	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
-	var target *corev1.Namespace
-	err := r.Client.Get(ctx, types.NamespacedName{Name: key.Namespace}, ns)
+	var obj *corev1.Namespace
+	err := r.Client.Get(ctx, types.NamespacedName{Name: target}, ns)
 	switch {
 	case err == nil:
-		target = &corev1.Namespace{ObjectMeta: ns.ObjectMeta}
+		obj = &corev1.Namespace{ObjectMeta: ns.ObjectMeta}
 	case !apierrors.IsNotFound(err):
-		return nil, fmt.Errorf("reading namespace %s: %w", key.Namespace, err)
+		return "", fmt.Errorf("reading namespace %s: %w", target, err)
 	}
-	if ok, why := tenancy.Allowed(s.ws.Namespace, target); !ok {
-		return &finding{condition: workspacesv1.ClusterDeploymentResolvedCondition, reason: workspacesv1.ReasonNamespaceNotAllowed,
-			message: "spec.clusterDeploymentRef.namespace: " + why + " (see docs/TENANCY.md)"}, nil
+	if ok, why := tenancy.Allowed(own, obj); !ok {
+		return why, nil
 	}
-	return nil, nil
+	return "", nil
 }
 
 // clusterExists reads the ClusterDeployment into the scope.

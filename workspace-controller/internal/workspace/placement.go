@@ -97,7 +97,15 @@ func (s *scope) applyPlacement(d gate.Decision) {
 // exist, are not being deleted and have their kubeconfig Secret. When there are none, the workspace
 // is blocked with the reason and why is set.
 func (r *Reconciler) candidates(ctx context.Context, s *scope) ([]types.NamespacedName, *string, error) {
-	ns := s.ws.Namespace
+	ns, fieldPath := s.ws.PlacementNamespace()
+	if why, err := r.mayUseNamespace(ctx, s.ws.Namespace, ns); err != nil || why != "" {
+		if err != nil {
+			return nil, nil, err
+		}
+		msg := fieldPath + ": " + why + " (see docs/TENANCY.md)"
+		s.waitFor(workspacesv1.PlacedCondition, workspacesv1.ReasonNamespaceNotAllowed, msg)
+		return nil, &msg, nil
+	}
 	var names []string
 	var source string
 	switch {

@@ -16,6 +16,7 @@ import (
 	"github.com/exalsius/exalsius-operator/common/gpu"
 	"github.com/exalsius/exalsius-operator/common/testing/childtest"
 	"github.com/exalsius/exalsius-operator/common/testing/testenv"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 )
 
 // startChildren starts child API servers for one test and stops them when it ends.
@@ -233,5 +234,61 @@ func TestPlacementBurstNoOvershoot(t *testing.T) {
 		if held[cd] != f {
 			t.Errorf("cluster %s gave out %d GPUs, has %d free", cd, held[cd], f)
 		}
+	}
+}
+
+// TestSharedPlacement: a tenant namespace places workspaces on a platform namespace's clusters, by
+// colonyRef and by clusterSelector naming that namespace. Until the platform grants the tenant, the
+// workspace waits (NamespaceNotAllowed, naming the field); the grant wakes it; it is placed, admitted
+// and installed from the platform namespace into its tenant-qualified release namespace, and no
+// Secret is made in the tenant's namespace.
+func TestSharedPlacement(t *testing.T) {
+	platform, tenant := newNamespace(t), newNamespace(t)
+	class := createClass(t, classSpec(name("shared")), platform)
+	model := name("s100")
+	sel := map[string]string{"pool": name("shared")}
+	cd := createCluster(t, platform, child.Kubeconfig, labelled(sel))
+	pinnableNode(t, child.Client, gpu.ResourceNVIDIA, 2, model)
+	colonyName := name("fleet")
+	createColony(t, platform, colonyName, cd.Name)
+
+	byColony := createWorkspace(t, tenant, class, "", func(ws *workspacesv1.WorkspaceDeployment) {
+		ws.Spec.ClusterDeploymentRef = workspacesv1.ClusterDeploymentRef{}
+		ws.Spec.ColonyRef = &workspacesv1.ColonyRef{Name: colonyName, Namespace: platform}
+		ws.Spec.Resources = gpuResources(1, model)
+	})
+	ws := waitPhase(t, byColony, workspacesv1.PhasePending, workspacesv1.ReasonNamespaceNotAllowed)
+	if err := contains(ws.Status.Message, "spec.colonyRef.namespace"); err != nil {
+		t.Error(err)
+	}
+
+	nsObj := &corev1.Namespace{}
+	must(t, k8s.Get(ctxT(t), client.ObjectKey{Name: platform}, nsObj))
+	patch := client.MergeFrom(nsObj.DeepCopy())
+	nsObj.Annotations = map[string]string{workspacesv1.AllowWorkspacesFromAnnotation: tenant}
+	must(t, k8s.Patch(ctxT(t), nsObj, patch))
+	if p := waitPlaced(t, byColony); p.Cluster != cd.Name || p.Namespace != platform {
+		t.Errorf("placed on %s/%s, want %s/%s", p.Namespace, p.Cluster, platform, cd.Name)
+	}
+	ws = waitPhase(t, byColony, workspacesv1.PhaseDeploying, "")
+	ss := waitServiceSet(t, ws)
+	if ss.Namespace != platform || ss.Spec.Services[0].Namespace != owned.SharedReleaseNamespace(byColony.Name, tenant) {
+		t.Errorf("ServiceSet %s/%s installs into %s, want the platform namespace and %s", ss.Namespace, ss.Name,
+			ss.Spec.Services[0].Namespace, owned.SharedReleaseNamespace(byColony.Name, tenant))
+	}
+
+	bySelector := createWorkspace(t, tenant, class, "", func(ws *workspacesv1.WorkspaceDeployment) {
+		placedBy(sel, gpuResources(1, model))(ws)
+		ws.Spec.ClusterSelectorNamespace = platform
+	})
+	if p := waitPlaced(t, bySelector); p.Cluster != cd.Name || p.Namespace != platform {
+		t.Errorf("placed on %s/%s, want %s/%s", p.Namespace, p.Cluster, platform, cd.Name)
+	}
+	waitPhase(t, bySelector, workspacesv1.PhaseDeploying, "")
+
+	var secrets corev1.SecretList
+	must(t, k8s.List(ctxT(t), &secrets, client.InNamespace(tenant)))
+	for _, s := range secrets.Items {
+		t.Errorf("Secret %s/%s made in the tenant namespace", tenant, s.Name)
 	}
 }

@@ -42,20 +42,13 @@ func (r *Reconciler) namespaceWaiters(ctx context.Context, namespace string, ski
 	})
 }
 
-// forColony brings back the unplaced workspaces that name the Colony (its clusters changed).
+// forColony brings back the unplaced workspaces that name the Colony (its clusters changed), of its
+// namespace and of the namespaces it is shared with.
 func (r *Reconciler) forColony(ctx context.Context, o client.Object) []reconcile.Request {
-	var list workspacesv1.WorkspaceDeploymentList
-	if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.UnsafeDisableDeepCopy); err != nil { // read-only
-		return nil
-	}
-	var out []reconcile.Request
-	for i := range list.Items {
-		w := &list.Items[i]
-		if gate.Unplaced(w) && w.Spec.ColonyRef != nil && w.Spec.ColonyRef.Name == o.GetName() {
-			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(w)})
-		}
-	}
-	return out
+	return r.workspaces(ctx, owned.IndexNamespaceWaiter, o.GetNamespace(), func(w *workspacesv1.WorkspaceDeployment) bool {
+		from, _ := w.PlacementNamespace()
+		return gate.Unplaced(w) && w.Spec.ColonyRef != nil && w.Spec.ColonyRef.Name == o.GetName() && from == o.GetNamespace()
+	})
 }
 
 // forQuota brings back the namespace's waiting workspaces when a quota changes: a raised limit frees

@@ -57,10 +57,16 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager, 
 		return fmt.Errorf("indexing workspaces by child cluster identity: %w", err)
 	}
 	if err := idx.IndexField(ctx, &workspacesv1.WorkspaceDeployment{}, owned.IndexNamespaceWaiter, func(o client.Object) []string {
-		if ws := o.(*workspacesv1.WorkspaceDeployment); gate.Unplaced(ws) || gate.WaitingForQuota(ws) {
-			return []string{ws.Namespace}
+		ws := o.(*workspacesv1.WorkspaceDeployment)
+		if !gate.Unplaced(ws) && !gate.WaitingForQuota(ws) {
+			return nil
 		}
-		return nil
+		// An unplaced workspace is also found by the namespace it is placed from: a change of the
+		// clusters there (a platform team's shared fleet) brings it back.
+		if from, _ := ws.PlacementNamespace(); gate.Unplaced(ws) && from != ws.Namespace {
+			return []string{ws.Namespace, from}
+		}
+		return []string{ws.Namespace}
 	}); err != nil {
 		return fmt.Errorf("indexing the workspaces waiting in a namespace: %w", err)
 	}

@@ -21,22 +21,32 @@ type ClusterDeploymentRef struct {
 	Namespace string `json:"namespace,omitempty"`
 }
 
-// ColonyRef names a Colony in the workspace's namespace.
+// ColonyRef names a Colony.
 type ColonyRef struct {
 	// Name of the Colony.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name"`
+
+	// Namespace of the Colony; the workspace's own namespace when empty. Another namespace must allow
+	// the workspace's, as for clusterDeploymentRef.namespace (see docs/TENANCY.md): a platform team's
+	// fleet, shared by many teams.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace,omitempty"`
 }
 
 // WorkspaceDeploymentSpec is a user's request for one workspace. It names where the workspace runs in
 // exactly one of three ways: one ClusterDeployment (clusterDeploymentRef), any cluster of a Colony
-// (colonyRef), or any ClusterDeployment of its namespace whose labels match (clusterSelector). With
+// (colonyRef), or any ClusterDeployment of a namespace whose labels match (clusterSelector); each may
+// name another namespace that allows the workspace's. With
 // colonyRef or clusterSelector the controller places the workspace on a cluster that can hold it now
 // and records the choice in status.placement (see docs/placement.md).
 // +kubebuilder:validation:XValidation:rule="[has(self.clusterDeploymentRef), has(self.colonyRef), has(self.clusterSelector)].filter(x, x).size() == 1",message="exactly one of spec.clusterDeploymentRef, spec.colonyRef and spec.clusterSelector must be set"
 // +kubebuilder:validation:XValidation:rule="has(self.clusterDeploymentRef) == has(oldSelf.clusterDeploymentRef) && has(self.colonyRef) == has(oldSelf.colonyRef) && has(self.clusterSelector) == has(oldSelf.clusterSelector)",message="spec.clusterDeploymentRef, spec.colonyRef and spec.clusterSelector are immutable: which one is set cannot change"
+// +kubebuilder:validation:XValidation:rule="!has(self.clusterSelectorNamespace) || has(self.clusterSelector)",message="spec.clusterSelectorNamespace is only used with spec.clusterSelector"
+// +kubebuilder:validation:XValidation:rule="has(self.clusterSelectorNamespace) == has(oldSelf.clusterSelectorNamespace)",message="spec.clusterSelectorNamespace is immutable"
 type WorkspaceDeploymentSpec struct {
 	// WorkspaceClassRef is the name of the WorkspaceClass. Immutable.
 	// +required
@@ -52,16 +62,24 @@ type WorkspaceDeploymentSpec struct {
 	ClusterDeploymentRef ClusterDeploymentRef `json:"clusterDeploymentRef,omitzero"`
 
 	// ColonyRef places the workspace on one of the Colony's clusters (status.clusterDeploymentRefs of
-	// the Colony in the workspace's namespace). Immutable.
+	// the Colony). Immutable.
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="colonyRef is immutable"
 	ColonyRef *ColonyRef `json:"colonyRef,omitempty"`
 
-	// ClusterSelector places the workspace on one of the ClusterDeployments of its namespace whose
-	// labels match. Immutable.
+	// ClusterSelector places the workspace on one of the ClusterDeployments whose labels match, in its
+	// namespace or in clusterSelectorNamespace. Immutable.
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="clusterSelector is immutable"
 	ClusterSelector *metav1.LabelSelector `json:"clusterSelector,omitempty"`
+
+	// ClusterSelectorNamespace is the namespace whose ClusterDeployments clusterSelector selects; the
+	// workspace's own when empty. Another namespace must allow the workspace's, as for
+	// clusterDeploymentRef.namespace (see docs/TENANCY.md). Only with clusterSelector. Immutable.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="clusterSelectorNamespace is immutable"
+	ClusterSelectorNamespace string `json:"clusterSelectorNamespace,omitempty"`
 
 	// Priority orders the workspaces waiting for GPUs on a cluster and for the namespace's quota:
 	// higher first, then older first. A namespace's WorkspaceQuotas cap it (spec.maxPriority, 0 when
@@ -473,4 +491,18 @@ type WorkspaceDeploymentList struct {
 
 func init() {
 	objectTypes = append(objectTypes, &WorkspaceDeployment{}, &WorkspaceDeploymentList{})
+}
+
+// PlacementNamespace is the namespace a workspace that places itself is placed from: the namespace of
+// its Colony (spec.colonyRef.namespace) or of the ClusterDeployments its selector selects
+// (spec.clusterSelectorNamespace), else its own. It also returns the field that names it ("" for the
+// workspace's own namespace).
+func (w *WorkspaceDeployment) PlacementNamespace() (namespace, field string) {
+	switch {
+	case w.Spec.ColonyRef != nil && w.Spec.ColonyRef.Namespace != "":
+		return w.Spec.ColonyRef.Namespace, "spec.colonyRef.namespace"
+	case w.Spec.ClusterSelector != nil && w.Spec.ClusterSelectorNamespace != "":
+		return w.Spec.ClusterSelectorNamespace, "spec.clusterSelectorNamespace"
+	}
+	return w.Namespace, ""
 }
