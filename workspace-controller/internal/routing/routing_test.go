@@ -195,14 +195,15 @@ func TestPortQuota(t *testing.T) {
 	must(t, k8s.Create(ctxT(t), &workspacesv1.WorkspaceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ports"},
 		Spec: workspacesv1.WorkspaceQuotaSpec{TCPEndpoints: &two}}))
 
-	w1 := runningWorkspace(t, ns, name("older"), class, cd)
+	// Created within one second, two workspaces are ordered by name: "a-..." is the older.
+	w1 := runningWorkspace(t, ns, name("a"), class, cd)
 	waitWS(t, w1, "two ports", func(ws *workspacesv1.WorkspaceDeployment) error {
 		if sshPort(ws, "ssh") == "" || sshPort(ws, "db") == "" {
 			return fmt.Errorf("access %+v", ws.Status.Access)
 		}
 		return nil
 	})
-	w2 := runningWorkspace(t, ns, name("newer"), class, cd)
+	w2 := runningWorkspace(t, ns, name("b"), class, cd)
 	ws2 := waitWS(t, w2, "no port, saying why", func(ws *workspacesv1.WorkspaceDeployment) error {
 		for _, ep := range []string{"ssh", "db"} {
 			if a := access(ws, ep); a.URL != "" || !strings.Contains(a.Message, "WorkspaceQuota allows 2 SSH and TCP endpoints") {
