@@ -39,6 +39,7 @@ func Injection(ri *workspacesv1.ResourceInjection, spec *field.Path) []Path {
 	}{
 		{"replicas", ri.Replicas}, {"cpu", ri.CPU}, {"memory", ri.Memory}, {"storage", ri.Storage},
 		{"gpuCount", ri.GPUCount}, {"gpuVendor", ri.GPUVendor}, {"gpuType", ri.GPUType},
+		{"nodeSelector", ri.NodeSelector}, {"affinity", ri.Affinity}, {"tolerations", ri.Tolerations},
 	} {
 		for i, p := range l.paths {
 			out = append(out, Path{Field: spec.Child("resourceInjection", l.kind).Index(i), Kind: l.kind, Raw: p})

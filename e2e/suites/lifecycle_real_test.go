@@ -24,18 +24,7 @@ const gpuRequestTemplate = "e2e-gpu-request-0-1-0"
 // allowFromAll lets workspaces of every namespace target the ClusterDeployments of ns.
 func allowFromAll(ctx context.Context, t *testing.T, ns string) {
 	t.Helper()
-	var n corev1.Namespace
-	if err := mgmt().Get(ctx, types.NamespacedName{Name: ns}, &n); err != nil {
-		t.Fatal(err)
-	}
-	patch := client.MergeFrom(n.DeepCopy())
-	if n.Annotations == nil {
-		n.Annotations = map[string]string{}
-	}
-	n.Annotations[workspacesv1.AllowWorkspacesFromAnnotation] = "*"
-	if err := mgmt().Patch(ctx, &n, patch); err != nil {
-		t.Fatal(err)
-	}
+	grantWorkspacesFrom(ctx, t, ns, "*")
 }
 
 // TestLifecycleRealSequences runs the sequences that used to lose data or double-book GPUs against

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -17,7 +16,6 @@ import (
 
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
-	"github.com/exalsius/exalsius-operator/common/testing/testenv"
 )
 
 // TestSharedFleet: a platform namespace runs a Colony of three GPU clusters and grants two tenant
@@ -51,14 +49,7 @@ func TestSharedFleet(t *testing.T) {
 				mustCreate(ctx, t, &workspacesv1.WorkspaceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "team"},
 					Spec: workspacesv1.WorkspaceQuotaSpec{GPUs: []workspacesv1.GPUQuota{{Vendor: workspacesv1.GPUVendorNVIDIA, Limit: limit}}}})
 			}
-			for _, ns := range []string{nsA, nsB, nsC} {
-				tc, err := testenv.TenantBoundTo(ctx, mgmt(), tgt.Config(), ns, "tenant-"+ns, chartEditRole, rbacv1.PolicyRule{
-					APIGroups: []string{workspacesv1.GroupVersion.Group}, Resources: []string{"workspacedeployments"}, Verbs: []string{"create"}})
-				if err != nil {
-					t.Fatal(err)
-				}
-				tenants[ns] = tc
-			}
+			editTenants(ctx, t, tenants, nsA, nsB, nsC)
 			return ctx
 		}).
 		Assess("both tenants place on the platform's fleet, each within its own quota", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {

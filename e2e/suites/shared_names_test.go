@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -64,14 +65,7 @@ func TestTwoTenantsShareAName(t *testing.T) {
 			one32 := int32(1)
 			mustCreate(ctx, t, &workspacesv1.WorkspaceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: nsA, Name: "ports"},
 				Spec: workspacesv1.WorkspaceQuotaSpec{TCPEndpoints: &one32}})
-			for _, ns := range []string{nsA, nsB} {
-				tc, err := testenv.TenantBoundTo(ctx, mgmt(), tgt.Config(), ns, "tenant-"+ns, chartEditRole, rbacv1.PolicyRule{
-					APIGroups: []string{workspacesv1.GroupVersion.Group}, Resources: []string{"workspacedeployments"}, Verbs: []string{"create"}})
-				if err != nil {
-					t.Fatal(err)
-				}
-				tenants[ns] = tc
-			}
+			editTenants(ctx, t, tenants, nsA, nsB)
 			return ctx
 		}).
 		Assess("both tenants' notebooks run, each in its own release namespace with its own URL", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
@@ -143,6 +137,20 @@ func TestTwoTenantsShareAName(t *testing.T) {
 				if ns.Labels[workspacesv1.WorkspaceNamespaceLabel] != ws.Namespace || ns.Labels[workspacesv1.WorkspaceUIDLabel] != string(ws.UID) {
 					t.Errorf("namespace %s labels %v do not name %s/%s", ns.Name, ns.Labels, ws.Namespace, ws.Name)
 				}
+				// The other tenant's workspace on the shared child cannot reach this one: only the
+				// namespace itself and the data planes may.
+				var np networkingv1.NetworkPolicy
+				if err := child.Client().Get(ctx, types.NamespacedName{Namespace: ns.Name, Name: "workspace-ingress"}, &np); err != nil {
+					t.Errorf("the NetworkPolicy of %s: %v", ns.Name, err)
+				} else if len(np.Spec.Ingress) != 1 || len(np.Spec.Ingress[0].From) == 0 || np.Spec.Ingress[0].From[0].PodSelector == nil {
+					t.Errorf("the NetworkPolicy of %s admits %+v", ns.Name, np.Spec.Ingress)
+				}
+				var q corev1.ResourceQuota
+				if err := child.Client().Get(ctx, types.NamespacedName{Namespace: ns.Name, Name: "workspace-gpus"}, &q); err != nil {
+					t.Errorf("the quota of %s: %v", ns.Name, err)
+				} else if c, ok := q.Spec.Hard["count/resourceclaims.resource.k8s.io"]; !ok || !c.IsZero() {
+					t.Errorf("the quota of %s lets ResourceClaims in: %v", ns.Name, q.Spec.Hard)
+				}
 			}
 
 			for _, k := range []types.NamespacedName{{Namespace: nsA, Name: "notebook"}, {Namespace: nsA, Name: squat}, {Namespace: nsB, Name: "notebook"}} {
@@ -189,6 +197,20 @@ func tenantHTTPURL(ctx context.Context, t *testing.T, tc client.Client, ns, name
 		}
 		return sshOK(ws.Status.Access[1])
 	})
+}
+
+// editTenants makes, for each namespace, an impersonated tenant bound only to the chart's edit role
+// there, into tenants.
+func editTenants(ctx context.Context, t *testing.T, tenants map[string]client.Client, nss ...string) {
+	t.Helper()
+	for _, ns := range nss {
+		tc, err := testenv.TenantBoundTo(ctx, mgmt(), tgt.Config(), ns, "tenant-"+ns, chartEditRole, rbacv1.PolicyRule{
+			APIGroups: []string{workspacesv1.GroupVersion.Group}, Resources: []string{"workspacedeployments"}, Verbs: []string{"create"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tenants[ns] = tc
+	}
 }
 
 // grantWorkspacesFrom lets the workspaces of the listed namespaces (comma-separated) target the

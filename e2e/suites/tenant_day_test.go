@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -72,7 +73,8 @@ func wantForbidden(t *testing.T, what string, err error) {
 // stops and starts it, reads its namespace's WorkspaceQuota and deletes the workspace; it cannot write
 // status, a WorkspaceQuota, a ServiceSet or a Colony, nor create a workspace in another namespace; a
 // class for other namespaces (spec.allowedNamespaces) and a value path a class does not declare
-// (valuesPolicy Declared) are refused, naming the field.
+// (valuesPolicy Declared) are refused, naming the field; a class that injects the scheduling entries
+// into the chart's paths overrides the node selector and tolerations the tenant set.
 func TestTenantsDay(t *testing.T) {
 	localOnly(t, "simulated GPU nodes and the simulator's Helm releases")
 	var ns, other string
@@ -187,6 +189,62 @@ func TestTenantsDay(t *testing.T) {
 			if strings.Contains(err.Error(), "kube-system") {
 				t.Errorf("the denial quotes the value: %v", err)
 			}
+			return ctx
+		}).
+		Assess("a class's scheduling injection overrides the tenant's node selector and tolerations", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			pinned := notebookClass("e2e-day-pinned-"+ns, notebookTemplate, 1, workspacesv1.GPUVendorNVIDIA)
+			pinned.Spec.ResourceInjection = &workspacesv1.ResourceInjection{
+				NodeSelector: []string{"nodeSelector"}, Affinity: []string{"affinity"}, Tolerations: []string{"tolerations"}}
+			pinned.Spec.ComputeQuota = &workspacesv1.ComputeQuota{HeadroomReplicas: 1}
+			createClass(ctx, t, pinned)
+			ws := workspace(ns, "steer", pinned.Name, cd, nil)
+			ws.Spec.Values = jsonOf(t, map[string]any{
+				"nodeSelector": map[string]any{"kubernetes.io/hostname": "someone-elses-gpu-node"},
+				"tolerations":  []any{map[string]any{"operator": "Exists"}},
+			})
+			if err := tc.Create(ctx, ws); err != nil {
+				t.Fatalf("the tenant creates a workspace: %v", err)
+			}
+			got := tenantWaitPhase(ctx, t, tc, ns, "steer", workspacesv1.PhaseRunning)
+			ad := got.Status.Admission
+			if ad == nil || len(ad.Nodes) != 1 || ad.Nodes[0].Hostname == "" {
+				t.Fatalf("admission %+v, want one node with its hostname", ad)
+			}
+			host := ad.Nodes[0].Hostname
+			rel, err := k0rdentsim.Release(child.KubeconfigPath, got.Status.ReleaseNamespace, got.Status.ReleaseName)
+			if err != nil || rel == nil {
+				t.Fatalf("release: %v", err)
+			}
+			if h := dig(rel.Config, "nodeSelector", "kubernetes.io/hostname"); h != host {
+				t.Errorf("the release's nodeSelector hostname is %v, want the admitted node %s", h, host)
+			}
+			if tol := fmt.Sprint(rel.Config["tolerations"]); !strings.Contains(tol, "nvidia.com/gpu") || !strings.Contains(tol, "NoSchedule") {
+				t.Errorf("the release's tolerations are %s, want the GPU taint's only", tol)
+			}
+			if aff := fmt.Sprint(rel.Config["affinity"]); !strings.Contains(aff, host) {
+				t.Errorf("the release's affinity %s does not require the admitted node %s", aff, host)
+			}
+			for _, p := range runningPods(ctx, t, child, "steer", 1) {
+				a := p.Spec.Affinity
+				if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil ||
+					!strings.Contains(fmt.Sprint(a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution), host) || p.Spec.NodeName != ad.Nodes[0].Name {
+					t.Errorf("pod %s on %s with affinity %+v, want it required onto %s", p.Name, p.Spec.NodeName, a, ad.Nodes[0].Name)
+				}
+			}
+			// The class's ComputeQuota: the chart sets requests on its container, so its pod runs
+			// under a quota of one replica plus one of headroom.
+			var q corev1.ResourceQuota
+			if err := child.Client().Get(ctx, types.NamespacedName{Namespace: got.Status.ReleaseNamespace, Name: "workspace-gpus"}, &q); err != nil {
+				t.Fatal(err)
+			}
+			if pods, cpu := q.Spec.Hard[corev1.ResourcePods], q.Spec.Hard[corev1.ResourceRequestsCPU]; pods.Value() != 2 || cpu.IsZero() {
+				t.Errorf("the quota of %s: %v, want pods=2 and a CPU cap", got.Status.ReleaseNamespace, q.Spec.Hard)
+			}
+			c := condition(t, got, workspacesv1.ResourcesInjectedCondition)
+			if !strings.Contains(c.Message, "nodeSelector") || !strings.Contains(c.Message, "tolerations") {
+				t.Errorf("ResourcesInjected %s: %q, want the overwritten paths named", c.Reason, c.Message)
+			}
+			deleteAndWait(ctx, t, got, workspaceTimeout)
 			return ctx
 		}).
 		Feature()

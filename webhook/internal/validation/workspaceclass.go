@@ -2,9 +2,11 @@ package validation
 
 import (
 	"fmt"
+	"net"
 	"strings"
 
 	"github.com/Masterminds/semver/v3"
+	networkingv1 "k8s.io/api/networking/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
@@ -39,6 +41,11 @@ func WorkspaceClass(wc *workspacesv1.WorkspaceClass) field.ErrorList {
 		errs = append(errs, metav1validation.ValidateLabelSelector(s.AllowedNamespaces,
 			metav1validation.LabelSelectorValidationOptions{}, spec.Child("allowedNamespaces"))...)
 	}
+	if np := s.NetworkPolicy; np != nil {
+		for i, peer := range np.AllowFrom {
+			errs = append(errs, networkPeer(peer, spec.Child("networkPolicy", "allowFrom").Index(i))...)
+		}
+	}
 	if s.EnforcedValues != nil {
 		if vals, err := decodeObject(s.EnforcedValues.Raw); err != nil {
 			errs = append(errs, field.Invalid(spec.Child("enforcedValues"), field.OmitValueType{}, err.Error()))
@@ -56,6 +63,39 @@ func WorkspaceClass(wc *workspacesv1.WorkspaceClass) field.ErrorList {
 		}
 	}
 	return Sort(errs)
+}
+
+// networkPeer checks one NetworkPolicy peer as the child's API server will: an ipBlock alone, or
+// pod and namespace selectors that parse, so that a class never makes the release namespaces'
+// NetworkPolicy fail on every child.
+func networkPeer(peer networkingv1.NetworkPolicyPeer, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	selectors := peer.PodSelector != nil || peer.NamespaceSelector != nil
+	switch {
+	case peer.IPBlock != nil && selectors:
+		return field.ErrorList{field.Forbidden(p, "an ipBlock peer may not also have a podSelector or namespaceSelector")}
+	case peer.IPBlock == nil && !selectors:
+		return field.ErrorList{field.Required(p, "one of podSelector, namespaceSelector and ipBlock")}
+	case peer.IPBlock != nil:
+		_, cidr, err := net.ParseCIDR(peer.IPBlock.CIDR)
+		if err != nil {
+			return field.ErrorList{field.Invalid(p.Child("ipBlock", "cidr"), peer.IPBlock.CIDR, "not a CIDR")}
+		}
+		for j, ex := range peer.IPBlock.Except {
+			_, exNet, err := net.ParseCIDR(ex)
+			if err != nil || !cidr.Contains(exNet.IP) {
+				errs = append(errs, field.Invalid(p.Child("ipBlock", "except").Index(j), ex, "not a CIDR within ipBlock.cidr"))
+			}
+		}
+		return errs
+	}
+	if peer.PodSelector != nil {
+		errs = append(errs, metav1validation.ValidateLabelSelector(peer.PodSelector, metav1validation.LabelSelectorValidationOptions{}, p.Child("podSelector"))...)
+	}
+	if peer.NamespaceSelector != nil {
+		errs = append(errs, metav1validation.ValidateLabelSelector(peer.NamespaceSelector, metav1validation.LabelSelectorValidationOptions{}, p.Child("namespaceSelector"))...)
+	}
+	return errs
 }
 
 // WorkspaceClassUpdate checks a class update: the spec never changes.

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	networkingv1 "k8s.io/api/networking/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -67,6 +68,19 @@ func TestWorkspaceClassRules(t *testing.T) {
 		{"allowedNamespaces label", func(s *workspacesv1.WorkspaceClassSpec) {
 			s.AllowedNamespaces = &metav1.LabelSelector{MatchLabels: map[string]string{"bad key!": "x"}}
 		}, []string{"spec.allowedNamespaces.matchLabels"}},
+		{"networkPolicy peer with ipBlock and a selector", func(s *workspacesv1.WorkspaceClassSpec) {
+			s.NetworkPolicy = &workspacesv1.ReleaseNetworkPolicy{AllowFrom: []networkingv1.NetworkPolicyPeer{
+				{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "monitoring"}}},
+				{IPBlock: &networkingv1.IPBlock{CIDR: "10.0.0.0/8"}, PodSelector: &metav1.LabelSelector{}}}}
+		}, []string{"spec.networkPolicy.allowFrom[1]"}},
+		{"networkPolicy peer with nothing, a bad CIDR, a bad except and a bad selector", func(s *workspacesv1.WorkspaceClassSpec) {
+			s.NetworkPolicy = &workspacesv1.ReleaseNetworkPolicy{AllowFrom: []networkingv1.NetworkPolicyPeer{
+				{},
+				{IPBlock: &networkingv1.IPBlock{CIDR: "10.0.0.0/33"}},
+				{IPBlock: &networkingv1.IPBlock{CIDR: "10.0.0.0/8", Except: []string{"192.168.0.0/16"}}},
+				{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"bad key!": "x"}}}}}
+		}, []string{"spec.networkPolicy.allowFrom[0]", "spec.networkPolicy.allowFrom[1].ipBlock.cidr",
+			"spec.networkPolicy.allowFrom[2].ipBlock.except[0]", "spec.networkPolicy.allowFrom[3].podSelector.matchLabels"}},
 		{"class gpuNodeSelector", func(s *workspacesv1.WorkspaceClassSpec) {
 			s.DefaultResources.PerReplica.GPUNodeSelector = map[string]string{"a": "b"}
 		}, []string{"spec.defaultResources.perReplica.gpuNodeSelector"}},

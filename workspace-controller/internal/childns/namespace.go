@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -120,6 +121,15 @@ type Want struct {
 	PodSecurityLevel string
 	// Admission is the gate's admission; the GPU quota caps requests at it (nil: no GPUs).
 	Admission *workspacesv1.Admission
+	// Devices are the device resources the child's nodes advertise (DeviceResources); the quota caps
+	// each at 0 but the admitted one.
+	Devices []corev1.ResourceName
+	// ResourceClaims lets the pods use DRA ResourceClaims (the class's allowResourceClaims).
+	ResourceClaims bool
+	// Compute caps CPU, memory and pods (ComputeCap); nil for none.
+	Compute corev1.ResourceList
+	// Ingress is the NetworkPolicy spec of the namespace (IngressPolicy); nil for none.
+	Ingress *networkingv1.NetworkPolicySpec
 }
 
 // Namespace is ws-<name> as the controller makes it on the child: labelled with its owner and the Pod
@@ -139,7 +149,7 @@ func (w Want) Namespace() *corev1.Namespace {
 
 // Quota is the namespace's GPU ResourceQuota (DesiredQuota).
 func (w Want) Quota() *corev1.ResourceQuota {
-	return DesiredQuota(owned.ReleaseNamespace(w.Workspace), w.Admission)
+	return DesiredQuota(owned.ReleaseNamespace(w.Workspace), w.Admission, w.Devices, w.ResourceClaims, w.Compute)
 }
 
 // Check applies the one rule of whose an existing ws-<name> is (see the package documentation):
@@ -225,10 +235,18 @@ func (n Namespaces) Ensure(ctx context.Context, want Want, claim *Outcome) (Outc
 	if err != nil {
 		return out, fmt.Errorf("GPU quota in namespace %s on the child of %s: %w", wantNS.Name, n.Cluster, err)
 	}
-	out.Kind, out.Corrected = Ready, out.Corrected || patched
+	npPatched, err := ensureNetworkPolicy(ctx, n.Child, wantNS.Name, want.Ingress, out.Created)
+	if err != nil {
+		return out, fmt.Errorf("NetworkPolicy in namespace %s on the child of %s: %w", wantNS.Name, n.Cluster, err)
+	}
+	out.Kind, out.Corrected = Ready, out.Corrected || patched || npPatched
 	out.Reason = workspacesv1.ReasonReleaseNamespaceReady
-	out.Message = fmt.Sprintf("namespace %s on the child is owned by the workspace, enforces Pod Security %q and caps GPU requests at %s",
-		wantNS.Name, want.PodSecurityLevel, QuotaString(quota))
+	isolation := "admits ingress from anywhere"
+	if want.Ingress != nil {
+		isolation = "admits ingress only from itself and the data planes"
+	}
+	out.Message = fmt.Sprintf("namespace %s on the child is owned by the workspace, enforces Pod Security %q, %s and caps requests at %s",
+		wantNS.Name, want.PodSecurityLevel, isolation, QuotaString(quota))
 	return out, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -79,7 +80,7 @@ func TestEnsureMakesTheNamespaceAndQuota(t *testing.T) {
 	if err != nil || out.Kind != Ready || !out.Created {
 		t.Fatalf("Ensure = %+v, %v", out, err)
 	}
-	if want := fmt.Sprintf(`namespace %s on the child is owned by the workspace, enforces Pod Security "baseline" and caps GPU requests at requests.amd.com/gpu=0, requests.nvidia.com/gpu=1`, name); out.Message != want ||
+	if want := fmt.Sprintf(`namespace %s on the child is owned by the workspace, enforces Pod Security "baseline", admits ingress from anywhere and caps requests at count/resourceclaims.resource.k8s.io=0, requests.amd.com/gpu=0, requests.nvidia.com/gpu=1`, name); out.Message != want ||
 		out.Reason != workspacesv1.ReasonReleaseNamespaceReady {
 		t.Fatalf("%s: %s", out.Reason, out.Message)
 	}
@@ -88,7 +89,7 @@ func TestEnsureMakesTheNamespaceAndQuota(t *testing.T) {
 		t.Fatalf("namespace %v, %v", ns.Labels, err)
 	}
 	q := &corev1.ResourceQuota{}
-	if err := cl.Get(ctx, client.ObjectKey{Namespace: name, Name: owned.GPUQuotaName}, q); err != nil || QuotaString(q) != "requests.amd.com/gpu=0, requests.nvidia.com/gpu=1" {
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: name, Name: owned.GPUQuotaName}, q); err != nil || QuotaString(q) != "count/resourceclaims.resource.k8s.io=0, requests.amd.com/gpu=0, requests.nvidia.com/gpu=1" {
 		t.Fatalf("quota %v, %v", q.Spec.Hard, err)
 	}
 	// A second pass finds both as they should be.
@@ -107,7 +108,7 @@ func TestEnsureCorrectsDrift(t *testing.T) {
 	// that lets more GPUs through, and only to some pods (a scope, which the API server keeps
 	// immutable).
 	got := namespaceLabelled(name, map[string]string{"team": "platform", owned.LabelPodSecurityEnforce: "privileged"})
-	quota := DesiredQuota(name, &workspacesv1.Admission{GPUResourceName: string(gpu.ResourceNVIDIA), GPUs: 8})
+	quota := DesiredQuota(name, &workspacesv1.Admission{GPUResourceName: string(gpu.ResourceNVIDIA), GPUs: 8}, nil, false, nil)
 	quota.Spec.Scopes = []corev1.ResourceQuotaScope{corev1.ResourceQuotaScopeNotBestEffort}
 	onChild(t, got, quota)
 	out, err := Namespaces{Child: cl, Cluster: cluster}.Ensure(ctx, admitted(ws), nil)
@@ -122,12 +123,12 @@ func TestEnsureCorrectsDrift(t *testing.T) {
 		t.Fatalf("labels %v: the controller's corrected, the others kept", ns.Labels)
 	}
 	q := &corev1.ResourceQuota{}
-	if err := cl.Get(ctx, client.ObjectKeyFromObject(quota), q); err != nil || QuotaString(q) != "requests.amd.com/gpu=0, requests.nvidia.com/gpu=1" || len(q.Spec.Scopes) > 0 {
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(quota), q); err != nil || QuotaString(q) != "count/resourceclaims.resource.k8s.io=0, requests.amd.com/gpu=0, requests.nvidia.com/gpu=1" || len(q.Spec.Scopes) > 0 {
 		t.Fatalf("quota %v scopes %v, %v", q.Spec.Hard, q.Spec.Scopes, err)
 	}
 	// Drift in the limits alone is patched in place.
 	base := q.DeepCopy()
-	q.Spec.Hard = DesiredQuota(name, &workspacesv1.Admission{GPUResourceName: string(gpu.ResourceNVIDIA), GPUs: 8}).Spec.Hard
+	q.Spec.Hard = DesiredQuota(name, &workspacesv1.Admission{GPUResourceName: string(gpu.ResourceNVIDIA), GPUs: 8}, nil, false, nil).Spec.Hard
 	if err := cl.Patch(ctx, q, client.MergeFrom(base)); err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +137,7 @@ func TestEnsureCorrectsDrift(t *testing.T) {
 		t.Fatalf("Ensure after the limits drifted = %+v, %v", out, err)
 	}
 	uid := q.UID
-	if err := cl.Get(ctx, client.ObjectKeyFromObject(quota), q); err != nil || QuotaString(q) != "requests.amd.com/gpu=0, requests.nvidia.com/gpu=1" || q.UID != uid {
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(quota), q); err != nil || QuotaString(q) != "count/resourceclaims.resource.k8s.io=0, requests.amd.com/gpu=0, requests.nvidia.com/gpu=1" || q.UID != uid {
 		t.Fatalf("quota %v (uid %s, was %s), %v", q.Spec.Hard, q.UID, uid, err)
 	}
 }
@@ -343,5 +344,82 @@ func TestOlderSameName(t *testing.T) {
 				t.Errorf("OlderSameName = %v, %v; want %v", got, err, tc.want)
 			}
 		})
+	}
+}
+
+// TestEnsureIsolatesTheNamespace: a class's release namespaces get a NetworkPolicy that admits ingress
+// only from the namespace itself, the data planes and the class's allowFrom; drift is corrected; a
+// class with isolation None gets none (the controller's is removed, someone else's left alone).
+func TestEnsureIsolatesTheNamespace(t *testing.T) {
+	ctx := context.Background()
+	ws := workspace("team-a", unique("np"), "u1")
+	name := owned.LocalReleaseNamespace(ws.Name)
+	cl := childAPI.Client
+	n := Namespaces{Child: cl, Cluster: cluster}
+	monitoring := networkingv1.NetworkPolicyPeer{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "monitoring"}}}
+	class := &workspacesv1.WorkspaceClass{Spec: workspacesv1.WorkspaceClassSpec{NetworkPolicy: &workspacesv1.ReleaseNetworkPolicy{
+		AllowFrom: []networkingv1.NetworkPolicyPeer{monitoring}}}}
+	want := admitted(ws)
+	want.Ingress = IngressPolicy(class, []string{"istio-ingress", "istio-system", "istio-ingress", ""})
+	out, err := n.Ensure(ctx, want, nil)
+	if err != nil || out.Kind != Ready || !strings.Contains(out.Message, "admits ingress only from itself and the data planes") {
+		t.Fatalf("Ensure = %+v, %v", out, err)
+	}
+	np := &networkingv1.NetworkPolicy{}
+	mustOK(t, cl.Get(ctx, client.ObjectKey{Namespace: name, Name: NetworkPolicyName}, np))
+	if len(np.Spec.PolicyTypes) != 1 || np.Spec.PolicyTypes[0] != networkingv1.PolicyTypeIngress || len(np.Spec.PodSelector.MatchLabels) != 0 ||
+		len(np.Spec.Ingress) != 1 || len(np.Spec.Ingress[0].From) != 3 {
+		t.Fatalf("NetworkPolicy spec %+v", np.Spec)
+	}
+	from := np.Spec.Ingress[0].From
+	if from[0].PodSelector == nil || from[0].NamespaceSelector != nil {
+		t.Errorf("the first peer is not the namespace itself: %+v", from[0])
+	}
+	if e := from[1].NamespaceSelector.MatchExpressions; len(e) != 1 || e[0].Key != "kubernetes.io/metadata.name" ||
+		strings.Join(e[0].Values, ",") != "istio-ingress,istio-system" {
+		t.Errorf("the data planes' peer %+v", from[1])
+	}
+	if from[2].NamespaceSelector == nil || from[2].NamespaceSelector.MatchLabels["team"] != "monitoring" {
+		t.Errorf("the class's peer %+v", from[2])
+	}
+
+	// Someone opens it to everyone: corrected.
+	base := np.DeepCopy()
+	np.Spec.Ingress = []networkingv1.NetworkPolicyIngressRule{{}}
+	mustOK(t, cl.Patch(ctx, np, client.MergeFrom(base)))
+	if out, err := n.Ensure(ctx, want, nil); err != nil || !out.Corrected {
+		t.Fatalf("Ensure after drift = %+v, %v", out, err)
+	}
+	mustOK(t, cl.Get(ctx, client.ObjectKey{Namespace: name, Name: NetworkPolicyName}, np))
+	if len(np.Spec.Ingress) != 1 || len(np.Spec.Ingress[0].From) != 3 {
+		t.Fatalf("drift not corrected: %+v", np.Spec)
+	}
+
+	// Isolation None: the controller's NetworkPolicy goes.
+	none := &workspacesv1.WorkspaceClass{Spec: workspacesv1.WorkspaceClassSpec{NetworkPolicy: &workspacesv1.ReleaseNetworkPolicy{Isolation: workspacesv1.NetworkIsolationNone}}}
+	want.Ingress = IngressPolicy(none, []string{"istio-ingress"})
+	if want.Ingress != nil {
+		t.Fatalf("isolation None gave a policy: %+v", want.Ingress)
+	}
+	if _, err := n.Ensure(ctx, want, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: name, Name: NetworkPolicyName}, np); !apierrors.IsNotFound(err) {
+		t.Fatalf("the controller's NetworkPolicy is left under isolation None: %v", err)
+	}
+	// One of that name that is not the controller's is left alone.
+	theirs := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: name, Name: NetworkPolicyName},
+		Spec: networkingv1.NetworkPolicySpec{PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}}}
+	mustOK(t, cl.Create(ctx, theirs))
+	if _, err := n.Ensure(ctx, want, nil); err != nil {
+		t.Fatal(err)
+	}
+	mustOK(t, cl.Get(ctx, client.ObjectKey{Namespace: name, Name: NetworkPolicyName}, np))
+}
+
+func mustOK(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -23,12 +23,21 @@ import (
 )
 
 // DesiredQuota caps the GPU requests in namespace at what the gate admitted: the admitted number of
-// the admitted vendor's GPUs, and none of the other vendors'. Extended resources cannot be
-// overcommitted (a GPU limit is also the request), so capping the requests caps the limits too.
-func DesiredQuota(namespace string, ad *workspacesv1.Admission) *corev1.ResourceQuota {
-	hard := corev1.ResourceList{}
-	for _, res := range []corev1.ResourceName{gpu.ResourceNVIDIA, gpu.ResourceAMD} {
+// the admitted vendor's GPUs, and none of the other vendors' nor of any other device resource the
+// child's nodes advertise (devices: MIG profiles, renamed or shared GPU resources). Extended
+// resources cannot be overcommitted (a GPU limit is also the request), so capping the requests caps
+// the limits too. Unless claims is set, no DRA ResourceClaim may be made in the namespace, so that no
+// device reaches a pod past the gate.
+func DesiredQuota(namespace string, ad *workspacesv1.Admission, devices []corev1.ResourceName, claims bool, compute corev1.ResourceList) *corev1.ResourceQuota {
+	hard := compute.DeepCopy()
+	if hard == nil {
+		hard = corev1.ResourceList{}
+	}
+	for _, res := range append([]corev1.ResourceName{gpu.ResourceNVIDIA, gpu.ResourceAMD}, devices...) {
 		hard[corev1.ResourceName("requests."+string(res))] = *resource.NewQuantity(0, resource.DecimalSI)
+	}
+	if !claims {
+		hard[ResourceClaimsCount] = *resource.NewQuantity(0, resource.DecimalSI)
 	}
 	if ad != nil && ad.GPUResourceName != "" {
 		hard[corev1.ResourceName("requests."+ad.GPUResourceName)] = *resource.NewQuantity(ad.GPUs, resource.DecimalSI)
@@ -37,6 +46,59 @@ func DesiredQuota(namespace string, ad *workspacesv1.Admission) *corev1.Resource
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: owned.GPUQuotaName, Labels: map[string]string{owned.LabelManagedBy: component.Name}},
 		Spec:       corev1.ResourceQuotaSpec{Hard: hard},
 	}
+}
+
+// ComputeCap is the CPU, memory and pod cap of a class's ComputeQuota for the resolved resources: each
+// replica's CPU and memory requests and one pod, times the replicas plus the class's headroom; nil
+// when the class sets no ComputeQuota. A resource the workspace does not set is not capped.
+func ComputeCap(class *workspacesv1.WorkspaceClass, res *workspacesv1.ResolvedResources) corev1.ResourceList {
+	if class == nil || class.Spec.ComputeQuota == nil || res == nil {
+		return nil
+	}
+	n := int64(res.Replicas) + int64(class.Spec.ComputeQuota.HeadroomReplicas)
+	out := corev1.ResourceList{corev1.ResourcePods: *resource.NewQuantity(n, resource.DecimalSI)}
+	times := func(q *resource.Quantity) resource.Quantity {
+		total := resource.Quantity{Format: q.Format}
+		for range n {
+			total.Add(*q)
+		}
+		return total
+	}
+	if q := res.PerReplica.CPU; q != nil {
+		out[corev1.ResourceRequestsCPU] = times(q)
+	}
+	if q := res.PerReplica.Memory; q != nil {
+		out[corev1.ResourceRequestsMemory] = times(q)
+	}
+	return out
+}
+
+// ResourceClaimsCount is the object-count quota of DRA ResourceClaims.
+const ResourceClaimsCount corev1.ResourceName = "count/resourceclaims.resource.k8s.io"
+
+// deviceDomains are the resource-name domains of the GPU vendors' device plugins.
+var deviceDomains = []string{"nvidia.com/", "amd.com/"}
+
+// DeviceResources lists, sorted, the device resources of the GPU vendors that nodes advertise in
+// their allocatable: nvidia.com/gpu and amd.com/gpu, and MIG profiles (nvidia.com/mig-1g.10gb),
+// shared or renamed resources (nvidia.com/gpu.shared) the vendors' operators configure.
+func DeviceResources(nodes []corev1.Node) []corev1.ResourceName {
+	seen := map[corev1.ResourceName]bool{}
+	for i := range nodes {
+		for name := range nodes[i].Status.Allocatable {
+			for _, d := range deviceDomains {
+				if strings.HasPrefix(string(name), d) {
+					seen[name] = true
+				}
+			}
+		}
+	}
+	out := make([]corev1.ResourceName, 0, len(seen))
+	for n := range seen {
+		out = append(out, n)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
 }
 
 // QuotaString lists a quota's hard limits, sorted: "requests.amd.com/gpu=0, requests.nvidia.com/gpu=1".

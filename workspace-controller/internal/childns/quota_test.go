@@ -17,18 +17,27 @@ import (
 )
 
 func TestDesiredQuota(t *testing.T) {
+	mig := []corev1.ResourceName{"nvidia.com/gpu", "nvidia.com/mig-1g.10gb", "nvidia.com/gpu.shared"}
 	for _, tc := range []struct {
-		name string
-		ad   *workspacesv1.Admission
-		want string
+		name    string
+		ad      *workspacesv1.Admission
+		devices []corev1.ResourceName
+		claims  bool
+		want    string
 	}{
-		{"no admission: no GPUs", nil, "requests.amd.com/gpu=0, requests.nvidia.com/gpu=0"},
-		{"a CPU-only admission", &workspacesv1.Admission{}, "requests.amd.com/gpu=0, requests.nvidia.com/gpu=0"},
-		{"two NVIDIA GPUs", &workspacesv1.Admission{GPUResourceName: string(gpu.ResourceNVIDIA), GPUs: 2}, "requests.amd.com/gpu=0, requests.nvidia.com/gpu=2"},
-		{"one AMD GPU", &workspacesv1.Admission{GPUResourceName: string(gpu.ResourceAMD), GPUs: 1}, "requests.amd.com/gpu=1, requests.nvidia.com/gpu=0"},
+		{"no admission: no GPUs", nil, nil, true, "requests.amd.com/gpu=0, requests.nvidia.com/gpu=0"},
+		{"a CPU-only admission", &workspacesv1.Admission{}, nil, true, "requests.amd.com/gpu=0, requests.nvidia.com/gpu=0"},
+		{"two NVIDIA GPUs", &workspacesv1.Admission{GPUResourceName: string(gpu.ResourceNVIDIA), GPUs: 2}, nil, true, "requests.amd.com/gpu=0, requests.nvidia.com/gpu=2"},
+		{"one AMD GPU", &workspacesv1.Admission{GPUResourceName: string(gpu.ResourceAMD), GPUs: 1}, nil, true, "requests.amd.com/gpu=1, requests.nvidia.com/gpu=0"},
+		{"MIG profiles and a shared resource the child advertises", &workspacesv1.Admission{GPUResourceName: string(gpu.ResourceNVIDIA), GPUs: 1}, mig, true,
+			"requests.amd.com/gpu=0, requests.nvidia.com/gpu.shared=0, requests.nvidia.com/gpu=1, requests.nvidia.com/mig-1g.10gb=0"},
+		{"an admitted MIG profile", &workspacesv1.Admission{GPUResourceName: "nvidia.com/mig-1g.10gb", GPUs: 2}, mig, true,
+			"requests.amd.com/gpu=0, requests.nvidia.com/gpu.shared=0, requests.nvidia.com/gpu=0, requests.nvidia.com/mig-1g.10gb=2"},
+		{"no ResourceClaims unless the class allows them", nil, nil, false,
+			"count/resourceclaims.resource.k8s.io=0, requests.amd.com/gpu=0, requests.nvidia.com/gpu=0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			q := DesiredQuota("ws-nb", tc.ad)
+			q := DesiredQuota("ws-nb", tc.ad, tc.devices, tc.claims, nil)
 			if q.Namespace != "ws-nb" || q.Name != owned.GPUQuotaName || q.Labels[owned.LabelManagedBy] != "workspace-controller" {
 				t.Fatalf("quota %s/%s labels %v", q.Namespace, q.Name, q.Labels)
 			}
@@ -39,6 +48,25 @@ func TestDesiredQuota(t *testing.T) {
 				t.Fatal("the quota is scoped: pods outside the scope would pass the cap")
 			}
 		})
+	}
+}
+
+func TestDeviceResources(t *testing.T) {
+	nodes := []corev1.Node{
+		{Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{"cpu": resource.MustParse("8"), "nvidia.com/gpu": resource.MustParse("4"),
+			"nvidia.com/mig-1g.10gb": resource.MustParse("7")}}},
+		{Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{"amd.com/gpu": resource.MustParse("8"), "example.com/fpga": resource.MustParse("1"),
+			"nvidia.com/gpu": resource.MustParse("2")}}},
+	}
+	got := DeviceResources(nodes)
+	want := []corev1.ResourceName{"amd.com/gpu", "nvidia.com/gpu", "nvidia.com/mig-1g.10gb"}
+	if len(got) != len(want) {
+		t.Fatalf("DeviceResources = %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("DeviceResources = %v, want %v", got, want)
+		}
 	}
 }
 
@@ -55,13 +83,13 @@ func TestQuotaString(t *testing.T) {
 }
 
 func TestQuotaDrifted(t *testing.T) {
-	want := DesiredQuota("ws-nb", &workspacesv1.Admission{GPUResourceName: string(gpu.ResourceNVIDIA), GPUs: 1})
+	want := DesiredQuota("ws-nb", &workspacesv1.Admission{GPUResourceName: string(gpu.ResourceNVIDIA), GPUs: 1}, nil, false, nil)
 	same := want.DeepCopy()
 	same.Spec.Hard[corev1.ResourceName("requests."+gpu.ResourceNVIDIA)] = resource.MustParse("1") // equal, not identical
 	if quotaDrifted(same, want) {
 		t.Error("an equal quota drifted")
 	}
-	more := DesiredQuota("ws-nb", &workspacesv1.Admission{GPUResourceName: string(gpu.ResourceNVIDIA), GPUs: 2})
+	more := DesiredQuota("ws-nb", &workspacesv1.Admission{GPUResourceName: string(gpu.ResourceNVIDIA), GPUs: 2}, nil, false, nil)
 	scoped := want.DeepCopy()
 	scoped.Spec.Scopes = []corev1.ResourceQuotaScope{corev1.ResourceQuotaScopeBestEffort}
 	selected := want.DeepCopy()
@@ -123,5 +151,24 @@ func TestQuotaRefusal(t *testing.T) {
 	}
 	if got := n.PodRefusal(context.Background(), "ws-other", time.Now(), time.Minute); got.Found() {
 		t.Fatalf("another namespace: %+v", got)
+	}
+}
+
+// TestComputeCap: a class with a ComputeQuota caps CPU, memory and pods at the replicas plus its
+// headroom; a class without one caps none, and a resource the workspace does not set is not capped.
+func TestComputeCap(t *testing.T) {
+	cpu, mem := resource.MustParse("1500m"), resource.MustParse("16Gi")
+	res := &workspacesv1.ResolvedResources{Replicas: 2, PerReplica: workspacesv1.PerReplicaResources{CPU: &cpu, Memory: &mem}}
+	class := &workspacesv1.WorkspaceClass{Spec: workspacesv1.WorkspaceClassSpec{ComputeQuota: &workspacesv1.ComputeQuota{HeadroomReplicas: 1}}}
+	q := DesiredQuota("ws-nb", nil, nil, true, ComputeCap(class, res))
+	if got, want := QuotaString(q), "pods=3, requests.amd.com/gpu=0, requests.cpu=4500m, requests.memory=48Gi, requests.nvidia.com/gpu=0"; got != want {
+		t.Fatalf("QuotaString = %q, want %q", got, want)
+	}
+	if c := ComputeCap(&workspacesv1.WorkspaceClass{}, res); c != nil {
+		t.Errorf("a class without ComputeQuota caps %v", c)
+	}
+	noCPU := &workspacesv1.ResolvedResources{Replicas: 1}
+	if c := ComputeCap(class, noCPU); len(c) != 1 || c.Pods().Value() != 2 {
+		t.Errorf("without cpu or memory only pods are capped: %v", c)
 	}
 }

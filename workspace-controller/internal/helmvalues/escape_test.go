@@ -36,7 +36,7 @@ func render(t testing.TB, text string) string {
 // exalsiusJSON is the _exalsius block as it reads back from YAML.
 func exalsiusJSON(t testing.TB, res *workspacesv1.ResolvedResources) map[string]any {
 	t.Helper()
-	raw, err := json.Marshal(exalsiusBlock(res))
+	raw, err := json.Marshal(exalsiusBlock(res, nil))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
@@ -139,11 +140,13 @@ func Build(in Input) (Output, error) {
 	if _, set := user[workspacesv1.ExalsiusValuesKey]; set {
 		overwritten[workspacesv1.ExalsiusValuesKey] = true
 	}
-	merged[workspacesv1.ExalsiusValuesKey] = exalsiusBlock(res)
+	block := exalsiusBlock(res, ws.Status.Admission)
+	merged[workspacesv1.ExalsiusValuesKey] = block
 
 	if ri := class.Spec.ResourceInjection; ri != nil {
+		scheduling, _ := block["scheduling"].(map[string]any)
 		for _, fp := range classpaths.Injection(ri, field.NewPath("spec")) {
-			v, ok := injectedValue(fp.Kind, res)
+			v, ok := injectedValue(fp.Kind, res, scheduling)
 			if !ok {
 				continue
 			}
@@ -430,10 +433,15 @@ func deepMerge(base, over map[string]any) map[string]any {
 //	    replicas: 1
 //	    perReplica: {cpu, memory, storage, gpuCount, gpuVendor, gpuType, gpuResourceName}
 //	  scheduling:
-//	    nodeSelector: {...}   # the selector the GPU gate checked
+//	    nodeSelector: {...}   # the selector the GPU gate checked, the admitted node pinned
+//	    affinity: {...}       # required node affinity to the admitted nodes
+//	    tolerations: [...]    # the GPU resource's taint
 //
-// Quantities are strings, gpuCount and replicas integers; unset fields are left out.
-func exalsiusBlock(r *workspacesv1.ResolvedResources) map[string]any {
+// Quantities are strings, gpuCount and replicas integers; unset fields are left out. affinity and
+// tolerations are there once the GPU gate admitted the workspace with GPUs (ad), so that a chart
+// that reads them, or a class that injects them into the chart's own paths, puts the pods on the
+// GPUs the gate counted for this workspace and nowhere else.
+func exalsiusBlock(r *workspacesv1.ResolvedResources, ad *workspacesv1.Admission) map[string]any {
 	p := r.PerReplica
 	per := map[string]any{}
 	if p.CPU != nil {
@@ -462,21 +470,68 @@ func exalsiusBlock(r *workspacesv1.ResolvedResources) map[string]any {
 		resources["perReplica"] = per
 	}
 	block := map[string]any{"resources": resources}
+	scheduling := map[string]any{}
 	if len(r.NodeSelector) > 0 {
 		selector := make(map[string]any, len(r.NodeSelector))
 		for k, v := range r.NodeSelector {
 			selector[k] = v
 		}
-		block["scheduling"] = map[string]any{"nodeSelector": selector}
+		scheduling["nodeSelector"] = selector
+	}
+	if hosts := admittedHostnames(ad); len(hosts) > 0 {
+		values := make([]any, len(hosts))
+		for i, h := range hosts {
+			values[i] = h
+		}
+		scheduling["affinity"] = map[string]any{"nodeAffinity": map[string]any{
+			"requiredDuringSchedulingIgnoredDuringExecution": map[string]any{"nodeSelectorTerms": []any{
+				map[string]any{"matchExpressions": []any{
+					map[string]any{"key": corev1.LabelHostname, "operator": "In", "values": values},
+				}},
+			}},
+		}}
+	}
+	if ad != nil && ad.GPUsPerReplica > 0 && r.GPUResourceName != "" {
+		scheduling["tolerations"] = []any{
+			map[string]any{"key": r.GPUResourceName, "operator": "Exists", "effect": "NoSchedule"},
+		}
+	}
+	if len(scheduling) > 0 {
+		block["scheduling"] = scheduling
 	}
 	return block
 }
 
+// admittedHostnames are the hostnames of the nodes a GPU admission counted replicas on, sorted; none
+// when the admission holds no GPUs or a node's hostname is unknown (an affinity without it would
+// shut a replica out of the node the gate counted it on).
+func admittedHostnames(ad *workspacesv1.Admission) []string {
+	if ad == nil || ad.GPUsPerReplica == 0 || len(ad.Nodes) == 0 {
+		return nil
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, n := range ad.Nodes {
+		if n.Hostname == "" {
+			return nil
+		}
+		if !seen[n.Hostname] {
+			seen[n.Hostname] = true
+			out = append(out, n.Hostname)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // injectedValue returns the value of one resourceInjection kind, and false when the resolved
-// resources leave it unset.
-func injectedValue(kind string, r *workspacesv1.ResolvedResources) (any, bool) {
+// resources (or, for the scheduling kinds, the `_exalsius.scheduling` block) leave it unset.
+func injectedValue(kind string, r *workspacesv1.ResolvedResources, scheduling map[string]any) (any, bool) {
 	p := r.PerReplica
 	switch kind {
+	case "nodeSelector", "affinity", "tolerations":
+		v, ok := scheduling[kind]
+		return v, ok
 	case "replicas":
 		return int64(r.Replicas), true
 	case "cpu":

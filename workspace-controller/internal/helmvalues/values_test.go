@@ -99,12 +99,12 @@ func TestBuildValuesMergesAndInjects(t *testing.T) {
 func TestExalsiusBlockLeavesUnsetFieldsOut(t *testing.T) {
 	zero := int32(0)
 	res := &workspacesv1.ResolvedResources{Replicas: 1, PerReplica: workspacesv1.PerReplicaResources{Memory: qty("8Gi"), GPUCount: &zero}}
-	got := exalsiusBlock(res)
+	got := exalsiusBlock(res, nil)
 	want := map[string]any{"resources": map[string]any{"replicas": int64(1), "perReplica": map[string]any{"memory": "8Gi", "gpuCount": int64(0)}}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("_exalsius %v, want %v", got, want)
 	}
-	got = exalsiusBlock(&workspacesv1.ResolvedResources{Replicas: 3})
+	got = exalsiusBlock(&workspacesv1.ResolvedResources{Replicas: 3}, nil)
 	if want := map[string]any{"resources": map[string]any{"replicas": int64(3)}}; !reflect.DeepEqual(got, want) {
 		t.Errorf("_exalsius %v, want %v", got, want)
 	}
@@ -321,5 +321,61 @@ func TestBuildEnforcedValues(t *testing.T) {
 	ws.Spec.Values = rawJSON(`{"notebookPassword":"pw","ms":{"modelArtifacts":{"uri":"hf://q"}},"securityContext":{"runAsNonRoot":true}}`)
 	if built, err = Build(Input{Class: class, Workspace: ws, Resources: res}); err != nil || len(built.Overwritten) != 0 {
 		t.Errorf("an equal value reported overwritten: %v %v", built.Overwritten, err)
+	}
+}
+
+// TestSchedulingInjection: once the GPU gate admitted a workspace, `_exalsius.scheduling` carries
+// the node selector with the admitted node pinned, a required node affinity to the admitted nodes and
+// the GPU taint's toleration; a class that injects them into the chart's own paths overwrites what
+// the tenant put there, so the tenant's values cannot steer the pods onto other GPUs.
+func TestSchedulingInjection(t *testing.T) {
+	two := int32(2)
+	res := &workspacesv1.ResolvedResources{Replicas: 2, GPUResourceName: "nvidia.com/gpu",
+		PerReplica:   workspacesv1.PerReplicaResources{GPUCount: &two, GPUVendor: workspacesv1.GPUVendorNVIDIA},
+		NodeSelector: map[string]string{"exalsius.ai/gpu-model": "H100"}}
+	ws := &workspacesv1.WorkspaceDeployment{Spec: workspacesv1.WorkspaceDeploymentSpec{Values: rawJSON(
+		`{"nodeSelector":{"kubernetes.io/hostname":"someone-elses-node"},"affinity":{"podAffinity":{}},"tolerations":[{"operator":"Exists"}],"keep":"me"}`)}}
+	ws.Status.Admission = &workspacesv1.Admission{GPUsPerReplica: 2, Replicas: 2,
+		Nodes: []workspacesv1.AdmittedNode{{Name: "n2", Hostname: "h2", Replicas: 1}, {Name: "n1", Hostname: "h1", Replicas: 1}}}
+	class := &workspacesv1.WorkspaceClass{ObjectMeta: metav1.ObjectMeta{Name: "c"}, Spec: workspacesv1.WorkspaceClassSpec{
+		ResourceInjection: &workspacesv1.ResourceInjection{NodeSelector: []string{"nodeSelector"}, Affinity: []string{"affinity"}, Tolerations: []string{"tolerations"}}}}
+	built, err := Build(Input{Class: class, Workspace: ws, Resources: res})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := yaml.Unmarshal([]byte(built.Inline), &got); err != nil {
+		t.Fatal(err)
+	}
+	affinity := map[string]any{"nodeAffinity": map[string]any{"requiredDuringSchedulingIgnoredDuringExecution": map[string]any{
+		"nodeSelectorTerms": []any{map[string]any{"matchExpressions": []any{
+			map[string]any{"key": "kubernetes.io/hostname", "operator": "In", "values": []any{"h1", "h2"}}}}}}}}
+	tolerations := []any{map[string]any{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}}
+	selector := map[string]any{"exalsius.ai/gpu-model": "H100"}
+	want := map[string]any{"nodeSelector": selector, "affinity": affinity, "tolerations": tolerations}
+	for k, v := range want {
+		if !reflect.DeepEqual(got[k], v) {
+			t.Errorf("%s = %v, want %v", k, got[k], v)
+		}
+		if s := got["_exalsius"].(map[string]any)["scheduling"].(map[string]any); !reflect.DeepEqual(s[k], v) {
+			t.Errorf("_exalsius.scheduling.%s = %v, want %v", k, s[k], v)
+		}
+	}
+	if got["keep"] != "me" {
+		t.Errorf("an unrelated user value was lost: %v", got["keep"])
+	}
+	if !reflect.DeepEqual(built.Overwritten, []string{"affinity", "nodeSelector", "tolerations"}) {
+		t.Errorf("overwritten %v, want the three scheduling paths", built.Overwritten)
+	}
+
+	// Before the admission (the values check ahead of the gate) there is no affinity nor toleration to
+	// inject, and a CPU-only admission gets none either.
+	ws.Status.Admission = nil
+	built, err = Build(Input{Class: class, Workspace: ws, Resources: res})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(built.Inline, "nodeAffinity") || strings.Contains(built.Inline, "NoSchedule") {
+		t.Errorf("affinity or toleration without an admission:\n%s", built.Inline)
 	}
 }

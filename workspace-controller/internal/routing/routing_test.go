@@ -128,12 +128,7 @@ func TestSameNameTwoNamespaces(t *testing.T) {
 	nsA, nsB := newNamespace(t), newNamespace(t)
 	class := createClass(t, []workspacesv1.AccessEndpoint{httpEP("web", 80)}, nsA, nsB)
 	cdA := createCluster(t, nsA, nil)
-	cdB := name("cd")
-	must(t, k8s.Create(ctxT(t), &k0rdentv1beta1.ClusterDeployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: nsB, Name: cdB},
-		Spec:       k0rdentv1beta1.ClusterDeploymentSpec{Template: "cluster-template"},
-	}))
-	must(t, mgmt.WriteKubeconfigSecret(ctxT(t), nsB, cdB, regional.Kubeconfig))
+	cdB := regionalAsCluster(t, nsB)
 	wsName := name("same")
 	a := runningWorkspace(t, nsA, wsName, class, cdA)
 	waitWS(t, a, "short URL", routesReady(map[string]string{"web": "https://" + wsName + "." + domain}))
@@ -156,12 +151,7 @@ func TestQualifiedHostnameCannotBeTaken(t *testing.T) {
 	nsA, nsB := newNamespace(t), newNamespace(t)
 	class := createClass(t, []workspacesv1.AccessEndpoint{httpEP("web", 80)}, nsA, nsB)
 	cdA := createCluster(t, nsA, nil)
-	cdB := name("cd")
-	must(t, k8s.Create(ctxT(t), &k0rdentv1beta1.ClusterDeployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: nsB, Name: cdB},
-		Spec:       k0rdentv1beta1.ClusterDeploymentSpec{Template: "cluster-template"},
-	}))
-	must(t, mgmt.WriteKubeconfigSecret(ctxT(t), nsB, cdB, regional.Kubeconfig))
+	cdB := regionalAsCluster(t, nsB)
 	wsName := name("sq")
 	bsQualified := wsName + "-" + routing.Qualifier(nsB)
 	a := runningWorkspace(t, nsA, wsName, class, cdA)
@@ -174,6 +164,19 @@ func TestQualifiedHostnameCannotBeTaken(t *testing.T) {
 	deleteWorkspace(t, a)
 	deleteWorkspace(t, squat)
 	deleteWorkspace(t, b)
+}
+
+// regionalAsCluster makes a ClusterDeployment in ns whose child is the regional API server, so that a
+// workspace there is routed on its own cluster, and returns its name.
+func regionalAsCluster(t *testing.T, ns string) string {
+	t.Helper()
+	cd := name("cd")
+	must(t, k8s.Create(ctxT(t), &k0rdentv1beta1.ClusterDeployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cd},
+		Spec:       k0rdentv1beta1.ClusterDeploymentSpec{Template: "cluster-template"},
+	}))
+	must(t, mgmt.WriteKubeconfigSecret(ctxT(t), ns, cd, regional.Kubeconfig))
+	return cd
 }
 
 func sshPort(ws *workspacesv1.WorkspaceDeployment, ep string) string {

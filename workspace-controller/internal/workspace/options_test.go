@@ -23,6 +23,7 @@ func TestOptionsFlags(t *testing.T) {
 		"route-sweep-interval":       "10m0s",
 		"child-idle-timeout":         "0s",
 		"insecure-kubeconfig-tls":    "false",
+		"release-ingress-namespaces": "istio-system",
 	}
 	opts := DefaultOptions()
 	fs := flag.NewFlagSet("workspace-controller", flag.ContinueOnError)
@@ -40,11 +41,16 @@ func TestOptionsFlags(t *testing.T) {
 	if err := opts.Validate(); err != nil {
 		t.Fatalf("the defaults must be valid: %v", err)
 	}
-	if err := fs.Parse([]string{"--gateway-name=gw", "--routing-retry=3s", "--default-regional-cluster=kof/regional"}); err != nil {
+	if err := fs.Parse([]string{"--gateway-name=gw", "--routing-retry=3s", "--default-regional-cluster=kof/regional",
+		"--release-ingress-namespaces=istio-system, linkerd"}); err != nil {
 		t.Fatal(err)
 	}
-	if opts.GatewayName != "gw" || opts.RoutingRetry.String() != "3s" || opts.DefaultRegionalCluster != "kof/regional" {
+	if opts.GatewayName != "gw" || opts.RoutingRetry.String() != "3s" || opts.DefaultRegionalCluster != "kof/regional" ||
+		strings.Join(opts.ReleaseIngressNamespaces, ",") != "istio-system,linkerd" {
 		t.Errorf("parsed options %+v", opts)
+	}
+	if err := fs.Parse([]string{"--release-ingress-namespaces=Not_A_Namespace"}); err == nil || !strings.Contains(err.Error(), "release-ingress-namespaces") {
+		t.Errorf("an invalid namespace: %v", err)
 	}
 }
 

@@ -79,7 +79,10 @@ func TestWorkspaceRunsThroughServiceSet(t *testing.T) {
 			"perReplica": map[string]any{"cpu": "2", "memory": "8Gi", "storage": "50Gi", "gpuCount": float64(2),
 				"gpuVendor": "NVIDIA", "gpuType": model, "gpuResourceName": "nvidia.com/gpu"},
 		},
-		"scheduling": map[string]any{"nodeSelector": map[string]any{gpu.LabelGPUModel: model}},
+		// Admitted with GPUs: the GPU taint's toleration. No affinity: the test's node has no
+		// hostname label, so the admission names none.
+		"scheduling": map[string]any{"nodeSelector": map[string]any{gpu.LabelGPUModel: model},
+			"tolerations": []any{map[string]any{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}}},
 	}
 	if !reflect.DeepEqual(ex, wantEx) {
 		t.Errorf("_exalsius = %v\nwant %v", ex, wantEx)

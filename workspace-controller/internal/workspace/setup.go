@@ -5,8 +5,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -66,6 +68,11 @@ type Options struct {
 	// (--gateway-name, default tenant-gateway; --gateway-namespace, default istio-ingress).
 	GatewayName      string
 	GatewayNamespace string
+	// ReleaseIngressNamespaces are the namespaces, on every child, whose pods may reach the
+	// workspaces' pods besides the release namespace itself and the Gateway's namespace: the mesh's
+	// data plane (the east-west gateway) and the like. A class's spec.networkPolicy adds more
+	// (--release-ingress-namespaces, default istio-system).
+	ReleaseIngressNamespaces []string
 	// DefaultRegionalCluster is the regional ClusterDeployment (<namespace>/<name>, or <name> in the
 	// child's namespace) of children without the KOF regional label; empty: none
 	// (--default-regional-cluster).
@@ -132,6 +139,7 @@ func DefaultOptions() Options {
 		UnreachableDeleteTimeout: DefaultUnreachableDeleteTimeout,
 		GatewayName:              DefaultGatewayName,
 		GatewayNamespace:         DefaultGatewayNamespace,
+		ReleaseIngressNamespaces: []string{"istio-system"},
 		RoutingRetry:             DefaultRoutingRetry,
 		RoutingResync:            DefaultRoutingResync,
 		RouteSweepInterval:       DefaultRouteSweepInterval,
@@ -160,6 +168,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.GatewayName, "gateway-name", o.GatewayName,
 		"Name of the tenant Gateway on each regional cluster; its wildcard listener hostname gives the tenant domain of access URLs.")
 	fs.StringVar(&o.GatewayNamespace, "gateway-namespace", o.GatewayNamespace, "Namespace of the tenant Gateway on each regional cluster.")
+	fs.Var((*namespaceList)(&o.ReleaseIngressNamespaces), "release-ingress-namespaces",
+		"Comma-separated namespaces on each child whose pods may reach the workspaces' pods, besides the release namespace and the Gateway's namespace (a mesh's data plane); a class's spec.networkPolicy.allowFrom adds more. Empty: none.")
+
 	fs.StringVar(&o.DefaultRegionalCluster, "default-regional-cluster", o.DefaultRegionalCluster,
 		"Regional ClusterDeployment (<namespace>/<name>, or <name> in the child's namespace) of children whose ClusterDeployment has no label "+
 			routing.RegionalClusterNameLabel+"; empty: none.")
@@ -329,4 +340,24 @@ func SecretReaders(mgr manager.Manager, o childcluster.Options) childcluster.Opt
 	o.Reader = mgr.GetAPIReader()
 	o.MetadataReader = mgr.GetClient()
 	return o
+}
+
+// namespaceList is a comma-separated list of namespace names as a flag.
+type namespaceList []string
+
+func (l *namespaceList) String() string { return strings.Join(*l, ",") }
+
+func (l *namespaceList) Set(v string) error {
+	var out []string
+	for _, n := range strings.Split(v, ",") {
+		if n = strings.TrimSpace(n); n == "" {
+			continue
+		}
+		if errs := validation.IsDNS1123Label(n); len(errs) > 0 {
+			return fmt.Errorf("%q is not a namespace name: %s", n, strings.Join(errs, "; "))
+		}
+		out = append(out, n)
+	}
+	*l = out
+	return nil
 }

@@ -1,6 +1,7 @@
 package v1
 
 import (
+	networkingv1 "k8s.io/api/networking/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -206,6 +207,21 @@ type ResourceInjection struct {
 	// +optional
 	// +listType=atomic
 	GPUType []string `json:"gpuType,omitempty"`
+	// NodeSelector is written to these paths: the node selector the GPU gate checked, with the
+	// admitted node pinned (`_exalsius.scheduling.nodeSelector`). It replaces what a user set there.
+	// +optional
+	// +listType=atomic
+	NodeSelector []string `json:"nodeSelector,omitempty"`
+	// Affinity is written to these paths: a required node affinity to the nodes the GPU gate admitted
+	// the workspace on (`_exalsius.scheduling.affinity`). It replaces what a user set there.
+	// +optional
+	// +listType=atomic
+	Affinity []string `json:"affinity,omitempty"`
+	// Tolerations is written to these paths: the toleration of the GPU resource's taint
+	// (`_exalsius.scheduling.tolerations`). It replaces what a user set there.
+	// +optional
+	// +listType=atomic
+	Tolerations []string `json:"tolerations,omitempty"`
 }
 
 // WorkspaceClassSpec describes a workspace type. It is immutable: publish a new class, with the new
@@ -295,6 +311,26 @@ type WorkspaceClassSpec struct {
 	// +optional
 	PodSecurityLevel PodSecurityLevel `json:"podSecurityLevel,omitempty"`
 
+	// NetworkPolicy is the ingress isolation of each workspace's release namespace on the child. By
+	// default (isolation Namespace) a NetworkPolicy there admits traffic to the workspace's pods only
+	// from the namespace itself, from the namespaces of the Gateway's and the mesh's data planes (the
+	// workspace-controller's --release-ingress-namespaces and --gateway-namespace) and from allowFrom;
+	// every other workspace on a shared child is shut out.
+	// +optional
+	NetworkPolicy *ReleaseNetworkPolicy `json:"networkPolicy,omitempty"`
+
+	// ComputeQuota, when set, also caps CPU and memory requests and the pod count of each release
+	// namespace on the child at the workspace's resolved resources times its replicas, plus
+	// headroomReplicas for rollouts. Only for charts that set requests on every container (the
+	// `_exalsius` block's): the child refuses pods without them.
+	// +optional
+	ComputeQuota *ComputeQuota `json:"computeQuota,omitempty"`
+
+	// AllowResourceClaims lets the workspaces' pods use DRA ResourceClaims. By default the release
+	// namespace's ResourceQuota allows none, so that no device reaches a pod past the GPU gate.
+	// +optional
+	AllowResourceClaims bool `json:"allowResourceClaims,omitempty"`
+
 	// ValuesPolicy says which Helm values a workspace may set, in spec.values and through
 	// spec.valuesFrom: Any (the default) accepts any path; Declared accepts only the paths of
 	// spec.userFacingConfig (and what lies under them), so that a chart's other values (extraObjects,
@@ -332,6 +368,41 @@ const (
 	// ValuesPolicyDeclared accepts values only at the class's userFacingConfig paths.
 	ValuesPolicyDeclared ValuesPolicy = "Declared"
 )
+
+// ComputeQuota caps a release namespace's CPU, memory and pods.
+type ComputeQuota struct {
+	// HeadroomReplicas are the replicas' worth of CPU, memory and pods allowed on top of the
+	// workspace's replicas, for a rollout that starts new pods before the old ones go (a Deployment's
+	// maxSurge) and for the chart's hook and helper pods.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=64
+	HeadroomReplicas int32 `json:"headroomReplicas,omitempty"`
+}
+
+// NetworkIsolation says whether a release namespace is isolated.
+// +kubebuilder:validation:Enum=Namespace;None
+type NetworkIsolation string
+
+const (
+	// NetworkIsolationNamespace admits ingress from the namespace itself, the data planes and allowFrom.
+	NetworkIsolationNamespace NetworkIsolation = "Namespace"
+	// NetworkIsolationNone makes no NetworkPolicy.
+	NetworkIsolationNone NetworkIsolation = "None"
+)
+
+// ReleaseNetworkPolicy is the ingress isolation of a class's release namespaces.
+type ReleaseNetworkPolicy struct {
+	// Isolation is Namespace (the default) or None.
+	// +optional
+	Isolation NetworkIsolation `json:"isolation,omitempty"`
+	// AllowFrom are further peers that may reach the workspaces' pods, for example a monitoring
+	// namespace that scrapes them.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	AllowFrom []networkingv1.NetworkPolicyPeer `json:"allowFrom,omitempty"`
+}
 
 // PodSecurityLevel is a Pod Security Admission level.
 // +kubebuilder:validation:Enum=privileged;baseline;restricted
