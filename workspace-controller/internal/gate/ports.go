@@ -6,7 +6,6 @@ package gate
 import (
 	"context"
 	"fmt"
-	"sort"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -61,16 +60,12 @@ func PortsAllowed(ctx context.Context, c client.Reader, ws *workspacesv1.Workspa
 	if err := c.List(ctx, &list, client.InNamespace(ws.Namespace)); err != nil {
 		return PortQuota{}, fmt.Errorf("listing workspaces of %s: %w", ws.Namespace, err)
 	}
-	older := make([]*workspacesv1.WorkspaceDeployment, 0, len(list.Items))
+	used := 0
 	for i := range list.Items {
 		o := &list.Items[i]
-		if o.Name != ws.Name && owned.Older(o, ws) {
-			older = append(older, o)
+		if o.Name == ws.Name || !owned.Older(o, ws) {
+			continue
 		}
-	}
-	sort.Slice(older, func(i, j int) bool { return owned.Older(older[i], older[j]) })
-	used := 0
-	for _, o := range older {
 		eps, err := endpointsOf(ctx, o)
 		if err != nil {
 			return PortQuota{}, err
