@@ -1,6 +1,7 @@
 // Command docscheck checks the documentation of the repository (`make verify` runs it): relative
 // links in Markdown resolve, the manifests under examples/ parse into the API types, and the
-// workspace reconciler's step table in docs/RECONCILIATION.md matches its pass (docscheck.Steps).
+// workspace reconciler's step table in docs/RECONCILIATION.md matches its pass (docscheck.Steps), and
+// what the docs say about kinds, metrics, phases, flags and route namespaces holds (docscheck.Names).
 package main
 
 import (
@@ -21,6 +22,8 @@ func main() {
 	errs = append(errs, exErrs...)
 	steps, stErrs := docscheck.Steps(*root)
 	errs = append(errs, stErrs...)
+	names, nmErrs := docscheck.Names(*root)
+	errs = append(errs, nmErrs...)
 	docscheck.SortErrors(errs)
 	for _, err := range errs {
 		fmt.Fprintln(os.Stderr, "[docs]", err)
@@ -29,6 +32,6 @@ func main() {
 		fmt.Fprintf(os.Stderr, "[docs] %d problems\n", len(errs))
 		os.Exit(1)
 	}
-	fmt.Printf("[docs] %d links in %d Markdown files resolve; %d example objects parse; the step table names the %d steps of the pass\n",
-		rep.Links, rep.Files, n, steps)
+	fmt.Printf("[docs] %d links in %d Markdown files resolve; %d example objects parse; the step table names the %d steps of the pass; %d statements about kinds, metrics, phases, flags and route namespaces hold\n",
+		rep.Links, rep.Files, n, steps, names)
 }
