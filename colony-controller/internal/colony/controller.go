@@ -252,9 +252,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 // removed entries, reads readiness and keeps the kubeconfig Secret current. Each entry is handled on
 // its own: one that fails does not stop the others.
 func (r *Reconciler) reconcileNormal(ctx context.Context, colony *infrav1.Colony, obs *observation) (ctrl.Result, error) {
-	if !controllerutil.ContainsFinalizer(colony, infrav1.ColonyFinalizer) {
+	// The upstream operator's finalizer is replaced by this one in the same write: nothing would ever
+	// remove it, and a deleted Colony would hang Terminating once its clusters are gone.
+	if !controllerutil.ContainsFinalizer(colony, infrav1.ColonyFinalizer) || controllerutil.ContainsFinalizer(colony, infrav1.LegacyColonyFinalizer) {
 		patch := client.MergeFromWithOptions(colony.DeepCopy(), client.MergeFromWithOptimisticLock{})
 		controllerutil.AddFinalizer(colony, infrav1.ColonyFinalizer)
+		controllerutil.RemoveFinalizer(colony, infrav1.LegacyColonyFinalizer)
 		if err := r.Client.Patch(ctx, colony, patch, client.FieldOwner(FieldManager)); err != nil {
 			countError(stageFinalizer)
 			obs.skip = true

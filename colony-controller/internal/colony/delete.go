@@ -48,10 +48,11 @@ func deleteRequeue(waited time.Duration) time.Duration {
 // reconcileDelete deletes every ClusterDeployment the Colony controls and removes the Colony's
 // finalizer once they are all gone. Until then the phase is Deleting and the conditions name the
 // ClusterDeployments still present with their finalizers. It never blocks on one of them: each
-// pass deletes what is left and returns.
+// pass deletes what is left and returns. A Colony of the upstream operator deleted before this
+// controller replaced its finalizer is torn down the same way, and both finalizers are removed.
 func (r *Reconciler) reconcileDelete(ctx context.Context, colony *infrav1.Colony, obs *observation) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
-	if !controllerutil.ContainsFinalizer(colony, infrav1.ColonyFinalizer) {
+	if !controllerutil.ContainsFinalizer(colony, infrav1.ColonyFinalizer) && !controllerutil.ContainsFinalizer(colony, infrav1.LegacyColonyFinalizer) {
 		obs.skip = true
 		return ctrl.Result{}, nil
 	}
@@ -85,6 +86,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, colony *infrav1.Colony
 
 	patch := client.MergeFromWithOptions(colony.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	controllerutil.RemoveFinalizer(colony, infrav1.ColonyFinalizer)
+	controllerutil.RemoveFinalizer(colony, infrav1.LegacyColonyFinalizer)
 	if err := r.Client.Patch(ctx, colony, patch, client.FieldOwner(FieldManager)); err != nil {
 		if apierrors.IsNotFound(err) {
 			obs.skip = true

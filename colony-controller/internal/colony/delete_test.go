@@ -131,3 +131,72 @@ func TestDeletionWithoutClusterDeployments(t *testing.T) {
 		return fmt.Errorf("still there: %v", err)
 	})
 }
+
+// upstreamClusterDeployment creates a ClusterDeployment as the upstream operator made them: named
+// <colony>-<clusterName>, controlled by the Colony, without this project's labels.
+func upstreamClusterDeployment(t *testing.T, colony *infrav1.Colony, clusterName string) {
+	t.Helper()
+	yes := true
+	cd := &k0rdentv1beta1.ClusterDeployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: colony.Namespace, Name: colony.Name + "-" + clusterName,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: infrav1.GroupVersion.String(), Kind: "Colony",
+				Name: colony.Name, UID: colony.UID, Controller: &yes, BlockOwnerDeletion: &yes}}},
+		Spec: k0rdentv1beta1.ClusterDeploymentSpec{Template: "tmpl-1-0-0", Credential: "cred"},
+	}
+	if err := mgmt.Client.Create(context.Background(), cd); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestUpstreamColonyFinalizer: the upstream operator's finalizer colony.infra.exalsius.ai/finalizer
+// never blocks a Colony. A live Colony gets this controller's finalizer in its place; a Colony that
+// was deleted while the upstream operator was already gone (so only its finalizer holds it) has its
+// ClusterDeployments deleted and then goes.
+func TestUpstreamColonyFinalizer(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	newUpstreamColony := func(name string) *infrav1.Colony {
+		c := &infrav1.Colony{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Finalizers: []string{infrav1.LegacyColonyFinalizer}},
+			Spec:       infrav1.ColonySpec{ColonyClusters: []infrav1.ColonyCluster{entry(t, "a", nil)}},
+		}
+		if err := mgmt.Client.Create(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		upstreamClusterDeployment(t, c, "a")
+		return c
+	}
+	live := newUpstreamColony("live")
+	deleted := newUpstreamColony("deleted")
+	if err := mgmt.Client.Delete(ctx, deleted); err != nil {
+		t.Fatal(err)
+	}
+	startManager(t, ns)
+
+	waitColony(t, ns, "live", "this controller's finalizer in place of upstream's", func(c *infrav1.Colony) error {
+		if !containsString(c.Finalizers, infrav1.ColonyFinalizer) || containsString(c.Finalizers, infrav1.LegacyColonyFinalizer) {
+			return fmt.Errorf("finalizers %v", c.Finalizers)
+		}
+		return nil
+	})
+	waitCDGone(t, ns, "deleted-a")
+	gone := func(name string) func() error {
+		return func() error {
+			err := mgmt.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &infrav1.Colony{})
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			return errors.New("still there")
+		}
+	}
+	eventually(t, "the Colony deleted under upstream's finalizer is gone", gone("deleted"))
+
+	if err := mgmt.Client.Delete(ctx, live); err != nil {
+		t.Fatal(err)
+	}
+	waitCDGone(t, ns, "live-a")
+	eventually(t, "the migrated Colony is gone after its deletion", gone("live"))
+}

@@ -8,6 +8,11 @@ import (
 // ColonyFinalizer holds a Colony until every ClusterDeployment it made is gone.
 const ColonyFinalizer = "infra.exalsius.ai/colony"
 
+// LegacyColonyFinalizer is the finalizer the upstream exalsius-operator 0.11 put on Colonies. The
+// colony-controller replaces it with ColonyFinalizer on a live Colony, and treats it as its own on a
+// Colony that was deleted before it could (docs/MIGRATION.md).
+const LegacyColonyFinalizer = "colony.infra.exalsius.ai/finalizer"
+
 // ColonyLabel is set on every ClusterDeployment a Colony makes, to the Colony's name.
 const ColonyLabel = "infra.exalsius.ai/colony"
 
