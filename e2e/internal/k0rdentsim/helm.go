@@ -20,9 +20,9 @@ import (
 // apiextensionsJSON is the free-form JSON type of helmOptions.
 type apiextensionsJSON = apiextensionsv1.JSON
 
-// helmOptions is the subset of a service's helmOptions the simulator honours, with the defaults Sveltos
-// applies: without helmOptions the release is atomic (which implies wait); the timeout defaults to
-// Helm's five minutes.
+// helmOptions is the subset of a service's helmOptions the simulator honours, with the defaults KCM
+// v1.11.3 and later apply: the release is atomic (which implies wait) unless atomic is false, whether
+// or not other helmOptions are sent; the timeout defaults to Sveltos' five minutes.
 type helmOptions struct {
 	Wait    bool
 	Atomic  bool
@@ -31,11 +31,11 @@ type helmOptions struct {
 
 // parseHelmOptions decodes a service's helmOptions. Errors name the field.
 func parseHelmOptions(raw *apiextensionsv1.JSON) (helmOptions, error) {
-	o := helmOptions{Timeout: 5 * time.Minute}
+	o := helmOptions{Atomic: true, Wait: true, Timeout: 5 * time.Minute}
 	if raw == nil || len(bytes.TrimSpace(raw.Raw)) == 0 || string(raw.Raw) == "null" {
-		o.Atomic, o.Wait = true, true
 		return o, nil
 	}
+	o.Wait = false
 	var in struct {
 		Wait    *bool  `json:"wait"`
 		Atomic  *bool  `json:"atomic"`

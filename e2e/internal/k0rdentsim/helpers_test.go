@@ -22,9 +22,14 @@ func TestParseHelmOptions(t *testing.T) {
 		err          string
 	}{
 		{raw: nil, wait: true, atomic: true, timeout: 5 * time.Minute},
-		{raw: js(`{"wait":true,"timeout":"30s"}`), wait: true, timeout: 30 * time.Second},
+		// KCM v1.11.3 and later: atomic (so wait) unless atomic is false, with or without other options.
+		{raw: js(`{"wait":true,"timeout":"30s"}`), wait: true, atomic: true, timeout: 30 * time.Second},
+		{raw: js(`{"timeout":"30s"}`), wait: true, atomic: true, timeout: 30 * time.Second},
 		{raw: js(`{"atomic":true}`), wait: true, atomic: true, timeout: 5 * time.Minute},
-		{raw: js(`{}`), timeout: 5 * time.Minute},
+		{raw: js(`{}`), wait: true, atomic: true, timeout: 5 * time.Minute},
+		{raw: js(`{"atomic":false}`), timeout: 5 * time.Minute},
+		{raw: js(`{"atomic":false,"wait":false,"waitForJobs":false}`), timeout: 5 * time.Minute},
+		{raw: js(`{"atomic":false,"wait":true}`), wait: true, timeout: 5 * time.Minute},
 		{raw: js(`{"timeout":"soon"}`), err: "helmOptions.timeout"},
 		{raw: js(`{"timeout":"-1s"}`), err: "helmOptions.timeout"},
 		{raw: js(`[]`), err: "helmOptions"},

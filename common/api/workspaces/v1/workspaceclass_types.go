@@ -350,8 +350,10 @@ type WorkspaceClassSpec struct {
 	AllowedNamespaces *metav1.LabelSelector `json:"allowedNamespaces,omitempty"`
 
 	// HelmOptions are passed as each workspace service's k0rdent helmOptions (wait, timeout, atomic,
-	// ...). When empty none are sent, and k0rdent's defaults apply (atomic installs). While a workspace
-	// is stopped, its service gets them with wait, waitForJobs and atomic set to false.
+	// ...). When empty none are sent, and KCM's defaults apply: from KCM v1.11.3 installs are atomic
+	// (they wait for the release's resources, 5 minutes by default) unless atomic is false, whether or
+	// not other options are sent. While a workspace is stopped, its service gets them with wait,
+	// waitForJobs and atomic set to false.
 	// +optional
 	// +kubebuilder:validation:Type=object
 	// +kubebuilder:pruning:PreserveUnknownFields
