@@ -494,3 +494,42 @@ func removeFinalizers(t *testing.T, ns, name string) {
 		return mgmt.Client.Update(context.Background(), cd)
 	})
 }
+
+// TestEntryWithoutSpec: an entry without clusterDeploymentSpec (the upstream operator allows it)
+// makes no ClusterDeployment, keeps and leaves alone one the Colony already controls (also when an
+// entry's spec is removed), and is not counted; the Colony's deletion deletes it with the others.
+func TestEntryWithoutSpec(t *testing.T) {
+	ns := newNamespace(t)
+	startManager(t, ns)
+	col := createColony(t, ns, "col", entry(t, "a", nil), entry(t, "b", nil), infrav1.ColonyCluster{ClusterName: "declared"})
+	waitCD(t, ns, "col-a", "the entry with a spec is made", nil)
+	waitCD(t, ns, "col-b", "the entry with a spec is made", nil)
+	waitColony(t, ns, "col", "two clusters counted", func(c *infrav1.Colony) error {
+		if c.Status.TotalClusters != 2 {
+			return fmt.Errorf("totalClusters %d", c.Status.TotalClusters)
+		}
+		return nil
+	})
+	if err := mgmt.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "col-declared"}, &k0rdentv1beta1.ClusterDeployment{}); !apierrors.IsNotFound(err) {
+		t.Errorf("col-declared: %v, want not found", err)
+	}
+
+	// b's spec is removed: its ClusterDeployment stays as it was, and is no longer counted.
+	updateColony(t, ns, "col", func(c *infrav1.Colony) { c.Spec.ColonyClusters[1].ClusterDeploymentSpec = apiextensionsv1.JSON{} })
+	waitColony(t, ns, "col", "one cluster counted", func(c *infrav1.Colony) error {
+		if c.Status.TotalClusters != 1 || c.Status.ObservedGeneration != c.Generation {
+			return fmt.Errorf("totalClusters %d, observed %d of %d", c.Status.TotalClusters, c.Status.ObservedGeneration, c.Generation)
+		}
+		return nil
+	})
+	cdB := getCD(t, ns, "col-b")
+	if cdB.DeletionTimestamp != nil || cdB.Spec.Template != "tmpl-1-0-0" {
+		t.Errorf("col-b after its spec was removed: deleting %v, template %q", cdB.DeletionTimestamp, cdB.Spec.Template)
+	}
+
+	if err := mgmt.Client.Delete(context.Background(), col); err != nil {
+		t.Fatal(err)
+	}
+	waitCDGone(t, ns, "col-a")
+	waitCDGone(t, ns, "col-b")
+}

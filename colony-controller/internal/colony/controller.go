@@ -275,6 +275,12 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, colony *infrav1.Colony
 	wanted := make(map[string]bool, len(colony.Spec.ColonyClusters))
 	var ready []*entryState
 	for _, entry := range colony.Spec.ColonyClusters {
+		if !entry.HasClusterDeploymentSpec() {
+			// Declared without a spec (the upstream operator allows it): no ClusterDeployment is made
+			// or changed, one the Colony already controls is kept, and the entry is not counted.
+			wanted[ClusterDeploymentName(colony.Name, entry.ClusterName)] = true
+			continue
+		}
 		st, err := r.reconcileEntry(ctx, colony, entry, all)
 		if err != nil {
 			errs = append(errs, err)

@@ -21,7 +21,7 @@ import (
 func computeStatus(colony *infrav1.Colony, obs *observation) infrav1.ColonyStatus {
 	st := infrav1.ColonyStatus{
 		ObservedGeneration:   colony.Generation,
-		TotalClusters:        int32(len(colony.Spec.ColonyClusters)),
+		TotalClusters:        int32(colony.ManagedClusters()),
 		KubeconfigSecretName: obs.kubeconfig.secretName,
 	}
 	for _, c := range colony.Status.Conditions {
@@ -112,7 +112,7 @@ func tallyEntries(colony *infrav1.Colony, obs *observation) entryTally {
 // Colony has no entries; AllClustersReady (True); ClustersNotReady (False) otherwise. The message
 // counts the ready clusters and names every entry that is not.
 func clustersReadyCondition(colony *infrav1.Colony, obs *observation, t entryTally) metav1.Condition {
-	total := len(colony.Spec.ColonyClusters)
+	total := colony.ManagedClusters()
 	parts := []string{fmt.Sprintf("%d/%d clusters ready", t.ready, total)}
 	if len(t.invalid) > 0 {
 		parts = append(parts, "invalid entries: "+strings.Join(t.invalid, "; "))

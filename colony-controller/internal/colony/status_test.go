@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -23,7 +24,8 @@ import (
 func colonyWith(n int) *infrav1.Colony {
 	c := &infrav1.Colony{ObjectMeta: metav1.ObjectMeta{Name: "col", Namespace: "ns", Generation: 3}}
 	for i := range n {
-		c.Spec.ColonyClusters = append(c.Spec.ColonyClusters, infrav1.ColonyCluster{ClusterName: fmt.Sprintf("c%d", i)})
+		c.Spec.ColonyClusters = append(c.Spec.ColonyClusters, infrav1.ColonyCluster{ClusterName: fmt.Sprintf("c%d", i),
+			ClusterDeploymentSpec: apiextensionsv1.JSON{Raw: []byte(`{"template":"t"}`)}})
 	}
 	return c
 }

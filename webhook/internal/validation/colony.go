@@ -40,7 +40,9 @@ func Colony(c *infrav1.Colony) field.ErrorList {
 					"the ClusterDeployment name %q must be a DNS label of at most 63 characters: %s", cd, dnsLabelMsgs(cd)[0])))
 			}
 		}
-		errs = append(errs, clusterDeploymentSpec(cc.ClusterDeploymentSpec.Raw, ip.Child("clusterDeploymentSpec"))...)
+		if cc.HasClusterDeploymentSpec() { // an entry without one makes no ClusterDeployment (as upstream)
+			errs = append(errs, clusterDeploymentSpec(cc.ClusterDeploymentSpec.Raw, ip.Child("clusterDeploymentSpec"))...)
+		}
 		errs = append(errs, labelMap(cc.ClusterLabels, ip.Child("clusterLabels"))...)
 		errs = append(errs, annotationKeys(cc.ClusterAnnotations, ip.Child("clusterAnnotations"))...)
 		for _, reserved := range []string{infrav1.ColonyLabel, infrav1.ColonyClusterLabel} {

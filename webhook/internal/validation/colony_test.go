@@ -37,7 +37,12 @@ func TestColonyRules(t *testing.T) {
 		{"duplicate cluster", func(c *infrav1.Colony) { c.Spec.ColonyClusters[1].ClusterName = "gpu-eu" }, []string{"spec.colonyClusters[1].clusterName"}},
 		{"cluster name not a label", func(c *infrav1.Colony) { c.Spec.ColonyClusters[0].ClusterName = "GPU" }, []string{"spec.colonyClusters[0].clusterName"}},
 		{"ClusterDeployment name not a label", func(c *infrav1.Colony) { c.Name = "lab.example" }, []string{"spec.colonyClusters[0].clusterName", "spec.colonyClusters[1].clusterName"}},
-		{"empty spec", func(c *infrav1.Colony) { c.Spec.ColonyClusters[0].ClusterDeploymentSpec = apiextensionsv1.JSON{} }, []string{"spec.colonyClusters[0].clusterDeploymentSpec"}},
+		// An entry without a spec is accepted, as upstream accepts it (it makes no ClusterDeployment).
+		{"no spec", func(c *infrav1.Colony) { c.Spec.ColonyClusters[0].ClusterDeploymentSpec = apiextensionsv1.JSON{} }, nil},
+		{"null spec, bad name", func(c *infrav1.Colony) {
+			c.Spec.ColonyClusters[0].ClusterDeploymentSpec = apiextensionsv1.JSON{Raw: []byte("null")}
+			c.Spec.ColonyClusters[0].ClusterName = "GPU"
+		}, []string{"spec.colonyClusters[0].clusterName"}},
 		{"spec not an object", func(c *infrav1.Colony) { c.Spec.ColonyClusters[0].ClusterDeploymentSpec = *raw("x") }, []string{"spec.colonyClusters[0].clusterDeploymentSpec"}},
 		{"no template", func(c *infrav1.Colony) { c.Spec.ColonyClusters[0].ClusterDeploymentSpec = *raw(map[string]any{}) }, []string{"spec.colonyClusters[0].clusterDeploymentSpec.template"}},
 		{"template not a string", func(c *infrav1.Colony) {

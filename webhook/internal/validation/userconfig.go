@@ -76,6 +76,21 @@ func asInt(v any) (int64, bool) {
 	return 0, false
 }
 
+// publicKeyPlaceholder says whether s is an SSH public key line (one line, a known key type) whose key
+// field is a placeholder: not base64, or too short to hold a key, as in `ssh-ed25519 AAAA...`. The
+// upstream operator admits such values; a key that decodes but names another type is not one.
+func publicKeyPlaceholder(s string) bool {
+	if strings.ContainsAny(s, "\r\n") {
+		return false
+	}
+	fields := strings.Fields(s)
+	if len(fields) < 2 || !sshKeyTypes[fields[0]] {
+		return false
+	}
+	blob, err := base64.StdEncoding.DecodeString(fields[1])
+	return err != nil || len(blob) < 4
+}
+
 // checkPublicKey checks the authorized_keys form `<type> <base64 blob> [comment]`, where the blob
 // starts with the same type name.
 func checkPublicKey(s string) string {

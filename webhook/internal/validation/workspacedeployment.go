@@ -321,6 +321,12 @@ func values(wsd *workspacesv1.WorkspaceDeployment, class *workspacesv1.Workspace
 			}
 			continue
 		}
+		if s, ok := v.(string); ok && pc.cfg.Type == workspacesv1.UserFacingConfigPublicKey && len(pc.options) == 0 && publicKeyPlaceholder(s) {
+			// A key line with a placeholder key (left in a manifest): the upstream operator admits it,
+			// and a refusal would break manifests that worked there. Warn, naming the path.
+			warnings = append(warnings, fmt.Sprintf("%s %s; it is admitted, but no SSH login will accept it", vp, checkPublicKey(s)))
+			continue
+		}
 		errs = append(errs, checkUserValue(pc.cfg, pc.options, v, vp)...)
 	}
 	for _, ip := range classpaths.Injection(class.Spec.ResourceInjection, field.NewPath("spec")) {

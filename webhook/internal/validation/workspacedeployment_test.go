@@ -293,3 +293,24 @@ func TestWorkspaceDeploymentEnforcedValues(t *testing.T) {
 	errs, _ = WorkspaceDeployment(d, class, DeploymentOptions{})
 	expectPaths(t, errs, "spec.values.securityContext")
 }
+
+// TestPublicKeyPlaceholderWarns: a key line whose key is a placeholder (as in the upstream operator's
+// examples, `ssh-ed25519 AAAA...`) is admitted with a warning naming the path, as upstream admits it;
+// anything else that is not a key is still refused.
+func TestPublicKeyPlaceholderWarns(t *testing.T) {
+	for _, key := range []string{"ssh-ed25519 AAAA...", "ssh-ed25519 AAAA user@host", "ssh-rsa AA"} {
+		d := validDeployment()
+		d.Spec.Values = raw(map[string]any{"auth": map[string]any{"password": "x"}, "ssh": map[string]any{"key": key}})
+		errs, warnings := WorkspaceDeployment(d, validClass(), DeploymentOptions{})
+		expectPaths(t, errs)
+		if len(warnings) != 1 || !strings.Contains(warnings[0], "spec.values.ssh.key") || strings.Contains(warnings[0], key) {
+			t.Errorf("%q: want one warning naming spec.values.ssh.key without the value, got %v", key, warnings)
+		}
+	}
+	for _, key := range []string{"AAAA", "ssh-unknown AAAA...", "ssh-ed25519 AAAA...\nssh-ed25519 AAAA...", "ssh-ed25519"} {
+		d := validDeployment()
+		d.Spec.Values = raw(map[string]any{"auth": map[string]any{"password": "x"}, "ssh": map[string]any{"key": key}})
+		errs, _ := WorkspaceDeployment(d, validClass(), DeploymentOptions{})
+		expectPaths(t, errs, "spec.values.ssh.key")
+	}
+}

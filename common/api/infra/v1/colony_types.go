@@ -1,6 +1,8 @@
 package v1
 
 import (
+	"strings"
+
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -78,6 +80,25 @@ type ColonySpec struct {
 	ColonyClusters []ColonyCluster `json:"colonyClusters,omitempty"`
 }
 
+// ManagedClusters counts the entries that have a clusterDeploymentSpec: the clusters the Colony makes
+// and counts.
+func (c *Colony) ManagedClusters() int {
+	n := 0
+	for i := range c.Spec.ColonyClusters {
+		if c.Spec.ColonyClusters[i].HasClusterDeploymentSpec() {
+			n++
+		}
+	}
+	return n
+}
+
+// HasClusterDeploymentSpec says whether the entry has a clusterDeploymentSpec (an entry without one
+// makes no ClusterDeployment).
+func (c *ColonyCluster) HasClusterDeploymentSpec() bool {
+	raw := strings.TrimSpace(string(c.ClusterDeploymentSpec.Raw))
+	return raw != "" && raw != "null"
+}
+
 // ColonyCluster describes one child cluster of a Colony.
 type ColonyCluster struct {
 	// ClusterName names the cluster within the Colony. It must be a DNS label; the ClusterDeployment
@@ -91,11 +112,14 @@ type ColonyCluster struct {
 	// ClusterDeploymentSpec is the spec of the k0rdent ClusterDeployment for this cluster (template,
 	// credential, config, dryRun, propagateCredentials, serviceSpec, ...). It is passed on as written:
 	// keys this operator does not know are kept, never dropped. `config` is always sent, `{}` when
-	// empty, because KCM turns a missing config into a dry run.
-	// +required
+	// empty, because KCM turns a missing config into a dry run. An entry without it (as the upstream
+	// operator allows) makes no ClusterDeployment and changes none: a ClusterDeployment
+	// `<colony>-<clusterName>` the Colony already controls is kept as it is (and deleted with the
+	// Colony), and the entry is not counted in the Colony's clusters.
+	// +optional
 	// +kubebuilder:validation:Type=object
 	// +kubebuilder:pruning:PreserveUnknownFields
-	ClusterDeploymentSpec apiextensionsv1.JSON `json:"clusterDeploymentSpec"`
+	ClusterDeploymentSpec apiextensionsv1.JSON `json:"clusterDeploymentSpec,omitzero"`
 
 	// ClusterLabels are set on the ClusterDeployment. Labels set earlier and removed here are removed
 	// from the ClusterDeployment too.

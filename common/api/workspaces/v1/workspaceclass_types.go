@@ -158,9 +158,11 @@ type UserFacingConfig struct {
 	// +kubebuilder:validation:MaxLength=1024
 	Description string `json:"description,omitempty"`
 
-	// Type of the value: string, int, bool, secret or publicKey.
-	// +required
-	Type UserFacingConfigType `json:"type"`
+	// Type of the value: string, int, bool, secret or publicKey. Default string, as the upstream
+	// operator defaults it.
+	// +optional
+	// +kubebuilder:default=string
+	Type UserFacingConfigType `json:"type,omitempty"`
 
 	// Required values must be set on every WorkspaceDeployment of the class.
 	// +optional
