@@ -2,6 +2,7 @@ package charttest
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -243,5 +244,79 @@ func TestServerSideApplyUpgrade(t *testing.T) {
 		if err := mgmt.Client.Get(context.Background(), client.ObjectKeyFromObject(u), got); err != nil {
 			t.Errorf("%s after the upgrade: %v", key(u), err)
 		}
+	}
+}
+
+// nextChart is this chart as its next version might be: a copy that adds the values key
+// upgradeProbe.newKey (default added-in-the-next-version) and a ConfigMap that requires it.
+func nextChart(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "exalsius-operator")
+	must(t, os.CopyFS(dir, os.DirFS(chartDir(t))))
+	values, err := os.ReadFile(filepath.Join(dir, "values.yaml"))
+	must(t, err)
+	values = append(values, []byte("\nupgradeProbe:\n  newKey: added-in-the-next-version\n")...)
+	must(t, os.WriteFile(filepath.Join(dir, "values.yaml"), values, 0o644))
+	schemaPath := filepath.Join(dir, "values.schema.json")
+	raw, err := os.ReadFile(schemaPath)
+	must(t, err)
+	var schema map[string]any
+	must(t, json.Unmarshal(raw, &schema))
+	schema["properties"].(map[string]any)["upgradeProbe"] = map[string]any{"type": "object"}
+	raw, err = json.Marshal(schema)
+	must(t, err)
+	must(t, os.WriteFile(schemaPath, raw, 0o644))
+	must(t, os.WriteFile(filepath.Join(dir, "templates", "upgrade-probe.yaml"), []byte(`apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Release.Name }}-upgrade-probe
+  namespace: {{ .Release.Namespace }}
+data:
+  newKey: {{ required "upgradeProbe.newKey is missing" (.Values.upgradeProbe | default dict).newKey | quote }}
+`), 0o644))
+	return dir
+}
+
+// TestUpgradeResetThenReuseValues: the upgrade the docs give (`--reset-then-reuse-values`) keeps a
+// user's values and takes the defaults of keys the new version adds; the `--reuse-values` that docs
+// used to give fails to render, because it reuses the old release's values without the new keys.
+func TestUpgradeResetThenReuseValues(t *testing.T) {
+	const ns, release = "reuse", "rv"
+	if out, err := helmLive(t, "install", release, chartDir(t), "--namespace", ns, "--create-namespace",
+		"--set", "fullnameOverride=rv", "--set", "crds.enabled=false", "--set", "global.commonLabels.team=ml"); err != nil {
+		t.Fatalf("install: %v %s", err, out)
+	}
+	next := nextChart(t)
+	if out, err := helmLive(t, "upgrade", release, next, "--namespace", ns, "--reuse-values"); err == nil || !strings.Contains(err.Error(), "upgradeProbe.newKey is missing") {
+		t.Fatalf("--reuse-values should fail to render the new key (that is why the docs do not use it): %v %s", err, out)
+	}
+	if out, err := helmLive(t, "upgrade", release, next, "--namespace", ns, "--reset-then-reuse-values"); err != nil {
+		t.Fatalf("upgrade with --reset-then-reuse-values: %v %s", err, out)
+	}
+	ctx := context.Background()
+	cm := &corev1.ConfigMap{}
+	must(t, mgmt.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: release + "-upgrade-probe"}, cm))
+	if got := cm.Data["newKey"]; got != "added-in-the-next-version" {
+		t.Errorf("the new key's default: %q", got)
+	}
+	// The user's values of the first install are kept.
+	var sas corev1.ServiceAccountList
+	must(t, mgmt.Client.List(ctx, &sas, client.InNamespace(ns), client.MatchingLabels{"app.kubernetes.io/instance": release}))
+	if len(sas.Items) == 0 {
+		t.Fatal("no ServiceAccounts of the release")
+	}
+	for _, sa := range sas.Items {
+		if sa.Labels["team"] != "ml" {
+			t.Errorf("ServiceAccount %s lost the user's global.commonLabels: %v", sa.Name, sa.Labels)
+		}
+		if !strings.HasPrefix(sa.Name, "rv-") {
+			t.Errorf("ServiceAccount %s lost the user's fullnameOverride", sa.Name)
+		}
+	}
+	if docs, err := os.ReadFile(filepath.Join(repoRoot(t), "docs", "UPGRADE.md")); err != nil || !strings.Contains(string(docs), "--reset-then-reuse-values") {
+		t.Errorf("docs/UPGRADE.md does not give the upgrade this test checks (%v)", err)
+	}
+	if out, err := helmLive(t, "uninstall", release, "--namespace", ns); err != nil {
+		t.Fatalf("uninstall: %v %s", err, out)
 	}
 }

@@ -403,7 +403,7 @@ func podUIDs(ctx context.Context, t *testing.T) map[string]map[types.UID]bool {
 	return out
 }
 
-// checkUpgrade: `helm upgrade --reuse-values` with another inventory-collector image tag replaces the
+// checkUpgrade: `helm upgrade --reset-then-reuse-values` with another inventory-collector image tag replaces the
 // inventory-collector's pods and no other pod.
 func checkUpgrade(ctx context.Context, t *testing.T, replicas map[string]int) {
 	const c = "inventory-collector"
@@ -428,7 +428,7 @@ func checkUpgrade(ctx context.Context, t *testing.T, replicas map[string]int) {
 		t.Fatal(err)
 	}
 	before := podUIDs(ctx, t)
-	if _, err := w.Helm(ctx, "upgrade", node.Release, w.ChartDir(), "--namespace", node.Namespace, "--reuse-values",
+	if _, err := w.Helm(ctx, "upgrade", node.Release, w.ChartDir(), "--namespace", node.Namespace, "--reset-then-reuse-values",
 		"--set", c+".image.tag="+upgradeTag, "--wait", "--timeout", "10m"); err != nil {
 		t.Fatal(err)
 	}
