@@ -190,6 +190,10 @@ func (r *Reconciler) secretToColony(ctx context.Context, obj client.Object) []re
 	if owner := infrav1.ControllingColony(obj); owner != "" {
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: owner}}}
 	}
+	if colony, ok := strings.CutSuffix(obj.GetName(), "-kubeconfigs"); ok && colony != "" {
+		// The upstream operator's pointer Secret, not taken over yet (pointers.go).
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: colony}}}
+	}
 	prefix, ok := strings.CutSuffix(obj.GetName(), k0rdentv1beta1.KubeconfigSecretSuffix)
 	if !ok || prefix == "" {
 		return nil
@@ -304,6 +308,10 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, colony *infrav1.Colony
 		countError(stageKubeconfig)
 		errs = append(errs, err)
 		obs.kubeconfig.secretName = colony.Status.KubeconfigSecretName
+	}
+	if err := r.reconcilePointerSecret(ctx, colony, ready); err != nil {
+		countError(stageKubeconfig)
+		errs = append(errs, err)
 	}
 	res := ctrl.Result{RequeueAfter: r.reconcileAPIEndpoints(ctx, colony, ready)}
 	refused := false

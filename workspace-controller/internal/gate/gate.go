@@ -177,7 +177,7 @@ func (g *Gate) Admit(ctx context.Context, req Request) (Decision, error) {
 	// quota) and records its admission before releasing it, so the next count sees it.
 	cpuOnly := GPUs(req.Resources) == 0
 	st = g.site(ctx, req.Cluster)
-	locked := []string{st.lockKey()}
+	locked := st.lockKeys()
 	if cpuOnly {
 		locked = nil
 	}
@@ -371,12 +371,18 @@ func (g *Gate) site(ctx context.Context, cd types.NamespacedName) site {
 	return st
 }
 
-// lockKey is the key of the site's gate lock: the child cluster's identity when known.
-func (s site) lockKey() string {
+// lockKeys are the keys of the site's gate locks: its ClusterDeployment's, always, and the child
+// cluster's identity when known. The ClusterDeployment's is taken even when the identity is known: a
+// connection whose identity read failed (a child API server slow after a restart) knows the cluster
+// only by its ClusterDeployment, and two decisions on one ClusterDeployment, one made with the
+// identity and one without, must still exclude each other (seen in make chaos: GPUs admitted twice
+// while a child came back).
+func (s site) lockKeys() []string {
+	keys := []string{s.cd.String()}
 	if s.id != "" {
-		return "child:" + string(s.id)
+		keys = append(keys, "child:"+string(s.id))
 	}
-	return s.cd.String()
+	return keys
 }
 
 // clusters are the ClusterDeployments of the site: its own, then its peers.
@@ -403,7 +409,7 @@ func (s site) counts(ad *workspacesv1.Admission) bool {
 
 // lock takes the locks of one gate decision, in the one order every decision takes them, so that no
 // two decisions deadlock: first the namespace's quota lock, when a WorkspaceQuota applies to the
-// namespace (the quota is counted across clusters), then the clusters' gate locks (site.lockKey)
+// namespace (the quota is counted across clusters), then the clusters' gate locks (site.lockKeys)
 // sorted by key.
 // Admit takes one cluster; Place takes every candidate, so that two workspaces never take the last
 // GPUs of one cluster at once, whether they were placed or named it.

@@ -131,7 +131,8 @@ func TestChildReplaced(t *testing.T) {
 }
 
 // TestSiteCounts: a site counts the admissions of its ClusterDeployment, of its peers, and of any
-// ClusterDeployment on the same child by identity; its lock is the child's when the identity is known.
+// ClusterDeployment on the same child by identity; its locks are its ClusterDeployment's and, when
+// the identity is known, the child's.
 func TestSiteCounts(t *testing.T) {
 	cd := types.NamespacedName{Namespace: "team", Name: "cd"}
 	peer := types.NamespacedName{Namespace: "platform", Name: "shared"}
@@ -151,12 +152,23 @@ func TestSiteCounts(t *testing.T) {
 			t.Errorf("counts(%+v) = %v, want %v", c.ad, got, c.want)
 		}
 	}
-	if k := st.lockKey(); k != "child:uid-1" {
-		t.Errorf("lockKey %q", k)
+	if k := st.lockKeys(); len(k) != 2 || k[0] != "team/cd" || k[1] != "child:uid-1" {
+		t.Errorf("lockKeys %q", k)
 	}
 	alone := site{cd: cd}
-	if k := alone.lockKey(); k != "team/cd" {
-		t.Errorf("lockKey without identity %q", k)
+	if k := alone.lockKeys(); len(k) != 1 || k[0] != "team/cd" {
+		t.Errorf("lockKeys without identity %q", k)
+	}
+	// One ClusterDeployment decided on with and without its child's identity (a connection whose
+	// identity read failed): the two decisions share a lock.
+	shared := false
+	for _, a := range st.lockKeys() {
+		for _, b := range alone.lockKeys() {
+			shared = shared || a == b
+		}
+	}
+	if !shared {
+		t.Errorf("decisions on %s with identity (%q) and without (%q) take no common lock", cd, st.lockKeys(), alone.lockKeys())
 	}
 	if alone.counts(&workspacesv1.Admission{Cluster: "other/cd"}) {
 		t.Error("a site without identity counts another ClusterDeployment's admission")

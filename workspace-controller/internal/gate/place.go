@@ -39,10 +39,10 @@ func (g *Gate) Placement(ws *workspacesv1.WorkspaceDeployment) *workspacesv1.Pla
 // admission before the locks are released. A placement never changes afterwards.
 func (g *Gate) Place(ctx context.Context, req Request) (Decision, error) {
 	sites := make([]site, len(req.Candidates))
-	keys := make([]string, len(req.Candidates))
+	var keys []string
 	for i, k := range req.Candidates {
 		sites[i] = g.site(ctx, k)
-		keys[i] = sites[i].lockKey()
+		keys = append(keys, sites[i].lockKeys()...)
 	}
 	unlock := g.lock(ctx, req.Workspace.Namespace, keys...)
 	defer unlock()
