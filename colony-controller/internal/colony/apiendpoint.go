@@ -26,8 +26,8 @@ import (
 // `host` and `port`, which the colony-controller writes (behind --api-endpoint-configmap) from the
 // hosted control plane's Service: the Service in the Colony's namespace labelled app=k0smotron,
 // component=cluster, cluster=<ClusterDeployment>. A LoadBalancer with an address gives that address;
-// otherwise the Service's cluster DNS name. The port is the one named `api` or `kube-apiserver`, else
-// 30443 or 6443.
+// otherwise the Service's ClusterIP (its DNS name only for a headless Service). The port is the one
+// named `api` or `kube-apiserver`, else 30443 or 6443.
 const (
 	// APIEndpointConfigMapName and APIEndpointConfigMapNamespace name the ConfigMap on each child.
 	APIEndpointConfigMapName      = "cp-api-endpoint"
@@ -59,7 +59,13 @@ func apiEndpoint(svc *corev1.Service) (string, string, bool) {
 	if port == 0 {
 		return "", "", false
 	}
-	host := fmt.Sprintf("%s.%s.svc.cluster.local", svc.Name, svc.Namespace)
+	// The Service's ClusterIP, as the upstream operator writes it: the child's Cilium agent has to
+	// reach it before its own service routing (and DNS) works, so a DNS name would not do. A
+	// headless Service has none; its DNS name is then the only address there is.
+	host := svc.Spec.ClusterIP
+	if host == "" || host == corev1.ClusterIPNone {
+		host = fmt.Sprintf("%s.%s.svc.cluster.local", svc.Name, svc.Namespace)
+	}
 	if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
 		for _, in := range svc.Status.LoadBalancer.Ingress {
 			if in.Hostname != "" {

@@ -22,9 +22,16 @@ import (
 
 func TestAPIEndpoint(t *testing.T) {
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "kmc-c", Namespace: "ns"},
-		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Ports: []corev1.ServicePort{{Name: "konnectivity", Port: 30132}, {Name: "api", Port: 30443}}}}
-	if h, p, ok := apiEndpoint(svc); !ok || h != "kmc-c.ns.svc.cluster.local" || p != "30443" {
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, ClusterIP: "10.96.12.34",
+			Ports: []corev1.ServicePort{{Name: "konnectivity", Port: 30132}, {Name: "api", Port: 30443}}}}
+	// Not a DNS name: the child's Cilium agent needs the address before its service routing works.
+	if h, p, ok := apiEndpoint(svc); !ok || h != "10.96.12.34" || p != "30443" {
 		t.Errorf("NodePort: %q %q %v", h, p, ok)
+	}
+	headless := svc.DeepCopy()
+	headless.Spec.ClusterIP = corev1.ClusterIPNone
+	if h, _, ok := apiEndpoint(headless); !ok || h != "kmc-c.ns.svc.cluster.local" {
+		t.Errorf("headless: %q %v", h, ok)
 	}
 	svc.Spec.Type = corev1.ServiceTypeLoadBalancer
 	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "203.0.113.7"}}
@@ -82,8 +89,14 @@ func TestAPIEndpointConfigMap(t *testing.T) {
 			return nil
 		})
 	}
-	// No address yet: the Service's cluster DNS name.
-	want("kmc-col-a-lb."+ns+".svc.cluster.local", "30443")
+	// No address yet: the Service's ClusterIP (allocated by the API server), never a DNS name.
+	if err := mgmt.Client.Get(ctx, client.ObjectKeyFromObject(svc), svc); err != nil {
+		t.Fatal(err)
+	}
+	if svc.Spec.ClusterIP == "" || svc.Spec.ClusterIP == corev1.ClusterIPNone {
+		t.Fatalf("the API server allocated no ClusterIP: %q", svc.Spec.ClusterIP)
+	}
+	want(svc.Spec.ClusterIP, "30443")
 	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "203.0.113.7"}}
 	if err := mgmt.Client.Status().Update(ctx, svc); err != nil {
 		t.Fatal(err)
