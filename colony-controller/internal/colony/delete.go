@@ -84,6 +84,19 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, colony *infrav1.Colony
 		return ctrl.Result{RequeueAfter: deleteRequeue(waited)}, nil
 	}
 
+	// The etcd claims of every cluster the Colony names (etcdpvc.go), also when its ClusterDeployment
+	// went before this pass could ask: a restart between the two deletions loses nothing. A
+	// ClusterDeployment of that name that the Colony does not control keeps its claim.
+	for _, e := range colony.Spec.ColonyClusters {
+		name := ClusterDeploymentName(colony.Name, e.ClusterName)
+		if _, exists := all[name]; exists {
+			continue
+		}
+		if err := r.deleteEtcdPVC(ctx, colony.Namespace, name); err != nil {
+			countError(stageDelete)
+			return ctrl.Result{}, err
+		}
+	}
 	patch := client.MergeFromWithOptions(colony.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	controllerutil.RemoveFinalizer(colony, infrav1.ColonyFinalizer)
 	controllerutil.RemoveFinalizer(colony, infrav1.LegacyColonyFinalizer)

@@ -44,6 +44,8 @@ var allowed = map[string]map[string][]string{
 		"lib.projectsveltos.io/sveltosclusters": {"get"},
 		// The hosted control plane's Service, for the API-endpoint ConfigMap on each child.
 		"/services": {"get", "list", "watch"},
+		// The hosted control plane's etcd claim, deleted with its ClusterDeployment.
+		"/persistentvolumeclaims": {"delete", "get"},
 	},
 	"workspace-controller": {
 		"/namespaces": {"get", "list", "watch"},
