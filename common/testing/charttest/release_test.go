@@ -331,11 +331,20 @@ func TestHelmTestHook(t *testing.T) {
 	}
 }
 
-// TestOneVersion: the chart's version and appVersion agree, and every default image is tagged with it.
+// TestOneVersion: the chart's version and appVersion agree, every default image is tagged with it,
+// and it sorts after the upstream operator's 0.11.x, which is published at the same OCI path: a
+// `helm upgrade` of an upstream installation without --version must not pick upstream's chart.
 func TestOneVersion(t *testing.T) {
 	version := chartAppVersion(t)
 	if v := chartField(t, "version"); v != version {
 		t.Fatalf("Chart.yaml version %s and appVersion %s differ", v, version)
+	}
+	var major, minor, patch int
+	if _, err := fmt.Sscanf(version, "%d.%d.%d", &major, &minor, &patch); err != nil {
+		t.Fatalf("version %s: %v", version, err)
+	}
+	if major == 0 && minor <= 11 {
+		t.Errorf("version %s does not sort after the upstream operator's 0.11.x", version)
 	}
 	for _, w := range workloads(render(t)) {
 		if img := podSpecOf(t, w).Spec.Containers[0].Image; !strings.HasSuffix(img, ":"+version) {
