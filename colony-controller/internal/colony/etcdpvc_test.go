@@ -68,7 +68,9 @@ func TestEtcdPVCCleanup(t *testing.T) {
 	eventually(t, "the removed entry's etcd claim is gone", pvcGone(ns, EtcdPVCName("col-b")))
 
 	// The foreign entry goes back into the Colony before its deletion: it is named, not controlled.
-	updateColony(t, ns, "col", func(c *infrav1.Colony) { c.Spec.ColonyClusters = append(c.Spec.ColonyClusters, entry(t, "theirs", nil)) })
+	updateColony(t, ns, "col", func(c *infrav1.Colony) {
+		c.Spec.ColonyClusters = append(c.Spec.ColonyClusters, entry(t, "theirs", nil))
+	})
 	if err := mgmt.Client.Delete(ctx, col); err != nil {
 		t.Fatal(err)
 	}

@@ -54,7 +54,7 @@ func pointerData(namespace string, ready []*entryState) (map[string][]byte, stri
 	sort.Strings(keys)
 	h := sha256.New()
 	for _, k := range keys {
-		fmt.Fprintf(h, "%s=%s\n", k, data[k])
+		_, _ = fmt.Fprintf(h, "%s=%s\n", k, data[k]) // a hash.Hash never fails a write
 	}
 	return data, hex.EncodeToString(h.Sum(nil))[:16], nil
 }
