@@ -130,7 +130,8 @@ func TestWorkspaceClassValidation(t *testing.T) {
 		{name: "user-facing displayName empty", spec: wsc(`,"userFacingConfig":[{"helmValuePath":"a","displayName":"","type":"string"}]`), want: []string{"spec.userFacingConfig[0].displayName", "at least 1"}},
 		{name: "user-facing displayName too long", spec: wsc(`,"userFacingConfig":[{"helmValuePath":"a","displayName":"` + repeat("d", 129) + `","type":"string"}]`), want: []string{"spec.userFacingConfig[0].displayName", "Too long"}},
 		{name: "user-facing description too long", spec: wsc(`,"userFacingConfig":[{"helmValuePath":"a","displayName":"A","type":"string","description":"` + repeat("d", 1025) + `"}]`), want: []string{"spec.userFacingConfig[0].description", "Too long"}},
-		{name: "user-facing type missing", spec: wsc(`,"userFacingConfig":[{"helmValuePath":"a","displayName":"A"}]`), want: []string{"spec.userFacingConfig[0].type", "Required value"}},
+		// Accepted, as the upstream operator accepts it: the type defaults to string (TestWorkspaceClassDefaults).
+		{name: "user-facing type missing", spec: wsc(`,"userFacingConfig":[{"helmValuePath":"a","displayName":"A"}]`)},
 		{name: "user-facing type float", spec: wsc(`,"userFacingConfig":[{"helmValuePath":"a","displayName":"A","type":"float"}]`), want: []string{"spec.userFacingConfig[0].type", "Unsupported value"}},
 
 		// Timeouts, values, injection.
@@ -152,6 +153,14 @@ func TestWorkspaceClassDefaults(t *testing.T) {
 	mustCreate(t, newObject(t, workspacesAPI, "WorkspaceClass", "", "defaults-minimal", wsc("")))
 	mustCreate(t, newObject(t, workspacesAPI, "WorkspaceClass", "", "defaults-perreplica", wsc(`,"defaultResources":{"perReplica":{"cpu":"1"}}`)))
 	mustCreate(t, newObject(t, workspacesAPI, "WorkspaceClass", "", "defaults-set", wsc(`,"defaultResources":{"replicas":3},"deployTimeout":"1h","prerequisiteDeployTimeout":"5m"`)))
+	mustCreate(t, newObject(t, workspacesAPI, "WorkspaceClass", "", "defaults-untyped", wsc(`,"userFacingConfig":[{"helmValuePath":"a","displayName":"A"}]`)))
+	untyped := &workspacesv1.WorkspaceClass{}
+	if err := mgmt.Client.Get(ctx, client.ObjectKey{Name: "defaults-untyped"}, untyped); err != nil {
+		t.Fatal(err)
+	}
+	if got := untyped.Spec.UserFacingConfig[0].Type; got != workspacesv1.UserFacingConfigString {
+		t.Errorf("userFacingConfig[0].type = %q, want the default string", got)
+	}
 
 	cases := []struct {
 		name                      string
