@@ -100,16 +100,7 @@ func TestDeletionWaitsForStuckClusterDeployment(t *testing.T) {
 	}
 
 	removeFinalizers(t, ns, "col-a")
-	eventually(t, "Colony gone", func() error {
-		err := mgmt.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "col"}, &infrav1.Colony{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		return errors.New("still there")
-	})
+	waitColonyGone(t, ns, "col")
 }
 
 // TestDeletionWithoutClusterDeployments: a Colony whose ClusterDeployments are already gone (or
@@ -180,23 +171,11 @@ func TestUpstreamColonyFinalizer(t *testing.T) {
 		return nil
 	})
 	waitCDGone(t, ns, "deleted-a")
-	gone := func(name string) func() error {
-		return func() error {
-			err := mgmt.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &infrav1.Colony{})
-			if apierrors.IsNotFound(err) {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			return errors.New("still there")
-		}
-	}
-	eventually(t, "the Colony deleted under upstream's finalizer is gone", gone("deleted"))
+	waitColonyGone(t, ns, "deleted")
 
 	if err := mgmt.Client.Delete(ctx, live); err != nil {
 		t.Fatal(err)
 	}
 	waitCDGone(t, ns, "live-a")
-	eventually(t, "the migrated Colony is gone after its deletion", gone("live"))
+	waitColonyGone(t, ns, "live")
 }

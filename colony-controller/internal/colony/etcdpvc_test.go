@@ -76,13 +76,7 @@ func TestEtcdPVCCleanup(t *testing.T) {
 	}
 	waitCDGone(t, ns, "col-a")
 	eventually(t, "the etcd claim of the deleted Colony's cluster is gone", pvcGone(ns, EtcdPVCName("col-a")))
-	eventually(t, "the Colony is gone", func() error {
-		err := mgmt.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "col"}, &infrav1.Colony{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return errors.New("still there")
-	})
+	waitColonyGone(t, ns, "col")
 	for _, name := range []string{EtcdPVCName("col-theirs"), "etcd-data-kmc-other-etcd-0", "work"} {
 		pvc := &corev1.PersistentVolumeClaim{}
 		if err := mgmt.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pvc); err != nil || pvc.DeletionTimestamp != nil {

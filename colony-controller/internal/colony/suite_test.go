@@ -287,6 +287,21 @@ func waitCD(t *testing.T, namespace, name, what string, check func(*k0rdentv1bet
 	return cd
 }
 
+// waitColonyGone waits until the Colony is gone (its deletion completed).
+func waitColonyGone(t *testing.T, namespace, name string) {
+	t.Helper()
+	eventually(t, "Colony "+name+" gone", func() error {
+		err := mgmt.Client.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, &infrav1.Colony{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return errors.New("still there")
+	})
+}
+
 // waitCDGone waits until the ClusterDeployment no longer exists.
 func waitCDGone(t *testing.T, namespace, name string) {
 	t.Helper()
