@@ -559,6 +559,9 @@ func (s *suite) round(ctx context.Context, r int, fault string) {
 	for _, v := range smp.firstViolations {
 		s.finding(r, "double-booked: %s", v)
 	}
+	for _, d := range smp.details {
+		s.t.Logf("round %d, first double booking: %s", r, d)
+	}
 	s.progress("round %d done: %d GPU samples, %d over capacity", r, smp.samples, smp.violations)
 }
 
@@ -675,6 +678,56 @@ func admittedNames(list []workspacesv1.WorkspaceDeployment, byName map[string]pl
 	return strings.Join(names, " ")
 }
 
+// violationDetails says, for a double booking's log, what each admitted GPU workspace of the cluster
+// recorded (phase, admission, the Feasible condition) and where the child's pods of those workspaces
+// are, read at the moment of the sample.
+func (s *suite) violationDetails(ctx context.Context, list []workspacesv1.WorkspaceDeployment, byName map[string]planned, cd string) []string {
+	var out []string
+	nss := map[string]bool{}
+	for i := range list {
+		ws := &list[i]
+		if p := byName[ws.Name]; !admitted(ws) || p.cluster != cd || p.gpus == 0 {
+			continue
+		}
+		ns := ws.Status.ReleaseNamespace
+		if ns == "" {
+			ns = "ws-" + ws.Name
+		}
+		nss[ns] = true
+		line := fmt.Sprintf("%s phase %s", ws.Name, ws.Status.Phase)
+		if ad := ws.Status.Admission; ad != nil {
+			at := ""
+			if ad.AdmittedAt != nil {
+				at = ad.AdmittedAt.UTC().Format("15:04:05.000")
+			}
+			line += fmt.Sprintf(", admission %d GPUs at %s on %v (identity %q)", ad.GPUs, at, ad.Nodes, ad.ClusterIdentity)
+		} else {
+			line += ", no admission"
+		}
+		if c := meta.FindStatusCondition(ws.Status.Conditions, workspacesv1.FeasibleCondition); c != nil {
+			line += fmt.Sprintf(", Feasible %s %s at %s: %s", c.Status, c.Reason, c.LastTransitionTime.UTC().Format("15:04:05"), c.Message)
+		}
+		out = append(out, line)
+	}
+	child := s.st.World.Child(k0rdentsim.ChildName(s.ns, cd))
+	if child == nil {
+		return out
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var pods corev1.PodList
+	if err := child.Client().List(cctx, &pods); err != nil {
+		return append(out, fmt.Sprintf("child pods: %v", err))
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if nss[p.Namespace] {
+			out = append(out, fmt.Sprintf("child pod %s/%s on %q: %s, GPUs %d", p.Namespace, p.Name, p.Spec.NodeName, p.Status.Phase, gpu.PodRequest(p, "nvidia.com/gpu")))
+		}
+	}
+	return out
+}
+
 // sampler lists the workspaces continuously during a round and counts the samples where a cluster's
 // admitted GPUs exceed the GPUs it has.
 type sampler struct {
@@ -684,6 +737,8 @@ type sampler struct {
 	samples         int
 	violations      int
 	firstViolations []string
+	// details are what the first violation's workspaces and the child's pods showed, for the log.
+	details []string
 }
 
 func (s *suite) startSampler(ctx context.Context, r int, byName map[string]planned) *sampler {
@@ -700,6 +755,9 @@ func (s *suite) startSampler(ctx context.Context, r int, byName map[string]plann
 						smp.violations++
 						if len(smp.firstViolations) < 3 {
 							smp.firstViolations = append(smp.firstViolations, fmt.Sprintf("%s at %s: %d GPUs admitted (Running and Deploying) of %d: %s", cd, time.Now().UTC().Format("15:04:05"), n, s.gpus[cd], admittedNames(list, byName, cd)))
+						}
+						if len(smp.details) == 0 {
+							smp.details = s.violationDetails(ctx, list, byName, cd)
 						}
 					}
 				}
