@@ -154,7 +154,7 @@ images-push: ## Build and push multi-platform images (PLATFORMS=linux/amd64,linu
 	hack/images.sh --push
 
 .PHONY: test-images
-test-images: images ## Build the images, then check their names (the chart's references), configs, reproducibility, the pause image, and run each binary with --help (part of `make test`).
+test-images: images ## Build the images, then check their names (the chart's references), configs, reproducibility, the pause image, each binary's --help, their SBOMs, and the release sign/verify commands (part of `make test`).
 	cd hack/imagebuild && GOWORK=off EXALSIUS_IMAGES_DIR="$(CURDIR)/dist/images" EXALSIUS_IMAGES_VERSION="$(CHART_VERSION)" \
 	  EXALSIUS_IMAGES_REGISTRY="$(IMAGE_REGISTRY)" EXALSIUS_IMAGES_TAG="$(IMAGE_TAG)" go test $(GO_TEST_FLAGS) ./...
 

@@ -57,13 +57,12 @@ func (r Release) path(rel string) string { return filepath.Join(r.Dist, filepath
 func releaseMain(args []string) int {
 	fs := flag.NewFlagSet("imagebuild "+args[0], flag.ContinueOnError)
 	var r Release
-	var repoRoot, key, components, registry string
+	var repoRoot, key, components string
 	var allowUnsigned bool
 	fs.StringVar(&r.Dist, "dist", "dist", "Folder holding the release artefacts.")
 	fs.StringVar(&r.Version, "version", "", "Release version x.y.z (sums, verify).")
 	fs.StringVar(&repoRoot, "repo-root", ".", "Repository root: the components are read from common/components/names.")
 	fs.StringVar(&components, "components", "", "Space- or comma-separated components (default: common/components/names).")
-	fs.StringVar(&registry, "registry", "", "sbom: the registry path the images are published under (default: from the layouts' names).")
 	fs.StringVar(&key, "key", "", "sign: PEM PKCS#8 (or SEC1) ECDSA P-256 private key; verify: PEM public key (default: <dist>/cosign.pub).")
 	fs.BoolVar(&allowUnsigned, "allow-unsigned", false, "verify: accept a release without signatures (says so loudly).")
 	if err := fs.Parse(args[1:]); err != nil {

@@ -368,6 +368,17 @@ func TestReleaseVerifyFails(t *testing.T) {
 		resign(t, r, key)
 		wantFail(t, r, "", false, "sbom/alpha.cdx.json (of images/alpha.tar)", "modules missing from the SBOM")
 	})
+	t.Run("SBOM component of another version", func(t *testing.T) {
+		r := testRelease(t)
+		key := newKey(t)
+		publish(t, r, key)
+		path := r.path(sbomPath("alpha"))
+		data, _ := os.ReadFile(path)
+		data = bytes.Replace(data, []byte(`"version": "v0.22.1"`), []byte(`"version": "v0.22.2"`), 1)
+		_ = os.WriteFile(path, data, 0o644)
+		resign(t, r, key)
+		wantFail(t, r, "", false, "sbom/alpha.cdx.json", "github.com/google/go-containerregistry v0.22.2")
+	})
 	t.Run("broken layout", func(t *testing.T) {
 		r := testRelease(t)
 		key := newKey(t)

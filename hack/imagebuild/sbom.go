@@ -260,6 +260,19 @@ func checkSBOM(path, component, version string, l *Layout) error {
 			errs = append(errs, fmt.Errorf("%s: not in the image", ref))
 		}
 	}
+	// The dependencies name modules by bom-ref; the component a ref points at must say the same
+	// module and version, or a reader of the components list would see something else.
+	gotComp := map[string]Component{}
+	for _, c := range got.Components {
+		gotComp[c.BOMRef] = c
+	}
+	for _, w := range want.Components {
+		if g, ok := gotComp[w.BOMRef]; !ok {
+			errs = append(errs, fmt.Errorf("component %s missing", w.BOMRef))
+		} else if g.Name != w.Name || g.Version != w.Version || g.PURL != w.PURL {
+			errs = append(errs, fmt.Errorf("component %s says %s %s (%s), the binary has %s %s", w.BOMRef, g.Name, g.Version, g.PURL, w.Name, w.Version))
+		}
+	}
 	return errors.Join(errs...)
 }
 
