@@ -154,7 +154,7 @@ images-push: ## Build and push multi-platform images (PLATFORMS=linux/amd64,linu
 	hack/images.sh --push
 
 .PHONY: test-images
-test-images: images ## Build the images, then check their names (the chart's references), configs, reproducibility, the pause image, and run each binary with --help (part of `make test`).
+test-images: images ## Build the images, then check their names (the chart's references), configs, reproducibility, the pause image, each binary's --help, their SBOMs, and the release sign/verify commands (part of `make test`).
 	cd hack/imagebuild && GOWORK=off EXALSIUS_IMAGES_DIR="$(CURDIR)/dist/images" EXALSIUS_IMAGES_VERSION="$(CHART_VERSION)" \
 	  EXALSIUS_IMAGES_REGISTRY="$(IMAGE_REGISTRY)" EXALSIUS_IMAGES_TAG="$(IMAGE_TAG)" go test $(GO_TEST_FLAGS) ./...
 
@@ -173,7 +173,15 @@ chart-package: ## Package the chart into dist/exalsius-operator-<version>.tgz.
 	@mkdir -p dist
 	"$(TOOLS_BIN)/helm" package $(CHART_DIR) --destination dist
 
+# A release builds its images for every platform the release workflow publishes (pure Go cross-builds).
+RELEASE_PLATFORMS ?= linux/amd64,linux/arm64
+
 .PHONY: release
-release: ## Prepare release VERSION=x.y.z: set the chart version, date the CHANGELOG entry, build the bundle, chart package and images.
-	@[ -n "$(VERSION)" ] || { echo "[release] usage: make release VERSION=x.y.z"; exit 1; }
-	hack/release.sh "$(VERSION)"
+release: ## Prepare release VERSION=x.y.z [SIGNING_KEY=key.pem]: chart version, CHANGELOG entry, bundle, chart package, images (RELEASE_PLATFORMS), SBOMs, SHA256SUMS, signatures, then release-verify's checks.
+	@[ -n "$(VERSION)" ] || { echo "[release] usage: make release VERSION=x.y.z [SIGNING_KEY=key.pem]"; exit 1; }
+	PLATFORMS="$(RELEASE_PLATFORMS)" SIGNING_KEY="$(SIGNING_KEY)" hack/release.sh "$(VERSION)"
+
+.PHONY: release-verify
+release-verify: ## Check dist/ (VERSION, default the chart's): checksums, signatures (PUBLIC_KEY, default dist/cosign.pub; ALLOW_UNSIGNED=1 accepts none), image layouts, SBOMs against the binaries, one version.
+	cd hack/imagebuild && GOWORK=off go run . verify --repo-root "$(CURDIR)" --dist "$(CURDIR)/dist" --version "$(or $(VERSION),$(CHART_VERSION))" \
+	  $(if $(PUBLIC_KEY),--key "$(abspath $(PUBLIC_KEY))") $(if $(ALLOW_UNSIGNED),--allow-unsigned)

@@ -8,6 +8,8 @@
 // The same program builds the local world node's pause image (docs/NODE.md) from ./pause, with
 // --dir hack/imagebuild/pause: one image builder for every image the project runs.
 //
+// Its subcommands sbom, sums, sign and verify (release.go) make and check the release artefacts.
+//
 // Builds are reproducible: every timestamp (layer entries, image config, the layout tarball) is the
 // commit time given by --created, and the Go build embeds no path, VCS data or time, so the same
 // commit gives the same digests on any machine.
@@ -69,6 +71,10 @@ type Options struct {
 }
 
 func main() {
+	// A first argument that is not a flag is a release subcommand (release.go).
+	if len(os.Args) > 1 && !strings.HasPrefix(os.Args[1], "-") {
+		os.Exit(releaseMain(os.Args[1:]))
+	}
 	var o Options
 	var platforms, created, push string
 	flag.StringVar(&o.Component, "component", "", "Component folder to build (colony-controller, workspace-controller, inventory-collector, webhook).")
