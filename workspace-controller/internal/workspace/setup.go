@@ -305,9 +305,17 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 		if err := mgr.Add(regionals); err != nil {
 			return err
 		}
+		meshCfg, err := opts.Mesh()
+		if err != nil {
+			return err
+		}
 		gw := &routing.Gateway{
 			Regionals: routing.CacheRegionals{Cache: regionals},
-			Options:   routing.Options{GatewayName: opts.GatewayName, GatewayNamespace: opts.GatewayNamespace, DefaultRegional: regional},
+			// The child cache's direct clients: a mesh mode labels the child's Services and reads its
+			// waypoint.
+			Children: routing.CacheRegionals{Cache: children},
+			Options: routing.Options{GatewayName: opts.GatewayName, GatewayNamespace: opts.GatewayNamespace, DefaultRegional: regional,
+				Mesh: meshCfg},
 		}
 		sweeper := &routing.Sweeper{
 			Clusters: mgr.GetClient(), Workspaces: mgr.GetAPIReader(), Regionals: gw.Regionals,
