@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -172,7 +173,7 @@ func (g *Gateway) waypointNotReady(ctx context.Context, t *target, ws Workspace)
 // API in its scheme) and says what is wrong with it on where.
 func waypointOn(ctx context.Context, c client.Client, key types.NamespacedName, where string) (string, error) {
 	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(gwv1.SchemeGroupVersion.WithKind("Gateway"))
+	u.SetGroupVersionKind(schema.GroupVersionKind{Group: gwv1.GroupName, Version: gwv1.GroupVersion.Version, Kind: "Gateway"})
 	err := c.Get(ctx, key, u)
 	switch {
 	case meta.IsNoMatchError(err) || apierrors.IsNotFound(err) && isMissingKind(err):
