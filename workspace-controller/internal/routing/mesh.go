@@ -36,6 +36,9 @@ type Clusters interface {
 // the message says why without naming whose it is.
 func (g *Gateway) claimMirrorNamespace(ctx context.Context, t *target, ws Workspace) (string, error) {
 	name := ws.ReleaseNamespace
+	if name == "" {
+		return "", fmt.Errorf("mesh mode %s: the workspace's release namespace is not known", g.Options.Mesh.Mode)
+	}
 	want := g.Options.Mesh.MirrorNamespaceLabels()
 	nsObj, err := g.getOrCreateNamespace(ctx, t, ws, name, want)
 	if err != nil {
