@@ -281,3 +281,61 @@ func TestMeshWaypoint(t *testing.T) {
 	deleteWorkspace(t, key)
 	mirrorDeleted(t, owned.LocalReleaseNamespace(wsName))
 }
+
+// TestMeshModeSwitch: a workspace routed in none keeps its URLs when the controller switches to a
+// mesh mode (its routes and mirrors move to the mirror namespace, the wsr- claim is emptied), and
+// back in none the mirror namespace goes and the routes return to the claim.
+func TestMeshModeSwitch(t *testing.T) {
+	ns, wsName, _, key := meshWorkspace(t)
+	url := "https://" + wsName + "." + domain
+	waitWS(t, key, "routes ready in none", routesReady(map[string]string{"web": url, "ssh": ""}))
+	claim := routing.RouteNamespace(wsName, ns, false)
+	rel := owned.LocalReleaseNamespace(wsName)
+	routesIn := func(n string) (int, error) {
+		var hr gwv1.HTTPRouteList
+		var tr gwv1.TCPRouteList
+		if err := rc.List(ctxT(t), &hr, client.InNamespace(n)); err != nil {
+			return 0, err
+		}
+		if err := rc.List(ctxT(t), &tr, client.InNamespace(n)); err != nil {
+			return 0, err
+		}
+		return len(hr.Items) + len(tr.Items), nil
+	}
+	func() {
+		withMesh(t, "ambient")
+		eventually(t, "routes moved to "+rel, func() error {
+			inClaim, err := routesIn(claim)
+			if err != nil {
+				return err
+			}
+			inMirror, err := routesIn(rel)
+			if err != nil {
+				return err
+			}
+			if inClaim != 0 || inMirror != 2 {
+				return fmt.Errorf("%d routes in %s, %d in %s", inClaim, claim, inMirror, rel)
+			}
+			var svcs corev1.ServiceList
+			if err := rc.List(ctxT(t), &svcs, client.InNamespace(claim)); err != nil || len(svcs.Items) != 0 {
+				return fmt.Errorf("mirror Services left in %s: %d (%v)", claim, len(svcs.Items), err)
+			}
+			return nil
+		})
+		waitWS(t, key, "routes ready in ambient", routesReady(map[string]string{"web": url, "ssh": ""}))
+		// Back to none: the cleanup of withMesh restarts the controllers in none.
+		must(t, stopControllers())
+		meshMode = "none"
+		must(t, startControllers())
+	}()
+	mirrorDeleted(t, rel)
+	eventually(t, "routes back in "+claim, func() error {
+		n, err := routesIn(claim)
+		if err != nil || n != 2 {
+			return fmt.Errorf("%d routes in %s (%v)", n, claim, err)
+		}
+		return nil
+	})
+	waitWS(t, key, "routes ready in none again", routesReady(map[string]string{"web": url, "ssh": ""}))
+	deleteWorkspace(t, key)
+}
