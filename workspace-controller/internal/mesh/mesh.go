@@ -33,19 +33,26 @@ const (
 // Modes lists the modes in the order the flag's help names them.
 var Modes = []Mode{None, Ambient, Waypoint, Sidecar}
 
-// Istio's labels. They are Istio's API (istio.io/api, label package); written out here so the
-// controller does not depend on Istio's modules for five strings.
+// Istio's labels and values. They are Istio's API (istio.io/api, label package); written out here so
+// the controller does not depend on Istio's modules for a few strings.
 const (
-	DataplaneModeLabel          = "istio.io/dataplane-mode"
-	UseWaypointLabel            = "istio.io/use-waypoint"
-	UseWaypointNamespaceLabel   = "istio.io/use-waypoint-namespace"
-	IngressUseWaypointLabel     = "istio.io/ingress-use-waypoint"
-	InjectionLabel              = "istio-injection"
-	GlobalServiceLabel          = "istio.io/global"
-	dataplaneAmbient            = "ambient"
-	injectionEnabled            = "enabled"
-	trueValue                   = "true"
-	DefaultWaypointNamespace    = "istio-system"
+	DataplaneModeLabel        = "istio.io/dataplane-mode"
+	UseWaypointLabel          = "istio.io/use-waypoint"
+	UseWaypointNamespaceLabel = "istio.io/use-waypoint-namespace"
+	IngressUseWaypointLabel   = "istio.io/ingress-use-waypoint"
+	InjectionLabel            = "istio-injection"
+	GlobalServiceLabel        = "istio.io/global"
+
+	dataplaneAmbient = "ambient"
+	injectionEnabled = "enabled"
+	trueValue        = "true"
+)
+
+// DefaultWaypointNamespace is the default of --workspace-waypoint-namespace (the upstream operator's).
+const DefaultWaypointNamespace = "istio-system"
+
+// The waypoint name: <cluster>-waypoint, shortened past a DNS label's 63 characters (WaypointName).
+const (
 	waypointSuffix              = "-waypoint"
 	maxNameLength               = validation.DNS1123LabelMaxLength
 	waypointPrefixWhenTruncated = 45
