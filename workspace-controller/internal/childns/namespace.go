@@ -130,12 +130,17 @@ type Want struct {
 	Compute corev1.ResourceList
 	// Ingress is the NetworkPolicy spec of the namespace (IngressPolicy); nil for none.
 	Ingress *networkingv1.NetworkPolicySpec
+	// MeshLabels are the labels of the mesh mode (mesh.Config.ReleaseNamespaceLabels); nil for none.
+	// Like the owner labels they are set where missing or different on every pass, so a namespace
+	// relabelled by hand or made again by Sveltos joins the mesh again; a mesh label the mode does not
+	// set is left alone (the platform team may have set it).
+	MeshLabels map[string]string
 }
 
-// Namespace is ws-<name> as the controller makes it on the child: labelled with its owner and the Pod
-// Security level.
+// Namespace is ws-<name> as the controller makes it on the child: labelled with its owner, the Pod
+// Security level and the mesh mode's labels.
 func (w Want) Namespace() *corev1.Namespace {
-	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 		Name: owned.ReleaseNamespace(w.Workspace),
 		Labels: map[string]string{
 			workspacesv1.WorkspaceLabel:          w.Workspace.Name,
@@ -145,6 +150,10 @@ func (w Want) Namespace() *corev1.Namespace {
 			owned.LabelPodSecurityEnforce:        w.PodSecurityLevel,
 		},
 	}}
+	for k, v := range w.MeshLabels {
+		ns.Labels[k] = v
+	}
+	return ns
 }
 
 // Quota is the namespace's GPU ResourceQuota (DesiredQuota).

@@ -423,3 +423,35 @@ func mustOK(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// TestEnsureLabelsTheMesh: the mesh mode's labels go on the new namespace, come back when removed or
+// changed by hand, and leave other mesh labels alone (a label the mode does not set is never removed).
+func TestEnsureLabelsTheMesh(t *testing.T) {
+	ctx := context.Background()
+	ws := workspace("team-a", unique("mesh"), "u1")
+	name := owned.LocalReleaseNamespace(ws.Name)
+	cl := childAPI.Client
+	n := Namespaces{Child: cl, Cluster: cluster}
+	want := admitted(ws)
+	want.MeshLabels = map[string]string{"istio.io/dataplane-mode": "ambient", "istio.io/use-waypoint": "cd-1-waypoint"}
+	if out, err := n.Ensure(ctx, want, nil); err != nil || out.Kind != Ready || !out.Created {
+		t.Fatalf("Ensure = %+v, %v", out, err)
+	}
+	ns := &corev1.Namespace{}
+	mustOK(t, cl.Get(ctx, client.ObjectKey{Name: name}, ns))
+	if ns.Labels["istio.io/dataplane-mode"] != "ambient" || ns.Labels["istio.io/use-waypoint"] != "cd-1-waypoint" {
+		t.Fatalf("labels of the new namespace %v", ns.Labels)
+	}
+	base := ns.DeepCopy()
+	delete(ns.Labels, "istio.io/use-waypoint")
+	ns.Labels["istio.io/dataplane-mode"] = "none"
+	ns.Labels["istio-injection"] = "disabled" // the platform team's
+	mustOK(t, cl.Patch(ctx, ns, client.MergeFrom(base)))
+	if out, err := n.Ensure(ctx, want, nil); err != nil || out.Kind != Ready || !out.Corrected {
+		t.Fatalf("Ensure after the mesh labels drifted = %+v, %v", out, err)
+	}
+	mustOK(t, cl.Get(ctx, client.ObjectKey{Name: name}, ns))
+	if ns.Labels["istio.io/dataplane-mode"] != "ambient" || ns.Labels["istio.io/use-waypoint"] != "cd-1-waypoint" || ns.Labels["istio-injection"] != "disabled" {
+		t.Fatalf("labels after the correction %v: the mode's restored, the others kept", ns.Labels)
+	}
+}

@@ -16,6 +16,7 @@ import (
 
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/childcluster"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/mesh"
 )
 
 // Regionals reaches regional clusters by their ClusterDeployment.
@@ -63,6 +64,8 @@ type Options struct {
 	GatewayNamespace, GatewayName string
 	// DefaultRegional is the regional cluster of children whose ClusterDeployment has no KOF label.
 	DefaultRegional RegionalRef
+	// Mesh is the mesh mode (--workspace-mesh-mode); the zero value is none.
+	Mesh mesh.Config
 }
 
 // Gateway is the Gateway API Provider: one HTTPRoute per HTTP endpoint and one TCPRoute per SSH or
@@ -70,7 +73,10 @@ type Options struct {
 // workspace there, with selector-less mirror Services as backends.
 type Gateway struct {
 	Regionals Regionals
-	Options   Options
+	// Children reaches the child clusters, for a mesh mode's Service labels and waypoint check; not
+	// used in mesh mode none.
+	Children Clusters
+	Options  Options
 
 	mu    sync.Mutex
 	pools map[string]*sync.Mutex // per regional Gateway: port allocation is serialised
@@ -166,10 +172,18 @@ func (g *Gateway) Ensure(ctx context.Context, ws Workspace) (Result, error) {
 	if err != nil {
 		return res, reportInfra(&res, err)
 	}
-	if t.local {
-		ns = ws.ReleaseNamespace
-	} else if err := g.ensureServices(ctx, t, ws, ns); err != nil {
-		return res, err
+	if ns, err = g.routeNamespace(ctx, t, ws, ns); err != nil {
+		return res, reportInfra(&res, err)
+	}
+	if !t.local {
+		if err := g.ensureServices(ctx, t, ws, ns); err != nil {
+			return res, err
+		}
+	}
+	if g.Options.Mesh.Enabled() {
+		if err := g.labelChildServices(ctx, ws); err != nil {
+			return res, reportInfra(&res, err)
+		}
 	}
 	if err := g.ensureHTTP(ctx, t, ws, ns, qualified, &res); err != nil {
 		return res, err
@@ -177,7 +191,41 @@ func (g *Gateway) Ensure(ctx context.Context, ws Workspace) (Result, error) {
 	if err := g.ensureTCP(ctx, t, ws, ns, &res); err != nil {
 		return res, err
 	}
-	return res, g.pruneRoutes(ctx, t.c, ws, ns, !t.local)
+	if err := g.pruneRoutes(ctx, t.c, ws, ns, !t.local); err != nil {
+		return res, err
+	}
+	// The routes are made either way (their URLs and ports are the workspace's); they only count
+	// as serving once the waypoint they reach the release through is programmed.
+	why, err := g.waypointNotReady(ctx, t, ws)
+	if err != nil {
+		return res, err
+	}
+	if why != "" {
+		for i := range res.Access {
+			res.Access[i].Ready = false
+		}
+		return res, reportInfra(&res, infra("%s", why))
+	}
+	return res, nil
+}
+
+// routeNamespace is where the routes and mirror Services go, given the route namespace claim that
+// holds the workspace's hostnames: the release namespace on the workspace's own cluster; in a mesh
+// mode the mirror namespace named like the release namespace (the claim then stays empty, as on
+// the workspace's own cluster, and what an earlier run without mesh put in it goes); else the claim.
+func (g *Gateway) routeNamespace(ctx context.Context, t *target, ws Workspace, claim string) (string, error) {
+	switch {
+	case t.local:
+		return ws.ReleaseNamespace, nil
+	case g.Options.Mesh.Enabled():
+		ns, err := g.claimMirrorNamespace(ctx, t, ws)
+		if err != nil {
+			return "", err
+		}
+		return ns, g.pruneRoutes(ctx, t.c, Workspace{Namespace: ws.Namespace, Name: ws.Name}, claim, true)
+	default:
+		return claim, g.dropMirrorNamespace(ctx, t, ws)
+	}
 }
 
 // reportInfra turns missing infrastructure into the result (every entry says why it is not ready)

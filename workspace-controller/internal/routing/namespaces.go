@@ -76,7 +76,7 @@ func (g *Gateway) claimNamespace(ctx context.Context, t *target, ws Workspace) (
 		return "", false, fmt.Errorf("reading namespace %s on regional cluster %s: %w", qualified, t.key, err)
 	}
 	for _, cand := range candidates {
-		nsObj, err := g.getOrCreateNamespace(ctx, t, ws, cand.name)
+		nsObj, err := g.getOrCreateNamespace(ctx, t, ws, cand.name, nil)
 		if err != nil {
 			return "", false, err
 		}
@@ -118,7 +118,9 @@ func usable(ns *corev1.Namespace, key types.NamespacedName) error {
 	return nil
 }
 
-func (g *Gateway) getOrCreateNamespace(ctx context.Context, t *target, ws Workspace, name string) (*corev1.Namespace, error) {
+// getOrCreateNamespace reads the namespace name on the regional cluster, or makes it as a route
+// namespace of the workspace with the extra labels.
+func (g *Gateway) getOrCreateNamespace(ctx context.Context, t *target, ws Workspace, name string, extra map[string]string) (*corev1.Namespace, error) {
 	nsObj := &corev1.Namespace{}
 	err := t.c.Get(ctx, types.NamespacedName{Name: name}, nsObj)
 	if err == nil {
@@ -129,6 +131,9 @@ func (g *Gateway) getOrCreateNamespace(ctx context.Context, t *target, ws Worksp
 	}
 	labels := workspaceLabels(ws)
 	labels[RouteNamespaceLabel] = "true"
+	for k, v := range extra {
+		labels[k] = v
+	}
 	nsObj = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
 	err = t.c.Create(ctx, nsObj)
 	if apierrors.IsAlreadyExists(err) {

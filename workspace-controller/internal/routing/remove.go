@@ -50,11 +50,18 @@ func (g *Gateway) pruneRoutes(ctx context.Context, c client.Client, ws Workspace
 			}
 		}
 	}
-	var tr gwv1.TCPRouteList
-	if err := c.List(ctx, &tr, client.InNamespace(ns), sel); err == nil {
-		for i := range tr.Items {
-			if p, ok := wantRoute[tr.Items[i].Name]; !ok || p == workspacesv1.EndpointProtocolHTTP {
-				if err := c.Delete(ctx, &tr.Items[i]); client.IgnoreNotFound(err) != nil {
+	if tr, err := newTCPRouteList(c); err == nil && c.List(ctx, tr, client.InNamespace(ns), sel) == nil {
+		items, err := meta.ExtractList(tr)
+		if err != nil {
+			return err
+		}
+		for _, o := range items {
+			obj, ok := o.(client.Object)
+			if !ok {
+				continue
+			}
+			if p, ok := wantRoute[obj.GetName()]; !ok || p == workspacesv1.EndpointProtocolHTTP {
+				if err := c.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
 					return err
 				}
 			}
@@ -174,7 +181,11 @@ func deleteRoutes(ctx context.Context, c client.Client, ns string, sel client.Ma
 	in := client.InNamespace(ns)
 	for pass := 0; pass < 2; pass++ {
 		remaining := 0
-		for _, list := range []client.ObjectList{&gwv1.HTTPRouteList{}, &gwv1.TCPRouteList{}} {
+		lists, err := routeLists(c)
+		if err != nil {
+			return false, err
+		}
+		for _, list := range lists {
 			if err := c.List(ctx, list, in, sel); err != nil {
 				if meta.IsNoMatchError(err) {
 					continue
@@ -203,4 +214,17 @@ func deleteRoutes(ctx context.Context, c client.Client, ns string, sel client.Ma
 		}
 	}
 	return false, nil
+}
+
+// routeLists are empty lists of the HTTPRoutes and of the TCPRoutes in the version the cluster serves
+// (tcpRouteVersion); without TCPRoutes, of the HTTPRoutes alone.
+func routeLists(c client.Client) ([]client.ObjectList, error) {
+	tr, err := newTCPRouteList(c)
+	switch {
+	case meta.IsNoMatchError(err):
+		return []client.ObjectList{&gwv1.HTTPRouteList{}}, nil
+	case err != nil:
+		return nil, fmt.Errorf("finding the TCPRoute version: %w", err)
+	}
+	return []client.ObjectList{&gwv1.HTTPRouteList{}, tr}, nil
 }

@@ -58,7 +58,9 @@ var (
 	ctl   *controllers
 	// sweepEvery is the sweeper's interval of the next startControllers.
 	sweepEvery = time.Second
-	uniq       atomic.Int64
+	// meshMode is the --workspace-mesh-mode of the next startControllers (withMesh).
+	meshMode = "none"
+	uniq     atomic.Int64
 )
 
 func TestMain(m *testing.M) {
@@ -220,6 +222,7 @@ func startControllers() error {
 	opts.RoutingRetry, opts.RoutingResync, opts.RouteSweepInterval = 300*time.Millisecond, time.Second, sweepEvery
 	opts.GatewayNamespace, opts.GatewayName = gwNamespace, gwName
 	opts.DefaultRegionalCluster = regionalNS + "/" + regionalCD
+	opts.MeshMode = meshMode
 	opts.ChildCluster = childcluster.Options{Debounce: 100 * time.Millisecond, SyncTimeout: 5 * time.Second,
 		HealthInterval: time.Second, BackoffBase: 200 * time.Millisecond, BackoffMax: time.Second}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
@@ -260,7 +259,11 @@ func (s *Sweeper) sameCluster(ctx context.Context, here client.Client, other typ
 // not reach the cluster. The namespace is the release's and is never deleted here.
 func (s *Sweeper) sweepReleaseRoutes(ctx context.Context, c client.Client, key types.NamespacedName) error {
 	gone := map[types.NamespacedName]string{}
-	for _, list := range []client.ObjectList{&gwv1.HTTPRouteList{}, &gwv1.TCPRouteList{}} {
+	lists, err := routeLists(c)
+	if err != nil {
+		return fmt.Errorf("on regional cluster %s: %w", key, err)
+	}
+	for _, list := range lists {
 		if err := c.List(ctx, list, client.MatchingLabels{ManagedByLabel: ManagedByValue}); err != nil {
 			if meta.IsNoMatchError(err) {
 				continue

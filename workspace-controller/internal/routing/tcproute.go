@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwv1alpha2 "sigs.k8s.io/gateway-api/apis/v1alpha2"
 
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 )
@@ -51,14 +52,14 @@ func (g *Gateway) ensureTCP(ctx context.Context, t *target, ws Workspace, ns str
 	lock := g.poolLock(t)
 	lock.Lock()
 	defer lock.Unlock()
-	var routes gwv1.TCPRouteList
-	if err := t.c.List(ctx, &routes); err != nil {
+	routes, err := listTCPRoutes(ctx, t.c)
+	if err != nil {
 		if meta.IsNoMatchError(err) {
-			return reportInfraOn(res, idx, fmt.Sprintf("the Gateway API TCPRoute CRD (gateway.networking.k8s.io/v1) is not installed on regional cluster %s", t.key))
+			return reportInfraOn(res, idx, fmt.Sprintf("the Gateway API TCPRoute CRD (gateway.networking.k8s.io v1 or v1alpha2) is not installed on regional cluster %s", t.key))
 		}
 		return fmt.Errorf("listing TCPRoutes on regional cluster %s: %w", t.key, err)
 	}
-	claims := ClaimsOf(routes.Items, t.gw, t.pool)
+	claims := ClaimsOf(routes, t.gw, t.pool)
 	denied := ws.portDenied()
 	for _, i := range idx {
 		ep := ws.Endpoints[i]
@@ -106,10 +107,23 @@ func (g *Gateway) applyTCPRoute(ctx context.Context, t *target, ws Workspace, ns
 		CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{t.parentRef(section)}},
 		Rules:           []gwv1.TCPRouteRule{{BackendRefs: []gwv1.BackendRef{backendRef(BackendService(ws.Release, ep), ep.Port)}}},
 	}
-	return applyRoute(ctx, t, ns, ep.Name, "TCPRoute", labels,
-		func(rt *gwv1.TCPRoute) bool {
-			return sameParents(rt.Spec.ParentRefs, want.ParentRefs) && len(rt.Spec.Rules) == 1 &&
-				sameBackends(rt.Spec.Rules[0].BackendRefs, want.Rules[0].BackendRefs)
-		},
-		func(rt *gwv1.TCPRoute) { rt.Spec = want })
+	same := func(rt *gwv1.TCPRoute) bool {
+		return sameParents(rt.Spec.ParentRefs, want.ParentRefs) && len(rt.Spec.Rules) == 1 &&
+			sameBackends(rt.Spec.Rules[0].BackendRefs, want.Rules[0].BackendRefs)
+	}
+	v, err := tcpRouteVersion(t.c)
+	if err != nil {
+		return nil, fmt.Errorf("finding the TCPRoute version of regional cluster %s: %w", t.key, err)
+	}
+	if v == gwv1alpha2.GroupVersion.Version {
+		// Gateway API 1.4 or 1.5: the same route in the version the cluster serves.
+		rt, err := applyRoute(ctx, t, ns, ep.Name, "TCPRoute", labels,
+			func(rt *gwv1alpha2.TCPRoute) bool { return same(tcpRouteFromV1alpha2(rt)) },
+			func(rt *gwv1alpha2.TCPRoute) { rt.Spec = tcpRouteSpecToV1alpha2(want) })
+		if err != nil {
+			return nil, err
+		}
+		return tcpRouteFromV1alpha2(rt), nil
+	}
+	return applyRoute(ctx, t, ns, ep.Name, "TCPRoute", labels, same, func(rt *gwv1.TCPRoute) { rt.Spec = want })
 }

@@ -9,6 +9,7 @@ import (
 
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/childns"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/mesh"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 )
 
@@ -53,8 +54,9 @@ func (r *Reconciler) ensureReleaseNamespace(ctx context.Context, s *scope) (step
 	out, err := r.namespaces(s, cl).Ensure(ctx, childns.Want{
 		Workspace: s.ws, PodSecurityLevel: childns.PodSecurityLevel(s.class), Admission: s.ws.Status.Admission,
 		Devices: childns.DeviceResources(nodes), ResourceClaims: s.class != nil && s.class.Spec.AllowResourceClaims,
-		Compute: childns.ComputeCap(s.class, s.resources),
-		Ingress: childns.IngressPolicy(s.class, append([]string{r.Options.GatewayNamespace}, r.Options.ReleaseIngressNamespaces...)),
+		Compute:    childns.ComputeCap(s.class, s.resources),
+		Ingress:    childns.IngressPolicy(s.class, append([]string{r.Options.GatewayNamespace}, r.Options.ReleaseIngressNamespaces...)),
+		MeshLabels: r.mesh().ReleaseNamespaceLabels(s.cdKey.Name),
 	}, s.releaseNSClaim)
 	if out.Created {
 		s.releaseNSCreated = true
@@ -73,6 +75,16 @@ func (r *Reconciler) ensureReleaseNamespace(ctx context.Context, s *scope) (step
 		return next, nil
 	}
 	return r.releaseNamespaceStops(s, out), nil
+}
+
+// mesh is the mesh configuration of the options; Setup refused invalid ones, so a reconciler built
+// without Setup (tests) with invalid mesh options gets none.
+func (r *Reconciler) mesh() mesh.Config {
+	m, err := r.Options.Mesh()
+	if err != nil {
+		return mesh.Config{Mode: mesh.None}
+	}
+	return m
 }
 
 // wasStopped reports whether the workspace comes back from a stop: it was Stopped (or stopping), or

@@ -24,6 +24,10 @@ func TestOptionsFlags(t *testing.T) {
 		"child-idle-timeout":         "0s",
 		"insecure-kubeconfig-tls":    "false",
 		"release-ingress-namespaces": "istio-system",
+		// This product's default is today's behaviour; the upstream operator's was ambient with waypoints.
+		"workspace-mesh-mode":          "none",
+		"workspace-waypoint-enabled":   "false",
+		"workspace-waypoint-namespace": "istio-system",
 	}
 	opts := DefaultOptions()
 	fs := flag.NewFlagSet("workspace-controller", flag.ContinueOnError)
@@ -49,6 +53,12 @@ func TestOptionsFlags(t *testing.T) {
 		strings.Join(opts.ReleaseIngressNamespaces, ",") != "istio-system,linkerd" {
 		t.Errorf("parsed options %+v", opts)
 	}
+	if err := fs.Parse([]string{"--workspace-mesh-mode=ambient", "--workspace-waypoint-enabled"}); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := opts.Mesh(); err != nil || m.Mode != "waypoint" || m.WaypointNamespace != "istio-system" {
+		t.Errorf("ambient with the upstream waypoint switch: %+v, %v; want waypoint in istio-system", m, err)
+	}
 	if err := fs.Parse([]string{"--release-ingress-namespaces=Not_A_Namespace"}); err == nil || !strings.Contains(err.Error(), "release-ingress-namespaces") {
 		t.Errorf("an invalid namespace: %v", err)
 	}
@@ -68,6 +78,9 @@ func TestOptionsValidateNamesTheFlag(t *testing.T) {
 		"sweep":           {func(o *Options) { o.RouteSweepInterval = 0 }, "--route-sweep-interval"},
 		"grace":           {func(o *Options) { o.PrerequisiteGracePeriod = -1 }, "--prerequisite-grace-period"},
 		"idle":            {func(o *Options) { o.ChildIdleTimeout = -1 }, "--child-idle-timeout"},
+		"mesh mode":       {func(o *Options) { o.MeshMode = "linkerd" }, "--workspace-mesh-mode"},
+		"waypoint switch": {func(o *Options) { o.WaypointEnabled = true }, "--workspace-waypoint-enabled"},
+		"waypoint ns":     {func(o *Options) { o.MeshMode, o.WaypointNamespace = "waypoint", "" }, "--workspace-waypoint-namespace"},
 		"rollout settle":  {func(o *Options) { o.RolloutSettle = 0 }, "RolloutSettle"},
 		"unreachable":     {func(o *Options) { o.UnreachableRetry = 0 }, "UnreachableRetry"},
 		"request timeout": {func(o *Options) { o.ChildRequestTimeout = 0 }, "ChildRequestTimeout"},

@@ -16,6 +16,7 @@ import (
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	"github.com/exalsius/exalsius-operator/common/bootstrap"
 	"github.com/exalsius/exalsius-operator/common/childcluster"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/mesh"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/prerequisites"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/routing"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/workspaceclass"
@@ -77,6 +78,16 @@ type Options struct {
 	// child's namespace) of children without the KOF regional label; empty: none
 	// (--default-regional-cluster).
 	DefaultRegionalCluster string
+	// MeshMode is the service-mesh mode (--workspace-mesh-mode: none, ambient, waypoint or sidecar;
+	// default none): the mesh labels of the release namespaces, mirror namespaces and Services, and the
+	// waypoint check (internal/mesh, docs/ROUTING.md "Mesh modes").
+	MeshMode string
+	// WaypointEnabled is the upstream operator's --workspace-waypoint-enabled, accepted for
+	// compatibility: with ambient it gives waypoint (default false).
+	WaypointEnabled bool
+	// WaypointNamespace is the namespace of the per-child waypoints on the child and regional clusters
+	// (--workspace-waypoint-namespace, default istio-system).
+	WaypointNamespace string
 	// RoutingRetry is how soon a workspace whose routes do not all serve yet, or whose routing
 	// infrastructure is missing, is looked at again (the regional cluster's route status is polled,
 	// not watched) (--routing-retry, default 15s).
@@ -140,6 +151,8 @@ func DefaultOptions() Options {
 		GatewayName:              DefaultGatewayName,
 		GatewayNamespace:         DefaultGatewayNamespace,
 		ReleaseIngressNamespaces: []string{"istio-system"},
+		MeshMode:                 string(mesh.None),
+		WaypointNamespace:        mesh.DefaultWaypointNamespace,
 		RoutingRetry:             DefaultRoutingRetry,
 		RoutingResync:            DefaultRoutingResync,
 		RouteSweepInterval:       DefaultRouteSweepInterval,
@@ -171,6 +184,12 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.Var((*namespaceList)(&o.ReleaseIngressNamespaces), "release-ingress-namespaces",
 		"Comma-separated namespaces on each child whose pods may reach the workspaces' pods, besides the release namespace and the Gateway's namespace (a mesh's data plane); a class's spec.networkPolicy.allowFrom adds more. Empty: none.")
 
+	fs.StringVar(&o.MeshMode, "workspace-mesh-mode", o.MeshMode,
+		"Service mesh of the workspaces' traffic between child and regional clusters: none (no mesh labels), ambient (Istio ambient), waypoint (Istio ambient with the per-child waypoint <cluster>-waypoint, which must be Programmed on both clusters) or sidecar (Istio sidecar injection); see docs/ROUTING.md.")
+	fs.BoolVar(&o.WaypointEnabled, "workspace-waypoint-enabled", o.WaypointEnabled,
+		"The upstream operator's waypoint switch, for compatibility: with --workspace-mesh-mode=ambient, true means waypoint; refused with none and sidecar.")
+	fs.StringVar(&o.WaypointNamespace, "workspace-waypoint-namespace", o.WaypointNamespace,
+		"Namespace of the per-child waypoints on the child and regional clusters (--workspace-mesh-mode=waypoint).")
 	fs.StringVar(&o.DefaultRegionalCluster, "default-regional-cluster", o.DefaultRegionalCluster,
 		"Regional ClusterDeployment (<namespace>/<name>, or <name> in the child's namespace) of children whose ClusterDeployment has no label "+
 			routing.RegionalClusterNameLabel+"; empty: none.")
@@ -199,6 +218,9 @@ func (o *Options) Validate() error {
 	if _, err := routing.ParseRegionalRef(o.DefaultRegionalCluster); err != nil {
 		errs = append(errs, fmt.Errorf("--default-regional-cluster: %w", err))
 	}
+	if _, err := o.Mesh(); err != nil {
+		errs = append(errs, err)
+	}
 	if o.GatewayName == "" || o.GatewayNamespace == "" {
 		errs = append(errs, fmt.Errorf("--gateway-name and --gateway-namespace must not be empty"))
 	}
@@ -220,6 +242,11 @@ func (o *Options) Validate() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// Mesh is the mesh configuration of the mesh flags (mesh.Parse); the error names the flag.
+func (o *Options) Mesh() (mesh.Config, error) {
+	return mesh.Parse(o.MeshMode, o.WaypointEnabled, o.WaypointNamespace)
 }
 
 // validateTimings checks the timings the reconciler needs and no flag sets.
@@ -278,9 +305,17 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 		if err := mgr.Add(regionals); err != nil {
 			return err
 		}
+		meshCfg, err := opts.Mesh()
+		if err != nil {
+			return err
+		}
 		gw := &routing.Gateway{
 			Regionals: routing.CacheRegionals{Cache: regionals},
-			Options:   routing.Options{GatewayName: opts.GatewayName, GatewayNamespace: opts.GatewayNamespace, DefaultRegional: regional},
+			// The child cache's direct clients: a mesh mode labels the child's Services and reads its
+			// waypoint.
+			Children: routing.CacheRegionals{Cache: children},
+			Options: routing.Options{GatewayName: opts.GatewayName, GatewayNamespace: opts.GatewayNamespace, DefaultRegional: regional,
+				Mesh: meshCfg},
 		}
 		sweeper := &routing.Sweeper{
 			Clusters: mgr.GetClient(), Workspaces: mgr.GetAPIReader(), Regionals: gw.Regionals,
