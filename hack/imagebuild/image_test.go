@@ -341,38 +341,9 @@ func runHelp(t *testing.T, img v1.Image) {
 // executable and a static ELF binary.
 func layerFile(t *testing.T, img v1.Image) []byte {
 	t.Helper()
-	layers, err := img.Layers()
-	if err != nil || len(layers) == 0 {
-		t.Fatalf("layers: %v", err)
-	}
-	rc, err := layers[0].Uncompressed()
+	bin, err := managerBinary(img)
 	if err != nil {
 		t.Fatal(err)
-	}
-	defer func() { _ = rc.Close() }()
-	tr := tar.NewReader(rc)
-	var bin []byte
-	var names []string
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		names = append(names, h.Name)
-		if h.Name == "manager" {
-			if h.Mode&0o111 == 0 {
-				t.Errorf("/manager is not executable: mode %o", h.Mode)
-			}
-			if bin, err = io.ReadAll(tr); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if bin == nil || len(names) != 1 {
-		t.Fatalf("the layer should hold exactly /manager, has %v", names)
 	}
 	f, err := elf.NewFile(bytes.NewReader(bin))
 	if err != nil {

@@ -107,7 +107,7 @@ func (l *Layout) open(path string) error {
 	return nil
 }
 
-// managerBinary returns /manager from the image's only layer.
+// managerBinary returns /manager from the image's only layer, which must hold only it, executable.
 func managerBinary(img v1.Image) ([]byte, error) {
 	layers, err := img.Layers()
 	if err != nil {
@@ -134,6 +134,9 @@ func managerBinary(img v1.Image) ([]byte, error) {
 		}
 		names = append(names, h.Name)
 		if h.Name == strings.TrimPrefix(Entrypoint, "/") {
+			if h.Mode&0o111 == 0 {
+				return nil, fmt.Errorf("%s is not executable: mode %o", Entrypoint, h.Mode)
+			}
 			var buf bytes.Buffer
 			if _, err := io.Copy(&buf, tr); err != nil {
 				return nil, err
