@@ -43,7 +43,7 @@ run-chart: tools ## The local world with a real node (containerd, kubelet, kube-
 	cd e2e && go run ./cmd/chartworld --repo-root "$(CURDIR)" $(RUN_CHART_FLAGS)
 
 .PHONY: test
-test: tools verify build test-unit test-unit-real-crds test-chart test-e2e test-chaos-short test-images test-node ## Every module's unit and integration tests, chart checks, the e2e suites, the short chaos suite, the images and the chart on a real node (skipped, saying why, where the host cannot run containers; plus the controller suites against K0RDENT_CRDS when set).
+test: tools verify build test-unit test-unit-real-crds test-oldest-kube test-chart test-e2e test-chaos-short test-images test-node ## Every module's unit and integration tests, chart checks, the e2e suites, the short chaos suite, the images and the chart on a real node (skipped, saying why, where the host cannot run containers; plus the controller suites against K0RDENT_CRDS when set, and against the oldest supported Kubernetes).
 
 ##@ Development
 
@@ -90,6 +90,21 @@ test-unit-real-crds: ## The packages whose tests start API servers, once more ag
 	  done; \
 	  echo "[test] the run against $$crds took $$(( $$(date +%s) - start ))s"; \
 	done
+
+# The packages whose tests start API servers, once more against the oldest Kubernetes a management
+# cluster may run (OLDEST_KUBE_VERSION in hack/tools.sh; docs/supported-versions.md). The API server
+# is built the way `make tools` builds the others, into an assets folder of its own.
+.PHONY: test-oldest-kube
+test-oldest-kube: ## The packages whose tests start API servers, once more against the oldest supported management-cluster Kubernetes (its API server built into the cache on first use).
+	@hack/tools.sh oldest
+	@assets=$$(hack/tools.sh assets-oldest); start=$$(date +%s); \
+	for m in common $(COMPONENTS); do \
+	  pkgs=$$(cd $$m && grep -rl --include='*_test.go' 'exalsius-operator/common/testing/testenv"' . | xargs -r -n1 dirname | sort -u | grep -v /charttest || true); \
+	  [ -n "$$pkgs" ] || continue; \
+	  echo "[test] $$m against the API server in $$assets"; \
+	  (cd $$m && env -u K0RDENT_CRDS KUBEBUILDER_ASSETS="$$assets" go test $(GO_TEST_FLAGS) $$pkgs) || exit 1; \
+	done; \
+	echo "[test] the run against the oldest supported Kubernetes took $$(( $$(date +%s) - start ))s"
 
 .PHONY: test-chart
 # test-chart (and test-node) run the chart against the first of the K0RDENT_CRDS folders (the newest

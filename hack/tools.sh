@@ -9,6 +9,10 @@
 #   hack/tools.sh node       build the node's tools (kubelet, kube-proxy): only the local
 #                            world's node needs them (make run-chart, make test-node), so a plain
 #                            `hack/tools.sh` does not pay for them
+#   hack/tools.sh oldest     build the oldest supported management-cluster Kubernetes's API server
+#                            (OLDEST_KUBE_VERSION) next to the same etcd, in an envtest assets
+#                            folder of its own; the shared bin dir keeps KUBE_VERSION's binaries
+#   hack/tools.sh assets-oldest  print that assets folder
 #
 # The cache lives under ${XDG_CACHE_HOME:-$HOME/.cache}/exalsius-operator/tools; each binary sits in a
 # folder named after its version, so a version bump rebuilds only what changed.
@@ -21,12 +25,19 @@ KWOK_VERSION=${KWOK_VERSION:-v0.8.0}
 HELM_VERSION=${HELM_VERSION:-v3.22.0}
 CONTROLLER_GEN_VERSION=${CONTROLLER_GEN_VERSION:-v0.23.0}
 CRD_REF_DOCS_VERSION=${CRD_REF_DOCS_VERSION:-v0.3.0}
+# The oldest Kubernetes a management cluster may run (docs/supported-versions.md): `make test` runs
+# the controller and webhook suites against its API server as well (make test-oldest-kube).
+OLDEST_KUBE_VERSION=${OLDEST_KUBE_VERSION:-v1.33.13}
+OLDEST_KUBE_STAGING_VERSION=${OLDEST_KUBE_STAGING_VERSION:-v0.33.13}
 ACTIONLINT_VERSION=${ACTIONLINT_VERSION:-v1.7.12}
 GOLANGCI_LINT_VERSION=${GOLANGCI_LINT_VERSION:-v2.15.0}
 
 CACHE=${EXALSIUS_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/exalsius-operator/tools}
 ASSETS="$CACHE/assets/kube-${KUBE_VERSION}_etcd-${ETCD_VERSION}"
 BIN="$CACHE/bin"
+# LINK_BIN=0 builds into the cache and the assets folder without touching the shared bin dir (the
+# oldest API server must never shadow KUBE_VERSION's there).
+LINK_BIN=${LINK_BIN:-1}
 export GOFLAGS=-mod=mod GOWORK=off CGO_ENABLED=0
 
 log() { printf '[tools] %s\n' "$*" >&2; }
@@ -37,7 +48,7 @@ cached() { [ -x "$CACHE/$1/$2/$1" ]; }
 # link NAME VERSION: expose a cached binary in the shared bin dir (and the envtest assets dir).
 link() {
   mkdir -p "$BIN" "$ASSETS"
-  ln -sfn "$CACHE/$1/$2/$1" "$BIN/$1"
+  if [ "$LINK_BIN" = 1 ]; then ln -sfn "$CACHE/$1/$2/$1" "$BIN/$1"; fi
   case "$1" in kube-apiserver | kube-controller-manager | kube-scheduler | kubectl | etcd)
     ln -sfn "$CACHE/$1/$2/$1" "$ASSETS/$1" ;;
   esac
@@ -150,6 +161,12 @@ NODE=(kubelet kube-proxy)
 
 case "${1:-all}" in
 assets) echo "$ASSETS" ;;
+assets-oldest) echo "$CACHE/assets/kube-${OLDEST_KUBE_VERSION}_etcd-${ETCD_VERSION}" ;;
+oldest)
+  start=$SECONDS
+  KUBE_VERSION=$OLDEST_KUBE_VERSION KUBE_STAGING_VERSION=$OLDEST_KUBE_STAGING_VERSION LINK_BIN=0 "$0" kube-apiserver etcd
+  log "oldest supported API server ready in $("$0" assets-oldest), $((SECONDS - start))s"
+  ;;
 bindir) echo "$BIN" ;;
 all)
   start=$SECONDS

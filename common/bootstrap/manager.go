@@ -18,6 +18,7 @@ import (
 // NewManager validates opts, installs the component's logger as the controller-runtime and klog
 // logger, and creates a manager with:
 //   - the rest.Config from opts.RestConfig, or else from --kubeconfig / in-cluster (ctrl.GetConfig);
+//   - a refusal to start when the API server is older than MinKubernetesVersion;
 //   - metrics on --metrics-bind-address, over HTTPS behind TokenReview authentication and
 //     SubjectAccessReview authorization unless --metrics-secure=false;
 //   - /healthz and /readyz ping checks on --health-probe-bind-address;
@@ -47,6 +48,9 @@ func NewManager(opts *Options, scheme *runtime.Scheme, mutate ...func(*ctrl.Opti
 
 	cfg, err := restConfig(opts)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkServerVersion(cfg, minKubernetesVersion); err != nil {
 		return nil, err
 	}
 	mo := managerOptions(opts, scheme)
