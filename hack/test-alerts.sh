@@ -2,7 +2,8 @@
 # Checks the chart's alerting rules with promtool (built by `make tools` from the Go module proxy):
 #   1. renders the PrometheusRule (monitoring.prometheusRule.enabled=true, every component on) and takes
 #      its rule groups as a Prometheus rules file;
-#   2. promtool check rules: the file parses, every expression is valid PromQL, no duplicate rules;
+#   2. promtool check rules: the file parses, every expression is valid PromQL, and no two rules have
+#      the same name and labels (lint errors fail);
 #   3. promtool test rules hack/alerts/alerts_test.yaml: each alert fires on the series it is meant for,
 #      with its labels and annotations (runbook_url included), and stays quiet before its `for` and on
 #      the series it is not meant for; every alert of the rendered file must have a test.
@@ -30,8 +31,8 @@ trap 'rm -rf "$work"' EXIT
 grep -q '^groups:$' "$work/rules.yaml" || { echo "[alerts] the rendered PrometheusRule has no rule groups" >&2; exit 1; }
 cp hack/alerts/alerts_test.yaml "$work/"
 
-echo "[alerts] promtool check rules"
-"$PROMTOOL" check rules "$work/rules.yaml"
+echo "[alerts] promtool check rules --lint=all --lint-fatal"
+"$PROMTOOL" check rules --lint=all --lint-fatal "$work/rules.yaml"
 
 # Every alert the chart renders has a unit test.
 missing=""
