@@ -48,7 +48,7 @@ test: tools verify build test-unit test-unit-real-crds test-oldest-kube test-cha
 ##@ Development
 
 .PHONY: tools
-tools: ## Build kube-apiserver, etcd, kube-controller-manager, kube-scheduler, kubectl, kwok, helm, controller-gen, crd-ref-docs, actionlint and golangci-lint into the cache (once per machine).
+tools: ## Build kube-apiserver, etcd, kube-controller-manager, kube-scheduler, kubectl, kwok, helm, promtool, controller-gen, crd-ref-docs, actionlint and golangci-lint into the cache (once per machine).
 	hack/tools.sh
 
 .PHONY: generate
@@ -109,7 +109,7 @@ test-oldest-kube: ## The packages whose tests start API servers, once more again
 .PHONY: test-chart
 # test-chart (and test-node) run the chart against the first of the K0RDENT_CRDS folders (the newest
 # general release, as .ci/run lists them), since a management API server loads one set of CRDs.
-test-chart: ## Lint the umbrella chart, render it under default and CI values, check the objects and dry-run them on a real API server.
+test-chart: ## Lint the umbrella chart, render it under default and CI values, check the objects and dry-run them on a real API server, and unit-test its alerts with promtool.
 	K0RDENT_CRDS="$(firstword $(K0RDENT_CRDS))" hack/test-chart.sh
 
 # test-e2e leaves out the packages that have their own targets (the chaos suite: test-chaos-short and

@@ -6,8 +6,9 @@
 #   4. the Go tests of common/testing/charttest: assertions over the rendered objects (pod contract, RBAC
 #      without wildcards, one workload per enabled component, isolation between components, CRDs in
 #      sync, schema rejections), a server-side dry run of every rendered object on a real API server,
-#      and SubjectAccessReviews as each component's ServiceAccount.
-# helm comes from `make tools` (hack/tools.sh bindir) and the API server from KUBEBUILDER_ASSETS.
+#      and SubjectAccessReviews as each component's ServiceAccount;
+#   5. the alerting rules with promtool: check rules, and a unit test of every alert (hack/test-alerts.sh).
+# helm and promtool come from `make tools` (hack/tools.sh bindir) and the API server from KUBEBUILDER_ASSETS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 chart=charts/exalsius-operator
@@ -32,4 +33,5 @@ done
 
 echo "[chart] go test ./testing/charttest (rendered-object assertions, server-side dry run, RBAC reviews)"
 (cd common && go test -count=1 ${GO_TEST_ARGS:-} ./testing/charttest/...)
+hack/test-alerts.sh
 echo "[chart] ok"

@@ -31,6 +31,9 @@ OLDEST_KUBE_VERSION=${OLDEST_KUBE_VERSION:-v1.33.13}
 OLDEST_KUBE_STAGING_VERSION=${OLDEST_KUBE_STAGING_VERSION:-v0.33.13}
 ACTIONLINT_VERSION=${ACTIONLINT_VERSION:-v1.7.12}
 GOLANGCI_LINT_VERSION=${GOLANGCI_LINT_VERSION:-v2.15.0}
+# promtool comes from the Prometheus module, whose Go versions are v0.<major><minor>.<patch> (v0.316.0 is
+# Prometheus 3.16.0); it checks and unit-tests the chart's alerting rules (hack/test-alerts.sh).
+PROMTOOL_VERSION=${PROMTOOL_VERSION:-v0.316.0}
 
 CACHE=${EXALSIUS_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/exalsius-operator/tools}
 ASSETS="$CACHE/assets/kube-${KUBE_VERSION}_etcd-${ETCD_VERSION}"
@@ -151,12 +154,13 @@ build() {
   actionlint) timed actionlint "$ACTIONLINT_VERSION" go_install actionlint "$ACTIONLINT_VERSION" "github.com/rhysd/actionlint/cmd/actionlint@$ACTIONLINT_VERSION" ;;
   golangci-lint) timed golangci-lint "$GOLANGCI_LINT_VERSION" go_install golangci-lint "$GOLANGCI_LINT_VERSION" "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$GOLANGCI_LINT_VERSION" ;;
   helm) timed helm "$HELM_VERSION" go_install helm "$HELM_VERSION" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" ;;
+  promtool) timed promtool "$PROMTOOL_VERSION" go_install promtool "$PROMTOOL_VERSION" "github.com/prometheus/prometheus/cmd/promtool@$PROMTOOL_VERSION" ;;
   crd-ref-docs) timed crd-ref-docs "$CRD_REF_DOCS_VERSION" go_install crd-ref-docs "$CRD_REF_DOCS_VERSION" "github.com/elastic/crd-ref-docs@$CRD_REF_DOCS_VERSION" ;;
   *) log "unknown tool $1"; return 2 ;;
   esac
 }
 
-ALL=(controller-gen etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok helm crd-ref-docs actionlint golangci-lint)
+ALL=(controller-gen etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok helm promtool crd-ref-docs actionlint golangci-lint)
 NODE=(kubelet kube-proxy)
 
 case "${1:-all}" in

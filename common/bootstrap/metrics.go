@@ -8,15 +8,19 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
-// MetricsPrefix is the namespace of a component's Prometheus metrics: the component word with '-'
-// replaced by '_' (workspace-controller -> workspace_controller).
+// MetricsNamespace is the Prometheus namespace every metric of the project is named in (the
+// controller-runtime and client-go metrics the manager serves keep their own names).
+const MetricsNamespace = "exalsius"
+
+// MetricsPrefix is the prefix of a component's Prometheus metrics: the namespace, then the component
+// word with '-' replaced by '_' (workspace-controller -> exalsius_workspace_controller).
 func MetricsPrefix(component string) string {
-	return strings.ReplaceAll(component, "-", "_")
+	return MetricsNamespace + "_" + strings.ReplaceAll(component, "-", "_")
 }
 
 // MetricName returns MetricsPrefix(component) + "_" + name: the one way a component names its
-// metrics (workspace_controller_<name>). Give it as the Name of the collector options (or of a
-// Desc), with no Namespace or Subsystem.
+// metrics (exalsius_workspace_controller_<name>). Give it as the Name of the collector options (or of
+// a Desc), with no Namespace or Subsystem.
 func MetricName(component, name string) string {
 	return MetricsPrefix(component) + "_" + name
 }

@@ -170,10 +170,10 @@ func TestLoggerLevels(t *testing.T) {
 }
 
 func TestMetricsNames(t *testing.T) {
-	if got := MetricsPrefix("workspace-controller"); got != "workspace_controller" {
+	if got := MetricsPrefix("workspace-controller"); got != "exalsius_workspace_controller" {
 		t.Errorf("MetricsPrefix = %q", got)
 	}
-	if got := MetricName("inventory-collector", "gpus_total"); got != "inventory_collector_gpus_total" {
+	if got := MetricName("inventory-collector", "gpus_total"); got != "exalsius_inventory_collector_gpus_total" {
 		t.Errorf("MetricName = %q", got)
 	}
 }

@@ -170,7 +170,7 @@ func TestMetrics(t *testing.T) {
 	}
 	eventually(t, "series removed with the Colony", func() error {
 		if _, ok := gaugeValue(t, bootstrap.MetricName(Component, "clusters"), labels); ok {
-			return fmt.Errorf("colony_controller_clusters still exported for %v", types.NamespacedName{Namespace: ns, Name: "col"})
+			return fmt.Errorf("exalsius_colony_controller_clusters still exported for %v", types.NamespacedName{Namespace: ns, Name: "col"})
 		}
 		return nil
 	})

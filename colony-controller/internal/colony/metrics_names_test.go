@@ -10,10 +10,10 @@ import (
 // TestMetricNames pins the names docs/operations.md lists: they are what dashboards and alerts query.
 func TestMetricNames(t *testing.T) {
 	want := map[prometheus.Collector]string{
-		coloniesGauge:      "colony_controller_colonies",
-		clustersGauge:      "colony_controller_clusters",
-		readyClustersGauge: "colony_controller_clusters_ready",
-		reconcileErrors:    "colony_controller_reconcile_errors_total",
+		coloniesGauge:      "exalsius_colony_controller_colonies",
+		clustersGauge:      "exalsius_colony_controller_clusters",
+		readyClustersGauge: "exalsius_colony_controller_clusters_ready",
+		reconcileErrors:    "exalsius_colony_controller_reconcile_errors_total",
 	}
 	for c, name := range want {
 		ch := make(chan *prometheus.Desc, 1)

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,8 +18,36 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
-// operatorMetric matches the name of a metric the operator's components export.
-var operatorMetric = regexp.MustCompile(`\b(?:colony_controller|workspace_controller|inventory_collector)_[a-z_]+`)
+// operatorMetric matches the name of a metric the operator's components export (all in the exalsius_
+// namespace).
+var operatorMetric = regexp.MustCompile(`\bexalsius_(?:colony_controller|workspace_controller|inventory_collector)_[a-z_]+`)
+
+// operationsAnchors returns the anchors of docs/operations.md's headings, as GitHub makes them.
+func operationsAnchors(t *testing.T) map[string]bool {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(repoRoot(t), "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, line := range strings.Split(string(data), "\n") {
+		text, ok := strings.CutPrefix(strings.TrimLeft(line, "#"), " ")
+		if !ok || !strings.HasPrefix(line, "#") {
+			continue
+		}
+		var b strings.Builder
+		for _, r := range strings.ToLower(strings.TrimSpace(text)) {
+			switch {
+			case r == ' ':
+				b.WriteRune('-')
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+				b.WriteRune(r)
+			}
+		}
+		out[b.String()] = true
+	}
+	return out
+}
 
 // documentedMetrics returns the operator metric names docs/operations.md lists.
 func documentedMetrics(t *testing.T) map[string]bool {
@@ -89,6 +118,7 @@ func TestPrometheusRule(t *testing.T) {
 	}
 	items, _, _ := unstructured.NestedSlice(groups[0].(map[string]any), "rules")
 	documented := documentedMetrics(t)
+	anchors := operationsAnchors(t)
 	alerts := map[string][]map[string]any{}
 	for _, it := range items {
 		rule := it.(map[string]any)
@@ -111,6 +141,14 @@ func TestPrometheusRule(t *testing.T) {
 		if ann["summary"] == "" || ann["description"] == "" {
 			t.Errorf("alert %s lacks a summary or description", name)
 		}
+		// Every alert links its runbook: a section of docs/operations.md named after the alert.
+		wantURL := "https://github.com/exalsius/exalsius-operator/blob/v" + chartAppVersion(t) + "/docs/operations.md#" + strings.ToLower(name)
+		if ann["runbook_url"] != wantURL {
+			t.Errorf("alert %s: runbook_url %q, want %q", name, ann["runbook_url"], wantURL)
+		}
+		if anchor := strings.ToLower(name); !anchors[anchor] {
+			t.Errorf("alert %s: runbook_url points at #%s, which is no heading of docs/operations.md", name, anchor)
+		}
 		if rule["for"] == nil {
 			t.Errorf("alert %s has no for", name)
 		}
@@ -120,6 +158,10 @@ func TestPrometheusRule(t *testing.T) {
 	}
 	if _, ok := alerts["Custom"]; !ok {
 		t.Error("the additional rule is not rendered")
+	}
+	// The GPU wait and the quota wait are two alerts, told apart by the queue's reason label.
+	if q := alerts["ExalsiusWorkspacesWaitingForQuota"]; len(q) != 1 || !strings.Contains(q[0]["expr"].(string), `reason="QuotaExceeded"`) {
+		t.Errorf("ExalsiusWorkspacesWaitingForQuota: %v", q)
 	}
 	down := alerts["ExalsiusOperatorComponentDown"]
 	if len(down) != len(components) {
@@ -163,6 +205,16 @@ func TestPrometheusRule(t *testing.T) {
 	}
 	if len(down) != 2 {
 		t.Errorf("want ExalsiusOperatorComponentDown for the two components with metrics, got %d", len(down))
+	}
+
+	// runbookBaseURL moves every runbook link, keeping the alert's anchor.
+	r = render(t, "--set", "monitoring.prometheusRule.enabled=true", "--set", "monitoring.prometheusRule.runbookBaseURL=https://wiki.example.com/exalsius/operations")
+	for _, it := range mustRules(t, r) {
+		rule := it.(map[string]any)
+		want := "https://wiki.example.com/exalsius/operations#" + strings.ToLower(rule["alert"].(string))
+		if got := rule["annotations"].(map[string]any)["runbook_url"]; got != want {
+			t.Errorf("alert %s: runbook_url %v, want %s", rule["alert"], got, want)
+		}
 	}
 }
 
@@ -265,6 +317,7 @@ func TestMonitoringSchemaRejectsBadValues(t *testing.T) {
 		"monitoring.prometheusRule.enable=true", // typo of enabled
 		"monitoring.grafanaDashboard.sidecarLabel=",
 		"monitoring.prometheusRule.disabledAlerts[0]=",
+		"monitoring.prometheusRule.runbookBaseURL=wiki/operations", // not a URL
 		"monitoring.grafanaDashboard.labels.a=b",
 	} {
 		if _, err := helmTemplate(t, "--set", set); err == nil {

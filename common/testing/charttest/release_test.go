@@ -239,7 +239,7 @@ func TestShardedCollectorKeepsShardsServed(t *testing.T) {
 
 // TestServiceMonitorVerifiesAndAuthenticates: the scrape authenticates with a token from a Secret and
 // verifies the certificate against a CA; the deprecated bearerTokenFile and insecureSkipVerify are
-// gone and refused.
+// gone and refused; the exported namespace label is honoured.
 func TestServiceMonitorVerifiesAndAuthenticates(t *testing.T) {
 	out, err := helmTemplate(t, "--values", chartDir(t)+"/ci/nondefault-values.yaml")
 	if err != nil {
@@ -269,6 +269,11 @@ func TestServiceMonitorVerifiesAndAuthenticates(t *testing.T) {
 	server, _, _ := unstructured.NestedString(ep, "tlsConfig", "serverName")
 	if typ != "Bearer" || name != "eo-metrics-scraper-token" || ca != "colony-metrics-tls" || server != "eo-colony-controller-metrics.exalsius-system.svc" {
 		t.Errorf("endpoint %v", ep)
+	}
+	// The per-namespace series keep their namespace label (the workspace's), as the dashboard and the
+	// alerts read it.
+	if honor, _, _ := unstructured.NestedBool(ep, "honorLabels"); !honor {
+		t.Errorf("endpoint without honorLabels: %v", ep)
 	}
 	tok := into[corev1.Secret](t, r.get("Secret", "eo-metrics-scraper-token"))
 	if tok.Type != corev1.SecretTypeServiceAccountToken || tok.Annotations[corev1.ServiceAccountNameKey] != "eo-metrics-scraper" {

@@ -129,8 +129,11 @@ func (c *namesCheck) load() {
 	}
 }
 
-// prefixOf is bootstrap.MetricsPrefix: the component word with '-' as '_'.
-func prefixOf(component string) string { return strings.ReplaceAll(component, "-", "_") }
+// prefixOf is bootstrap.MetricsPrefix: exalsius_, then the component word with '-' as '_'.
+func prefixOf(component string) string { return "exalsius_" + retiredPrefixOf(component) }
+
+// retiredPrefixOf is the prefix a component's metrics had before the exalsius_ namespace.
+func retiredPrefixOf(component string) string { return strings.ReplaceAll(component, "-", "_") }
 
 var (
 	crdKind   = regexp.MustCompile(`(?m)^    kind: (\w+)$`)
@@ -248,7 +251,7 @@ func phaseEnums(dir string) (map[string][]string, error) {
 }
 
 // docFiles are the files whose statements are checked: Markdown (but the changelog), the chart's
-// values, NOTES.txt, alerts and dashboards.
+// values, NOTES.txt, alerts and dashboards, and the alerts' unit tests.
 func (c *namesCheck) docFile(rel string) bool {
 	switch {
 	case filepath.Base(rel) == "CHANGELOG.md":
@@ -258,6 +261,8 @@ func (c *namesCheck) docFile(rel string) bool {
 	case strings.HasPrefix(rel, "charts/"):
 		return strings.HasSuffix(rel, "values.yaml") || strings.HasSuffix(rel, "NOTES.txt") ||
 			strings.HasSuffix(rel, "prometheusrule.yaml") || strings.Contains(rel, "/dashboards/")
+	case strings.HasPrefix(rel, "hack/alerts/"):
+		return true // the alerts' unit tests
 	}
 	return false
 }
@@ -331,6 +336,14 @@ func (c *namesCheck) checkLine(file string, n int, line string) {
 			c.checked++
 			if !c.hasMetric(comp, name) {
 				c.errf("%s: metric %s is not registered by the %s", at, name, comp)
+			}
+		}
+		// A name from before the exalsius_ namespace may stand only next to its new name (the table
+		// of renamed metrics).
+		for _, old := range metricTokens(line, retiredPrefixOf(comp)+"_") {
+			c.checked++
+			if !slices.Contains(metricTokens(line, prefix), "exalsius_"+old) {
+				c.errf("%s: %s is the old name of exalsius_%s", at, old, old)
 			}
 		}
 	}

@@ -283,7 +283,7 @@ func checkMetrics(ctx context.Context, t *testing.T) {
 			}
 			return code == http.StatusUnauthorized || code == http.StatusForbidden, fmt.Sprint("status ", code)
 		})
-		prefix := strings.ReplaceAll(c, "-", "_") + "_"
+		prefix := "exalsius_" + strings.ReplaceAll(c, "-", "_") + "_"
 		eventually(ctx, t, c+" metrics served with a token", time.Minute, func(context.Context) (bool, string) {
 			code, body, err := get(tr.Status.Token)
 			if err != nil {

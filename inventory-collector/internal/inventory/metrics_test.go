@@ -11,7 +11,7 @@ import (
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
 )
 
-// TestMetricNamesFollowPrometheusConventions gathers every inventory_collector_ family and checks
+// TestMetricNamesFollowPrometheusConventions gathers every exalsius_inventory_collector_ family and checks
 // that only counters end in _total (a gauge named *_total reads as a counter to Prometheus tools).
 func TestMetricNamesFollowPrometheusConventions(t *testing.T) {
 	colony := types.NamespacedName{Namespace: "metrics-names", Name: "c"}
@@ -29,7 +29,7 @@ func TestMetricNamesFollowPrometheusConventions(t *testing.T) {
 	}
 	seen := map[string]dto.MetricType{}
 	for _, f := range families {
-		if strings.HasPrefix(f.GetName(), "inventory_collector_") {
+		if strings.HasPrefix(f.GetName(), "exalsius_inventory_collector_") {
 			seen[f.GetName()] = f.GetType()
 		}
 	}
@@ -38,8 +38,8 @@ func TestMetricNamesFollowPrometheusConventions(t *testing.T) {
 			t.Errorf("%s is a %s: only counters may end in _total", name, typ)
 		}
 	}
-	for _, want := range []string{"inventory_collector_gpus_allocatable", "inventory_collector_gpus_allocated", "inventory_collector_cluster_reachable",
-		"inventory_collector_scrape_errors_total", "inventory_collector_connect_errors_total", "inventory_collector_watched_clusters", "inventory_collector_status_writes_total"} {
+	for _, want := range []string{"exalsius_inventory_collector_gpus_allocatable", "exalsius_inventory_collector_gpus_allocated", "exalsius_inventory_collector_cluster_reachable",
+		"exalsius_inventory_collector_scrape_errors_total", "exalsius_inventory_collector_connect_errors_total", "exalsius_inventory_collector_watched_clusters", "exalsius_inventory_collector_status_writes_total"} {
 		if _, ok := seen[want]; !ok {
 			t.Errorf("%s is not exported (docs/operations.md lists it)", want)
 		}

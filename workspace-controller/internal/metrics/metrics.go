@@ -1,7 +1,8 @@
 // Package metrics holds the workspace-controller's Prometheus metrics: the counters the gate, the
-// placement and the reconciler increment, and the collectors that count workspaces by phase and the
-// queues and quotas at scrape time from the manager's cache. Every metric is named with
-// bootstrap.MetricName and the component word; docs/operations.md lists them.
+// placement and the reconciler increment, and the collectors that count, at scrape time from the
+// manager's cache, workspaces and their GPUs by namespace, the queues and the quotas. Every metric is
+// named with bootstrap.MetricName and the component word (exalsius_workspace_controller_<name>);
+// docs/operations.md lists them.
 package metrics
 
 import (
@@ -66,7 +67,7 @@ var (
 // collectors, so the latest cache is the one read.
 func Register(reader client.Reader, childClients func() int) error {
 	collectors := []prometheus.Collector{
-		newPhaseCollector(reader),
+		newWorkspaceCollector(cachedWorkspaces(reader)),
 		newQueueCollector(reader, time.Now),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: bootstrap.MetricName(component.Name, "child_clients"),
@@ -79,47 +80,134 @@ func Register(reader client.Reader, childClients func() int) error {
 	return bootstrap.RegisterMetrics(append(collectors, GateDecisions, TimeToRunning, Placements, QuotaDecisions, WaitSeconds, StopsAfterIdle)...)
 }
 
-// phaseCollector reports the number of workspaces by phase from the manager's cache at scrape time,
-// so the gauge is never stale and needs no bookkeeping.
-type phaseCollector struct {
-	reader client.Reader
-	desc   *prometheus.Desc
+// listWorkspaces lists the WorkspaceDeployments a collector counts.
+type listWorkspaces func(ctx context.Context) ([]workspacesv1.WorkspaceDeployment, error)
+
+// cachedWorkspaces lists the workspaces from the manager's cache, read-only: the cached objects are
+// not copied (a scrape would otherwise copy every workspace).
+func cachedWorkspaces(reader client.Reader) listWorkspaces {
+	return func(ctx context.Context) ([]workspacesv1.WorkspaceDeployment, error) {
+		var list workspacesv1.WorkspaceDeploymentList
+		if err := reader.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+			return nil, err
+		}
+		return list.Items, nil
+	}
 }
 
-func newPhaseCollector(reader client.Reader) *phaseCollector {
-	return &phaseCollector{reader: reader, desc: prometheus.NewDesc(
-		bootstrap.MetricName(component.Name, "workspaces"), "WorkspaceDeployments by phase.", []string{"phase"}, nil)}
+// phases are every workspace phase, each reported (0 when none) for a namespace that has workspaces.
+var phases = []workspacesv1.WorkspacePhase{
+	workspacesv1.PhasePending, workspacesv1.PhaseInstallingPrerequisites, workspacesv1.PhaseWaiting,
+	workspacesv1.PhaseDeploying, workspacesv1.PhaseRunning, workspacesv1.PhaseStopped, workspacesv1.PhaseFailed, workspacesv1.PhaseDeleting,
+}
+
+// workspaceCollector reports, at scrape time, the workspaces of each namespace by phase and the GPUs
+// they ask for and hold, so the gauges are never stale, need no bookkeeping, and a namespace without
+// workspaces has no series. The labels stay bounded: namespace, a phase of the enum, and a GPU vendor
+// and model of the fleet.
+type workspaceCollector struct {
+	list                            listWorkspaces
+	workspaces, requested, admitted *prometheus.Desc
+}
+
+func newWorkspaceCollector(list listWorkspaces) *workspaceCollector {
+	return &workspaceCollector{list: list,
+		workspaces: prometheus.NewDesc(bootstrap.MetricName(component.Name, "workspaces"),
+			"WorkspaceDeployments by namespace and phase; every phase is present (0 when none) for a namespace that has workspaces.",
+			[]string{"namespace", "phase"}, nil),
+		requested: prometheus.NewDesc(bootstrap.MetricName(component.Name, "gpus_requested"),
+			"GPUs the namespace's workspaces ask for (gpuCount x replicas), of those neither stopped, Failed nor being deleted; model is the gpuType asked for, empty for any.",
+			[]string{"namespace", "vendor", "model"}, nil),
+		admitted: prometheus.NewDesc(bootstrap.MetricName(component.Name, "gpus_admitted"),
+			"GPUs the GPU gate has admitted to the namespace's workspaces and reserves for them; model is the admitted nodes' GPU model.",
+			[]string{"namespace", "vendor", "model"}, nil),
+	}
 }
 
 // Describe implements prometheus.Collector.
-func (c *phaseCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func (c *workspaceCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.workspaces
+	ch <- c.requested
+	ch <- c.admitted
+}
 
 // Collect implements prometheus.Collector.
-func (c *phaseCollector) Collect(ch chan<- prometheus.Metric) {
-	reader := c.reader
+func (c *workspaceCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	var list workspacesv1.WorkspaceDeploymentList
-	// Read-only: the cached objects are not copied (a scrape would copy every workspace).
-	if err := reader.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+	items, err := c.list(ctx)
+	if err != nil {
 		return
 	}
-	counts := map[workspacesv1.WorkspacePhase]int{}
-	for _, p := range []workspacesv1.WorkspacePhase{
-		workspacesv1.PhasePending, workspacesv1.PhaseInstallingPrerequisites, workspacesv1.PhaseWaiting,
-		workspacesv1.PhaseDeploying, workspacesv1.PhaseRunning, workspacesv1.PhaseStopped, workspacesv1.PhaseFailed, workspacesv1.PhaseDeleting,
-	} {
-		counts[p] = 0
+	type phaseKey struct {
+		namespace string
+		phase     workspacesv1.WorkspacePhase
 	}
-	for i := range list.Items {
-		p := list.Items[i].Status.Phase
+	counts, namespaces := map[phaseKey]int{}, map[string]bool{}
+	requested, admitted := map[gpuKey]int64{}, map[gpuKey]int64{}
+	for i := range items {
+		w := &items[i]
+		p := w.Status.Phase
 		if p == "" {
 			p = workspacesv1.PhasePending
 		}
-		counts[p]++
+		namespaces[w.Namespace] = true
+		counts[phaseKey{w.Namespace, p}]++
+		if n, k := requestedGPUs(w); n > 0 {
+			requested[k] += n
+		}
+		addAdmitted(admitted, w.Namespace, w.Status.Admission)
 	}
-	for p, n := range counts {
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), string(p))
+	for ns := range namespaces {
+		for _, p := range phases {
+			ch <- prometheus.MustNewConstMetric(c.workspaces, prometheus.GaugeValue, float64(counts[phaseKey{ns, p}]), ns, string(p))
+		}
+	}
+	for k, n := range requested {
+		ch <- prometheus.MustNewConstMetric(c.requested, prometheus.GaugeValue, float64(n), k.namespace, k.vendor, k.model)
+	}
+	for k, n := range admitted {
+		ch <- prometheus.MustNewConstMetric(c.admitted, prometheus.GaugeValue, float64(n), k.namespace, k.vendor, k.model)
+	}
+}
+
+// gpuKey is the labels of a GPU gauge.
+type gpuKey struct{ namespace, vendor, model string }
+
+// requestedGPUs is what a workspace asks for, from its resolved resources: gpuCount x replicas of its
+// vendor and gpuType; none for a workspace that is stopped, Failed or being deleted (it asks for no
+// GPU now, or a human must act first) or not resolved yet.
+func requestedGPUs(w *workspacesv1.WorkspaceDeployment) (int64, gpuKey) {
+	res := w.Status.ResolvedResources
+	if res == nil || res.PerReplica.GPUCount == nil || w.Spec.Stopped || !w.DeletionTimestamp.IsZero() ||
+		w.Status.Phase == workspacesv1.PhaseFailed || w.Status.Phase == workspacesv1.PhaseStopped {
+		return 0, gpuKey{}
+	}
+	return int64(*res.PerReplica.GPUCount) * int64(res.Replicas),
+		gpuKey{w.Namespace, string(res.PerReplica.GPUVendor), res.PerReplica.GPUType}
+}
+
+// addAdmitted adds what an admission holds, by the model of each admitted node (an admission spread
+// over nodes of two models holds GPUs of both; a node without a recorded model counts the
+// admission's), as the gate's quota counts it.
+func addAdmitted(into map[gpuKey]int64, namespace string, ad *workspacesv1.Admission) {
+	if ad == nil {
+		return
+	}
+	if len(ad.Nodes) == 0 || ad.GPUsPerReplica <= 0 {
+		if ad.GPUs > 0 {
+			into[gpuKey{namespace, string(ad.GPUVendor), ad.GPUModel}] += ad.GPUs
+		}
+		return
+	}
+	for _, n := range ad.Nodes {
+		model := n.GPUModel
+		if model == "" {
+			model = ad.GPUModel
+		}
+		if g := ad.GPUsPerReplica * int64(n.Replicas); g > 0 {
+			into[gpuKey{namespace, string(ad.GPUVendor), model}] += g
+		}
 	}
 }
 
@@ -137,7 +225,8 @@ func ObservePhase(before, after *workspacesv1.WorkspaceDeployment, now time.Time
 }
 
 // queueCollector reports at scrape time, from the manager's cache, the Waiting workspaces and the
-// age of the oldest per cluster and namespace, and each WorkspaceQuota's use and limits.
+// age of the oldest per cluster, namespace and reason (WaitingReason), and each WorkspaceQuota's use
+// and limits.
 type queueCollector struct {
 	reader client.Reader
 	now    func() time.Time
@@ -150,9 +239,10 @@ func newQueueCollector(reader client.Reader, now func() time.Time) *queueCollect
 		reader: reader,
 		now:    now,
 		waiting: prometheus.NewDesc(bootstrap.MetricName(component.Name, "queue_length"),
-			"Waiting WorkspaceDeployments by cluster (namespace/name, empty while unplaced) and namespace.", []string{"cluster", "namespace"}, nil),
+			"Waiting WorkspaceDeployments by cluster (namespace/name, empty while unplaced), namespace and reason (QuotaExceeded for a quota wait, else what the GPUs wait for).",
+			[]string{"cluster", "namespace", "reason"}, nil),
 		oldest: prometheus.NewDesc(bootstrap.MetricName(component.Name, "queue_oldest_wait_seconds"),
-			"Seconds the longest-waiting WorkspaceDeployment has waited, by cluster and namespace.", []string{"cluster", "namespace"}, nil),
+			"Seconds the longest-waiting WorkspaceDeployment has waited, by cluster, namespace and reason.", []string{"cluster", "namespace", "reason"}, nil),
 		used: prometheus.NewDesc(bootstrap.MetricName(component.Name, "quota_used"),
 			"What a WorkspaceQuota's namespace uses: resource is workspaces, or gpu/<vendor>[/<model>].", []string{"namespace", "quota", "resource"}, nil),
 		limit: prometheus.NewDesc(bootstrap.MetricName(component.Name, "quota_limit"),
@@ -176,7 +266,7 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	var list workspacesv1.WorkspaceDeploymentList
 	// Read-only: the cached objects are not copied (a scrape would copy every workspace).
 	if err := reader.List(ctx, &list, client.UnsafeDisableDeepCopy); err == nil {
-		type key struct{ cluster, namespace string }
+		type key struct{ cluster, namespace, reason string }
 		counts, oldest := map[key]int{}, map[key]float64{}
 		now := c.now()
 		for i := range list.Items {
@@ -184,15 +274,15 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 			if w.Status.Phase != workspacesv1.PhaseWaiting {
 				continue
 			}
-			k := key{clusterLabel(w), w.Namespace}
+			k := key{clusterLabel(w), w.Namespace, WaitingReason(&w.Status)}
 			counts[k]++
 			if since, ok := waitingSince(&w.Status); ok {
 				oldest[k] = max(oldest[k], now.Sub(since).Seconds())
 			}
 		}
 		for k, n := range counts {
-			ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(n), k.cluster, k.namespace)
-			ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, oldest[k], k.cluster, k.namespace)
+			ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(n), k.cluster, k.namespace, k.reason)
+			ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, oldest[k], k.cluster, k.namespace, k.reason)
 		}
 	}
 	var quotas workspacesv1.WorkspaceQuotaList
@@ -217,6 +307,30 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 	}
+}
+
+// waitingReasons are the values of the queue gauges' reason label: the Ready condition's reasons of a
+// Waiting workspace. QuotaExceeded waits for the namespace's WorkspaceQuota; the others wait for GPUs
+// (free capacity, nodes that can take pods, a fitting cluster, a child that answers).
+var waitingReasons = map[string]bool{
+	workspacesv1.ReasonQuotaExceeded:         true,
+	workspacesv1.ReasonWaitingForGpuCapacity: true,
+	workspacesv1.ReasonWaitingForGpuNodes:    true,
+	workspacesv1.ReasonNoClusterFitsNow:      true,
+	workspacesv1.ReasonClusterUnreachable:    true,
+}
+
+// ReasonOther is the reason label of a Waiting workspace whose Ready reason is none of the known
+// ones (a newer controller's, or none yet), so that the label's values stay a fixed set.
+const ReasonOther = "Other"
+
+// WaitingReason is a Waiting workspace's reason label: its Ready condition's reason when it is one
+// of the known waiting reasons, else Other.
+func WaitingReason(st *workspacesv1.WorkspaceDeploymentStatus) string {
+	if c := meta.FindStatusCondition(st.Conditions, workspacesv1.ReadyCondition); c != nil && waitingReasons[c.Reason] {
+		return c.Reason
+	}
+	return ReasonOther
 }
 
 // clusterLabel is a workspace's cluster as a metrics label: namespace/name, empty while unplaced.

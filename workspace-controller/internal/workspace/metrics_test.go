@@ -54,10 +54,10 @@ func value(m *dto.Metric) float64 {
 	return -1
 }
 
-// TestMetrics: workspaces by phase, gate decisions, creation-to-Running and the child cache size.
+// TestMetrics: workspaces by namespace and phase, the GPUs admitted to the namespace, gate decisions, creation-to-Running and the child cache size.
 func TestMetrics(t *testing.T) {
-	admitBefore := metric(t, "workspace_controller_gate_decisions_total", map[string]string{"outcome": "Admit"})
-	runningBefore := metric(t, "workspace_controller_creation_to_running_seconds", nil)
+	admitBefore := metric(t, "exalsius_workspace_controller_gate_decisions_total", map[string]string{"outcome": "Admit"})
+	runningBefore := metric(t, "exalsius_workspace_controller_creation_to_running_seconds", nil)
 	ns, class, cd := gateFixture(t)
 	model := name("metrics")
 	node := gpuNode(t, child.Client, gpu.ResourceNVIDIA, 1, modelLabels(model))
@@ -68,16 +68,19 @@ func TestMetrics(t *testing.T) {
 	waitPhase(t, key, workspacesv1.PhaseRunning, "")
 
 	eventually(t, "metrics", func() error {
-		if v := metric(t, "workspace_controller_workspaces", map[string]string{"phase": "Running"}); v < 1 {
-			return fmt.Errorf("workspaces{phase=Running} = %v", v)
+		if v := metric(t, "exalsius_workspace_controller_workspaces", map[string]string{"namespace": ns, "phase": "Running"}); v != 1 {
+			return fmt.Errorf("workspaces{namespace=%s, phase=Running} = %v", ns, v)
 		}
-		if v := metric(t, "workspace_controller_gate_decisions_total", map[string]string{"outcome": "Admit"}); v < admitBefore+1 {
+		if v := metric(t, "exalsius_workspace_controller_gpus_admitted", map[string]string{"namespace": ns, "vendor": "NVIDIA", "model": model}); v != 1 {
+			return fmt.Errorf("gpus_admitted{namespace=%s} = %v", ns, v)
+		}
+		if v := metric(t, "exalsius_workspace_controller_gate_decisions_total", map[string]string{"outcome": "Admit"}); v < admitBefore+1 {
 			return fmt.Errorf("gate_decisions_total{outcome=Admit} = %v, was %v", v, admitBefore)
 		}
-		if v := metric(t, "workspace_controller_creation_to_running_seconds", nil); v < runningBefore+1 {
+		if v := metric(t, "exalsius_workspace_controller_creation_to_running_seconds", nil); v < runningBefore+1 {
 			return fmt.Errorf("creation_to_running_seconds count = %v, was %v", v, runningBefore)
 		}
-		if v := metric(t, "workspace_controller_child_clients", nil); v < 1 {
+		if v := metric(t, "exalsius_workspace_controller_child_clients", nil); v < 1 {
 			return fmt.Errorf("child_clients = %v", v)
 		}
 		return nil

@@ -17,7 +17,7 @@ import (
 )
 
 // TestQueueAndQuotaMetrics: a workspace waiting on its named cluster and one waiting unplaced show in
-// queue_length by cluster and namespace, the quota's limit and use are exported, and once GPUs free
+// queue_length by cluster, namespace and the reason they wait for, the quota's limit and use are exported, and once GPUs free
 // up the wait time and the placement are counted.
 func TestQueueAndQuotaMetrics(t *testing.T) {
 	ns := newNamespace(t)
@@ -39,24 +39,27 @@ func TestQueueAndQuotaMetrics(t *testing.T) {
 		return map[string]string{"namespace": ns, "quota": q.Name, "resource": res}
 	}
 	eventually(t, "queue and quota gauges", func() error {
-		if v := metric(t, "workspace_controller_queue_length", map[string]string{"cluster": cluster, "namespace": ns}); v != 1 {
+		if v := metric(t, "exalsius_workspace_controller_queue_length", map[string]string{"cluster": cluster, "namespace": ns, "reason": workspacesv1.ReasonWaitingForGpuCapacity}); v != 1 {
 			return fmt.Errorf("queue_length on the cluster = %v", v)
 		}
-		if v := metric(t, "workspace_controller_queue_length", map[string]string{"cluster": "", "namespace": ns}); v != 1 {
+		if v := metric(t, "exalsius_workspace_controller_queue_length", map[string]string{"cluster": "", "namespace": ns, "reason": workspacesv1.ReasonNoClusterFitsNow}); v != 1 {
 			return fmt.Errorf("queue_length unplaced = %v", v)
 		}
-		if v := metric(t, "workspace_controller_queue_oldest_wait_seconds", map[string]string{"cluster": cluster, "namespace": ns}); v < 0 {
+		if v := metric(t, "exalsius_workspace_controller_queue_oldest_wait_seconds", map[string]string{"cluster": cluster, "namespace": ns}); v < 0 {
 			return fmt.Errorf("queue_oldest_wait_seconds = %v", v)
 		}
-		if v := metric(t, "workspace_controller_quota_limit", quotaLabels("gpu/NVIDIA")); v != 5 {
+		if v := metric(t, "exalsius_workspace_controller_gpus_requested", map[string]string{"namespace": ns, "vendor": "NVIDIA", "model": model}); v != 2 {
+			return fmt.Errorf("gpus_requested = %v, want the two waiters' 2", v)
+		}
+		if v := metric(t, "exalsius_workspace_controller_quota_limit", quotaLabels("gpu/NVIDIA")); v != 5 {
 			return fmt.Errorf("quota_limit{gpu/NVIDIA} = %v", v)
 		}
-		if v := metric(t, "workspace_controller_quota_used", quotaLabels("workspaces")); v != 0 {
+		if v := metric(t, "exalsius_workspace_controller_quota_used", quotaLabels("workspaces")); v != 0 {
 			return fmt.Errorf("quota_used{workspaces} = %v", v)
 		}
 		return nil
 	})
-	waitsBefore := metric(t, "workspace_controller_wait_seconds", map[string]string{"namespace": ns})
+	waitsBefore := metric(t, "exalsius_workspace_controller_wait_seconds", map[string]string{"namespace": ns})
 
 	must(t, childtest.SetPodPhase(ctxT(t), child.Client, "busy", busy, corev1.PodSucceeded))
 	eventually(t, "one of the two admitted", func() error {
@@ -67,13 +70,13 @@ func TestQueueAndQuotaMetrics(t *testing.T) {
 		return nil
 	})
 	eventually(t, "wait time and quota use", func() error {
-		if v := metric(t, "workspace_controller_wait_seconds", map[string]string{"namespace": ns}); v < max(waitsBefore, 0)+1 {
+		if v := metric(t, "exalsius_workspace_controller_wait_seconds", map[string]string{"namespace": ns}); v < max(waitsBefore, 0)+1 {
 			return fmt.Errorf("wait_seconds count = %v, was %v", v, waitsBefore)
 		}
-		if v := metric(t, "workspace_controller_quota_used", quotaLabels("gpu/NVIDIA")); v != 1 {
+		if v := metric(t, "exalsius_workspace_controller_quota_used", quotaLabels("gpu/NVIDIA")); v != 1 {
 			return fmt.Errorf("quota_used{gpu/NVIDIA} = %v", v)
 		}
-		if v := metric(t, "workspace_controller_placements_total", map[string]string{"reason": workspacesv1.PlacementNamed}); v < 1 {
+		if v := metric(t, "exalsius_workspace_controller_placements_total", map[string]string{"reason": workspacesv1.PlacementNamed}); v < 1 {
 			return fmt.Errorf("placements_total{Named} = %v", v)
 		}
 		return nil
