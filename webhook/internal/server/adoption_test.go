@@ -18,7 +18,7 @@ const testControllerUser = "system:serviceaccount:" + operatorNamespace + ":work
 
 // TestOnlyTheControllerSetsAdoptionAnnotations: the annotations that pin an adopted ServiceSet and
 // release are refused from a tenant (on create, when added, changed or removed), and accepted from
-// the workspace-controller's identity.
+// the workspace-controller's identity. The retry annotation, by contrast, is the tenant's.
 func TestOnlyTheControllerSetsAdoptionAnnotations(t *testing.T) {
 	ctx := context.Background()
 	const ns, user = "adopt-team", "adopt-tenant"
@@ -65,6 +65,9 @@ func TestOnlyTheControllerSetsAdoptionAnnotations(t *testing.T) {
 	}))
 	// The tenant edits the workspace otherwise: allowed; changes or removes the pin: refused.
 	must(t, update(tenant, setAnn("team.example/owner", "alice")))
+	// The retry annotation is the tenant's to set: it only retries their own workspace.
+	must(t, update(tenant, setAnn(workspacesv1.RetryRequestedAtAnnotation, "2026-12-04T10:00:00Z")))
+	must(t, update(tenant, setAnn(workspacesv1.RetryRequestedAtAnnotation, "2026-12-04T11:00:00Z")))
 	denied(t, update(tenant, setAnn(workspacesv1.ServiceSetNameAnnotation, "gpu-cluster")), ssPath)
 	denied(t, update(tenant, setAnn(workspacesv1.ReleaseNameAnnotation, "")), relPath)
 }

@@ -132,6 +132,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 		s.observed = true
 		return reconcile.Result{}, nil
 	}
+	r.retry(s)
 	if stopped, err := r.stopWhenIdle(ctx, s); stopped || err != nil {
 		return reconcile.Result{}, err // the spec change brings the workspace back
 	}
@@ -300,6 +301,9 @@ type scope struct {
 	observed bool
 	// stopping is true when spec.stopped scales the release to zero ("stop").
 	stopping bool
+	// retrying is true when this pass takes a Failed workspace out of Failed on request (retry.go);
+	// "serviceset" then starts a new rollout, so that the deployTimeout counts afresh.
+	retrying bool
 	// requeueAfter asks for a pass at a deadline (deployTimeout, routing) even without events; set by
 	// "readiness" and "routes".
 	requeueAfter time.Duration

@@ -133,6 +133,9 @@ func (r *Reconciler) serviceSet(ctx context.Context, s *scope) (stepResult, erro
 		return stop, nil
 	}
 	specDrift, metaDrift := release.Drift(got, want)
+	// A retry starts a new rollout of the same services: the deployTimeout counts from it, and a state
+	// k0rdent reported before it is taken for the new rollout's only after the settle time.
+	specDrift = specDrift || s.retrying
 	if !specDrift && !metaDrift {
 		s.svcSet = got
 		return next, r.dropValuesSecret(ctx, s)

@@ -204,6 +204,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, p.reason, p.message
 	}
 	meta.SetStatusCondition(&st.Conditions, cond)
+	conditions.SetKstatus(&st.Conditions, workspacesv1.ClassReadyCondition, class.Generation, p.progress())
 
 	if equality.Semantic.DeepEqual(before, st) {
 		return reconcile.Result{}, nil
@@ -313,17 +314,18 @@ func (r *Reconciler) validate(ctx context.Context, class *workspacesv1.Workspace
 			return nil, fmt.Errorf("reading ServiceTemplate %s/%s: %w", ns, ref.Name, err)
 		}
 		return &problem{workspacesv1.ReasonServiceTemplateNotFound,
-			fmt.Sprintf("spec.serviceTemplate: ServiceTemplate %s/%s not found", ns, ref.Name)}, nil
+			fmt.Sprintf("spec.serviceTemplate: ServiceTemplate %s/%s not found", ns, ref.Name), true}, nil
 	}
 	if !tmpl.Status.Valid {
 		msg := fmt.Sprintf("spec.serviceTemplate: ServiceTemplate %s/%s is not valid", ns, ref.Name)
 		if tmpl.Status.ValidationError != "" {
 			msg += ": " + tmpl.Status.ValidationError
 		}
-		return &problem{workspacesv1.ReasonServiceTemplateInvalid, msg}, nil
+		// Without a validation error k0rdent has not validated the template yet.
+		return &problem{workspacesv1.ReasonServiceTemplateInvalid, msg, tmpl.Status.ValidationError == ""}, nil
 	}
 	if err := CheckVersion(ref.VersionConstraint, tmpl); err != nil {
-		return &problem{workspacesv1.ReasonVersionConstraintUnmet, err.Error()}, nil
+		return &problem{reason: workspacesv1.ReasonVersionConstraintUnmet, message: err.Error()}, nil
 	}
 	if p := checkValuePaths(&class.Spec); p != nil {
 		return p, nil
@@ -333,8 +335,8 @@ func (r *Reconciler) validate(ctx context.Context, class *workspacesv1.Workspace
 		field := fmt.Sprintf("spec.prerequisites[%d]", i)
 		pns, pname := p.TemplateNamespace(), p.ServiceTemplate.Name
 		if pname == ref.Name && pns == ns {
-			return &problem{workspacesv1.ReasonInvalidPrerequisite,
-				fmt.Sprintf("%s: the class's own ServiceTemplate %s cannot be its prerequisite", field, pname)}, nil
+			return &problem{reason: workspacesv1.ReasonInvalidPrerequisite,
+				message: fmt.Sprintf("%s: the class's own ServiceTemplate %s cannot be its prerequisite", field, pname)}, nil
 		}
 		pt := &k0rdentv1beta1.ServiceTemplate{}
 		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: pns, Name: pname}, pt); err != nil {
@@ -342,17 +344,18 @@ func (r *Reconciler) validate(ctx context.Context, class *workspacesv1.Workspace
 				return nil, fmt.Errorf("reading ServiceTemplate %s/%s: %w", pns, pname, err)
 			}
 			return &problem{workspacesv1.ReasonInvalidPrerequisite,
-				fmt.Sprintf("%s.serviceTemplate: ServiceTemplate %s/%s not found", field, pns, pname)}, nil
+				fmt.Sprintf("%s.serviceTemplate: ServiceTemplate %s/%s not found", field, pns, pname), true}, nil
 		}
 		if !pt.Status.Valid {
 			return &problem{workspacesv1.ReasonInvalidPrerequisite,
-				fmt.Sprintf("%s.serviceTemplate: ServiceTemplate %s/%s is not valid: %s", field, pns, pname, pt.Status.ValidationError)}, nil
+				fmt.Sprintf("%s.serviceTemplate: ServiceTemplate %s/%s is not valid: %s", field, pns, pname, pt.Status.ValidationError),
+				pt.Status.ValidationError == ""}, nil
 		}
 		if err := CheckVersionAt(field+".serviceTemplate.versionConstraint", p.ServiceTemplate.VersionConstraint, pt); err != nil {
-			return &problem{workspacesv1.ReasonInvalidPrerequisite, err.Error()}, nil
+			return &problem{reason: workspacesv1.ReasonInvalidPrerequisite, message: err.Error()}, nil
 		}
 		if p.Values != nil && len(p.Values.Raw) > 0 && p.Values.Raw[0] != '{' {
-			return &problem{workspacesv1.ReasonInvalidPrerequisite, fmt.Sprintf("%s.values: must be an object", field)}, nil
+			return &problem{reason: workspacesv1.ReasonInvalidPrerequisite, message: fmt.Sprintf("%s.values: must be an object", field)}, nil
 		}
 	}
 	return nil, nil

@@ -13,6 +13,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -118,6 +121,37 @@ func waitStatus(t *testing.T, class, reason string) *workspacesv1.WorkspaceClass
 	return got
 }
 
+// wantKstatus asserts what kstatus (Flux's health check) reads from the class: Current when valid,
+// InProgress through Reconciling while it waits for a template, Failed through Stalled when it is
+// wrong; the kstatus condition repeats Ready's reason and message and the other one is absent.
+func wantKstatus(t *testing.T, class *workspacesv1.WorkspaceClass, want status.Status) {
+	t.Helper()
+	class = class.DeepCopy()
+	class.APIVersion, class.Kind = workspacesv1.GroupVersion.String(), "WorkspaceClass"
+	raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(class)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := status.Compute(&unstructured.Unstructured{Object: raw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != want {
+		t.Errorf("kstatus %s (%s), want %s; conditions %+v", res.Status, res.Message, want, class.Status.Conditions)
+	}
+	ready := meta.FindStatusCondition(class.Status.Conditions, workspacesv1.ClassReadyCondition)
+	for typ, on := range map[string]bool{"Reconciling": want == status.InProgressStatus, "Stalled": want == status.FailedStatus} {
+		c := meta.FindStatusCondition(class.Status.Conditions, typ)
+		switch {
+		case !on && c != nil:
+			t.Errorf("%s is present: %+v", typ, c)
+		case on && (c == nil || c.Status != metav1.ConditionTrue || c.Reason != ready.Reason || c.Message != ready.Message ||
+			c.ObservedGeneration != class.Generation):
+			t.Errorf("%s is %+v, want True with Ready's reason and message", typ, c)
+		}
+	}
+}
+
 func TestValidClassAndInUseBy(t *testing.T) {
 	tn := name("jupyter")
 	createTemplate(t, tn, "0.3.1", true)
@@ -158,8 +192,29 @@ func TestTemplateMissingThenAppears(t *testing.T) {
 	if got.Status.ValidationError != fmt.Sprintf("spec.serviceTemplate: ServiceTemplate kcm-system/%s not found", tn) {
 		t.Errorf("validationError %q", got.Status.ValidationError)
 	}
+	// A template applied after the class (a GitOps tool applying both) is waited for, not failed.
+	wantKstatus(t, got, status.InProgressStatus)
 	createTemplate(t, tn, "1.0.0", true)
-	waitStatus(t, class, workspacesv1.ReasonValid)
+	wantKstatus(t, waitStatus(t, class, workspacesv1.ReasonValid), status.CurrentStatus)
+}
+
+// TestTemplateNotValidatedYet: a ServiceTemplate k0rdent has not validated yet (not valid, no
+// validation error) keeps the class Reconciling, not Stalled, until it is.
+func TestTemplateNotValidatedYet(t *testing.T) {
+	tn := name("fresh")
+	st := &k0rdentv1beta1.ServiceTemplate{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "kcm-system", Name: tn},
+		Spec: k0rdentv1beta1.ServiceTemplateSpec{Helm: &k0rdentv1beta1.HelmSpec{ChartSpec: &k0rdentv1beta1.HelmChartSpec{
+			Chart: "c", Version: "1.0.0", Interval: metav1.Duration{Duration: time.Minute},
+			SourceRef: k0rdentv1beta1.LocalHelmChartSourceReference{Kind: "HelmRepository", Name: "kcm-templates"},
+		}}},
+	}
+	must(t, k8s.Create(context.Background(), st))
+	class := createClass(t, workspacesv1.WorkspaceClassSpec{ServiceTemplate: workspacesv1.ServiceTemplateRef{Name: tn}})
+	wantKstatus(t, waitStatus(t, class, workspacesv1.ReasonServiceTemplateInvalid), status.InProgressStatus)
+	st.Status.Valid, st.Status.ChartVersion = true, "1.0.0"
+	must(t, k8s.Status().Update(context.Background(), st))
+	wantKstatus(t, waitStatus(t, class, workspacesv1.ReasonValid), status.CurrentStatus)
 }
 
 func TestInvalidClasses(t *testing.T) {
@@ -171,27 +226,29 @@ func TestInvalidClasses(t *testing.T) {
 		spec   workspacesv1.WorkspaceClassSpec
 		reason string
 		msg    string
+		// waits: the class waits for a template (Reconciling); otherwise it is wrong (Stalled).
+		waits bool
 	}{
 		{workspacesv1.WorkspaceClassSpec{ServiceTemplate: workspacesv1.ServiceTemplateRef{Name: bad}},
-			workspacesv1.ReasonServiceTemplateInvalid, "chart not found"},
+			workspacesv1.ReasonServiceTemplateInvalid, "chart not found", false},
 		{workspacesv1.WorkspaceClassSpec{ServiceTemplate: workspacesv1.ServiceTemplateRef{Name: good, VersionConstraint: "^2.0.0"}},
-			workspacesv1.ReasonVersionConstraintUnmet, "does not satisfy"},
+			workspacesv1.ReasonVersionConstraintUnmet, "does not satisfy", false},
 		{workspacesv1.WorkspaceClassSpec{ServiceTemplate: workspacesv1.ServiceTemplateRef{Name: good},
 			ResourceInjection: &workspacesv1.ResourceInjection{CPU: []string{`a["unterminated`}}},
-			workspacesv1.ReasonInvalidInjectionPath, "spec.resourceInjection.cpu[0]"},
+			workspacesv1.ReasonInvalidInjectionPath, "spec.resourceInjection.cpu[0]", false},
 		{workspacesv1.WorkspaceClassSpec{ServiceTemplate: workspacesv1.ServiceTemplateRef{Name: good},
 			UserFacingConfig: []workspacesv1.UserFacingConfig{{HelmValuePath: "a..b", DisplayName: "x", Type: "string"}}},
-			workspacesv1.ReasonInvalidValuePath, "spec.userFacingConfig[0]"},
+			workspacesv1.ReasonInvalidValuePath, "spec.userFacingConfig[0]", false},
 		{workspacesv1.WorkspaceClassSpec{ServiceTemplate: workspacesv1.ServiceTemplateRef{Name: good},
 			ResourceInjection: &workspacesv1.ResourceInjection{CPU: []string{"resources"}},
 			UserFacingConfig:  []workspacesv1.UserFacingConfig{{HelmValuePath: "resources.limits.cpu", DisplayName: "x", Type: "string"}}},
-			workspacesv1.ReasonInvalidValuePath, "overlaps spec.resourceInjection.cpu[0]"},
+			workspacesv1.ReasonInvalidValuePath, "overlaps spec.resourceInjection.cpu[0]", false},
 		{workspacesv1.WorkspaceClassSpec{ServiceTemplate: workspacesv1.ServiceTemplateRef{Name: good},
 			Prerequisites: []workspacesv1.Prerequisite{{ServiceTemplate: workspacesv1.ServiceTemplateRef{Name: name("missing")}, Namespace: "x"}}},
-			workspacesv1.ReasonInvalidPrerequisite, "spec.prerequisites[0].serviceTemplate"},
+			workspacesv1.ReasonInvalidPrerequisite, "spec.prerequisites[0].serviceTemplate", true},
 		{workspacesv1.WorkspaceClassSpec{ServiceTemplate: workspacesv1.ServiceTemplateRef{Name: good},
 			Prerequisites: []workspacesv1.Prerequisite{{ServiceTemplate: workspacesv1.ServiceTemplateRef{Name: bad}, Namespace: "x"}}},
-			workspacesv1.ReasonInvalidPrerequisite, "is not valid"},
+			workspacesv1.ReasonInvalidPrerequisite, "is not valid", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.reason, func(t *testing.T) {
@@ -201,6 +258,11 @@ func TestInvalidClasses(t *testing.T) {
 			}
 			if got.Status.ValidationError == "" || !strings.Contains(got.Status.ValidationError, tc.msg) {
 				t.Errorf("validationError %q does not contain %q", got.Status.ValidationError, tc.msg)
+			}
+			if tc.waits {
+				wantKstatus(t, got, status.InProgressStatus)
+			} else {
+				wantKstatus(t, got, status.FailedStatus)
 			}
 		})
 	}

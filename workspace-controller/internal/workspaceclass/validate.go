@@ -11,12 +11,29 @@ import (
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/classpaths"
+	"github.com/exalsius/exalsius-operator/common/conditions"
 )
 
 // problem is a validation failure with its condition reason.
 type problem struct {
 	reason  string
 	message string
+	// waiting: the class waits for something that is expected to come (a ServiceTemplate not created
+	// or not validated by k0rdent yet) rather than being wrong; it is Reconciling, not Stalled.
+	waiting bool
+}
+
+// progress is the kstatus condition the class's state calls for (conditions.SetKstatus): none when
+// valid, Reconciling while it waits for a ServiceTemplate, Stalled when it is wrong and, its spec
+// being immutable, stays wrong until a template changes or a new class replaces it.
+func (p *problem) progress() conditions.Progress {
+	switch {
+	case p == nil:
+		return conditions.Current
+	case p.waiting:
+		return conditions.InProgress
+	}
+	return conditions.Failed
 }
 
 // ChartVersion returns the chart version a ServiceTemplate deploys: its status.chartVersion (what KCM
@@ -76,10 +93,10 @@ func CheckVersionAt(field, constraint string, t *k0rdentv1beta1.ServiceTemplate)
 func checkValuePaths(s *workspacesv1.WorkspaceClassSpec) *problem {
 	spec := field.NewPath("spec")
 	if errs := classpaths.Check(classpaths.Injection(s.ResourceInjection, spec)); len(errs) > 0 {
-		return &problem{workspacesv1.ReasonInvalidInjectionPath, errs[0].Error()}
+		return &problem{reason: workspacesv1.ReasonInvalidInjectionPath, message: errs[0].Error()}
 	}
 	if errs := classpaths.Check(classpaths.Of(s, spec)); len(errs) > 0 {
-		return &problem{workspacesv1.ReasonInvalidValuePath, errs[0].Error()}
+		return &problem{reason: workspacesv1.ReasonInvalidValuePath, message: errs[0].Error()}
 	}
 	return nil
 }

@@ -30,6 +30,13 @@ const (
 	// spec.stopped because spec.stopAfter elapsed while the workspace held its admission, without a
 	// spec change; it is removed once the workspace is started again.
 	AutoStoppedAnnotation = "workspaces.exalsius.ai/auto-stopped"
+	// RetryRequestedAtAnnotation on a WorkspaceDeployment asks the workspace-controller to retry it
+	// once while it is Failed: a value (any string, a timestamp by convention, as Flux's
+	// reconcile.fluxcd.io/requestedAt) that differs from status.lastHandledRetryAt makes the next pass
+	// take the workspace out of Failed and run it again from admission, then record the value there.
+	// A value already handled, or one set while the workspace is not Failed, does nothing more. Anyone
+	// who may edit the workspace may set it: it only retries that workspace.
+	RetryRequestedAtAnnotation = "workspaces.exalsius.ai/retry-requested-at"
 	// LegacyFinalizer is the finalizer the upstream exalsius-operator 0.11 put on WorkspaceDeployments.
 	// Nothing else removes it after a switch, so the workspace-controller does, once its own is on.
 	LegacyFinalizer = "workspaces.exalsius.ai/deployment"
@@ -138,6 +145,9 @@ const (
 	// again, or an admitted node is gone, or runs none of its pods and cannot take them (cordoned,
 	// NotReady, too few GPUs). The Feasible condition's message starts with the same words.
 	ReasonAdmissionLost = "AdmissionLost"
+	// ReasonRetrying is the reason of the Normal Event recorded when a Failed workspace is retried on
+	// request (RetryRequestedAtAnnotation).
+	ReasonRetrying = "Retrying"
 )
 
 // Reasons of Placed (only for a workspace that names a Colony or a cluster selector).

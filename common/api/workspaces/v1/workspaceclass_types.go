@@ -431,7 +431,9 @@ type WorkspaceClassStatus struct {
 	// +optional
 	ValidationError string `json:"validationError,omitempty"`
 
-	// Conditions: Ready.
+	// Conditions: Ready; Reconciling while the class waits for a ServiceTemplate to exist or to be
+	// validated, Stalled while it is invalid otherwise (the kstatus conventions; both repeat Ready's
+	// reason and message and are absent while the class is valid).
 	// +optional
 	// +listType=map
 	// +listMapKey=type

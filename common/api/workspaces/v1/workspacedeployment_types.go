@@ -441,6 +441,12 @@ type WorkspaceDeploymentStatus struct {
 	// spec.stopAfter counts from it, or from the admission when that came later.
 	// +optional
 	LastSpecChange *SpecChange `json:"lastSpecChange,omitempty"`
+
+	// LastHandledRetryAt is the value of the annotation workspaces.exalsius.ai/retry-requested-at
+	// the controller last handled. The annotation asks a retry of a Failed workspace while its value
+	// differs from this one.
+	// +optional
+	LastHandledRetryAt string `json:"lastHandledRetryAt,omitempty"`
 }
 
 // SpecChange records when the controller first saw a generation of the spec.
