@@ -128,7 +128,7 @@ func (s *Stack) supervise(c *Component) {
 			s.event(c, "ComponentRestartFailed", err.Error())
 			continue
 		}
-			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 		err := c.WaitReady(ctx, 90*time.Second)
 		cancel()
 		if err != nil {
