@@ -32,8 +32,11 @@ help: ## List every target.
 ##@ Main commands
 
 .PHONY: run
+# The local world is built, then run, not `go run`: an interrupted `go run` exits 1 whatever the program
+# does, and make then reports Ctrl-C, a clean stop, as "Error 1".
 run: tools build ## Start the local world: management cluster, child clusters, k0rdent simulator, all components, the quick start.
-	cd e2e && go run ./cmd/localworld --bin-dir "$(EXALSIUS_BIN_DIR)" --repo-root "$(CURDIR)"
+	@cd e2e && go build -o "$(EXALSIUS_BIN_DIR)/localworld" ./cmd/localworld
+	cd e2e && exec "$(EXALSIUS_BIN_DIR)/localworld" --bin-dir "$(EXALSIUS_BIN_DIR)" --repo-root "$(CURDIR)"
 
 .PHONY: run-chart
 run-chart: tools ## The local world with a real node (containerd, kubelet, kube-proxy; root), the chart installed with helm from the project's images, the quick start (RUN_CHART_FLAGS=--exit stops once it runs).

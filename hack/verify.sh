@@ -57,7 +57,8 @@ if [ "$before" != "$after" ]; then
   fail=1
 fi
 
-# Relative links in Markdown resolve (headings included) and the examples parse into the API types;
+# Relative links in Markdown resolve (headings included), the examples parse into the API types and
+# every condition and event reason of the code is in a reason table (docs/STATUS_AND_EVENTS.md, docs/COLONY.md);
 # webhook/internal/server/examples_test.go checks that the API server accepts them.
 echo "[verify] docs"
 (cd e2e && go run ./cmd/docscheck --repo-root ..) || fail=1

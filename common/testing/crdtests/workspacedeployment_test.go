@@ -96,9 +96,9 @@ func TestWorkspaceDeploymentImmutableRefs(t *testing.T) {
 		path  []string
 		want  []string
 	}{
-		{"workspaceClassRef changed", "other-class", []string{"spec", "workspaceClassRef"}, []string{"spec.workspaceClassRef", "workspaceClassRef is immutable"}},
-		{"clusterDeploymentRef.name changed", "other-cd", []string{"spec", "clusterDeploymentRef", "name"}, []string{"spec.clusterDeploymentRef", "clusterDeploymentRef is immutable"}},
-		{"clusterDeploymentRef.namespace added", "elsewhere", []string{"spec", "clusterDeploymentRef", "namespace"}, []string{"spec.clusterDeploymentRef", "clusterDeploymentRef is immutable"}},
+		{"workspaceClassRef changed", "other-class", []string{"spec", "workspaceClassRef"}, []string{"spec.workspaceClassRef", "workspaceClassRef is immutable: delete the WorkspaceDeployment and create it again with the new class (its volumes go with it), or create another WorkspaceDeployment beside it; stop and start keep the class"}},
+		{"clusterDeploymentRef.name changed", "other-cd", []string{"spec", "clusterDeploymentRef", "name"}, []string{"spec.clusterDeploymentRef", "clusterDeploymentRef is immutable: delete the WorkspaceDeployment and create it again on the other cluster"}},
+		{"clusterDeploymentRef.namespace added", "elsewhere", []string{"spec", "clusterDeploymentRef", "namespace"}, []string{"spec.clusterDeploymentRef", "clusterDeploymentRef is immutable: delete the WorkspaceDeployment and create it again on the other cluster"}},
 		{"values changed", mustJSON(t, `{"keep":{"unknown":[false]},"more":1}`), []string{"spec", "values"}, nil},
 		{"resources changed", mustJSON(t, `{"replicas":3}`), []string{"spec", "resources"}, nil},
 		{"suspend set", true, []string{"spec", "suspend"}, nil},

@@ -49,7 +49,7 @@ func StartChild(name string, opts ...ChildOption) (*Child, error) {
 	if err != nil {
 		return nil, fmt.Errorf("child %s: %w", name, err)
 	}
-	apiPath, etcdPath, err := makeServerDirs(root, assets)
+	apiPath, etcdPath, err := makeServerDirs(root, assets, o.logDir)
 	if err != nil {
 		_ = os.RemoveAll(root)
 		return nil, fmt.Errorf("child %s: %w", name, err)

@@ -7,15 +7,34 @@ import (
 	"testing"
 )
 
-// A child started with a log folder writes its kube-apiserver and etcd output there.
+// A child started with a log folder writes its kube-apiserver and etcd output there, and the
+// servers' pids (their own, not their wrappers') into kube-apiserver.pid and etcd.pid while they run
+// (`make run`'s run folder: a newcomer finds what runs, and what lingers after a forced exit).
 func TestChildServerLogsInFolder(t *testing.T) {
 	dir := t.TempDir()
 	ch, err := StartChild("logged", WithChildLogDir(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, server := range []string{"kube-apiserver", "etcd"} {
+		b, err := os.ReadFile(filepath.Join(dir, server+".pid"))
+		if err != nil {
+			t.Errorf("%s.pid: %v", server, err)
+			continue
+		}
+		pid := strings.TrimSpace(string(b))
+		exe, err := os.Readlink(filepath.Join("/proc", pid, "exe"))
+		if err != nil || filepath.Base(exe) != server {
+			t.Errorf("%s.pid holds %q, whose executable is %q (%v), want the %s binary", server, pid, exe, err, server)
+		}
+	}
 	if err := ch.Stop(); err != nil {
 		t.Fatal(err)
+	}
+	for _, name := range []string{"kube-apiserver.pid", "etcd.pid"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); !os.IsNotExist(err) {
+			t.Errorf("%s left after the child stopped: %v", name, err)
+		}
 	}
 	for _, name := range []string{"kube-apiserver.log", "etcd.log"} {
 		b, err := os.ReadFile(filepath.Join(dir, name))

@@ -180,7 +180,7 @@ func StartManagement(opts ...Option) (*Management, error) {
 	if err != nil {
 		return nil, fmt.Errorf("management: %w", err)
 	}
-	apiPath, etcdPath, err := makeServerDirs(root, assets)
+	apiPath, etcdPath, err := makeServerDirs(root, assets, o.logDir)
 	if err != nil {
 		_ = os.RemoveAll(root)
 		return nil, fmt.Errorf("management: %w", err)

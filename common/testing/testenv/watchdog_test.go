@@ -25,11 +25,11 @@ func fakeServer(t *testing.T, dir string) string {
 	return bin
 }
 
-// startWrapped runs the watchdog wrapper for a fake server watching parent, with data in cleanup;
-// it returns the wrapper command and the fake server's pid once the fake server runs.
-func startWrapped(t *testing.T, parent int, cleanup string) (*exec.Cmd, int) {
+// startWrapped runs the watchdog wrapper for a fake server watching parent, with data in cleanup and
+// its pid in pidFile (unless empty); it returns the wrapper command and the fake server's pid once the fake server runs.
+func startWrapped(t *testing.T, parent int, cleanup, pidFile string) (*exec.Cmd, int) {
 	t.Helper()
-	wrapper, err := writeWatchdog(t.TempDir(), fakeServer(t, t.TempDir()), parent, cleanup)
+	wrapper, err := writeWatchdog(t.TempDir(), fakeServer(t, t.TempDir()), parent, cleanup, pidFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestWatchdogKillsServerWhenTestProcessDies(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(data, "etcd"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	wrapper, server := startWrapped(t, parent.Process.Pid, data)
+	wrapper, server := startWrapped(t, parent.Process.Pid, data, "")
 
 	if err := parent.Process.Kill(); err != nil {
 		t.Fatal(err)
@@ -101,7 +101,7 @@ func waitGone(t *testing.T, path string) {
 
 func TestWatchdogForwardsTerm(t *testing.T) {
 	data := t.TempDir()
-	wrapper, server := startWrapped(t, os.Getpid(), data)
+	wrapper, server := startWrapped(t, os.Getpid(), data, "")
 	// envtest stops a server by signalling its process group; the wrapper alone must suffice too.
 	if err := wrapper.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -116,8 +116,35 @@ func TestWatchdogForwardsTerm(t *testing.T) {
 	}
 }
 
+// TestWatchdogWritesThePidFile: while the server runs, the pid file holds its pid (the server's,
+// not the wrapper's, so that a kill reaches it); once it has stopped, the file is gone.
+func TestWatchdogWritesThePidFile(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "fake-server.pid")
+	wrapper, server := startWrapped(t, os.Getpid(), "", pidFile)
+	// The wrapper writes the file right after starting the server, which may already have printed
+	// its pid: wait for the file.
+	var got string
+	for {
+		b, err := os.ReadFile(pidFile)
+		if got = strings.TrimSpace(string(b)); err == nil && got != "" {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got != strconv.Itoa(server) {
+		t.Fatalf("pid file holds %q, want the server's pid %d (the wrapper is %d)", got, server, wrapper.Process.Pid)
+	}
+	if err := wrapper.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	_ = wrapper.Wait()
+	if _, err := os.Stat(pidFile); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("pid file left behind after the server stopped: %v", err)
+	}
+}
+
 func TestWatchdogPassesHelpThrough(t *testing.T) {
-	wrapper, err := writeWatchdog(t.TempDir(), fakeServer(t, t.TempDir()), os.Getpid(), "")
+	wrapper, err := writeWatchdog(t.TempDir(), fakeServer(t, t.TempDir()), os.Getpid(), "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +160,7 @@ func TestWatchdogPassesHelpThrough(t *testing.T) {
 func TestWatchdogRefusesToReplaceItsBinary(t *testing.T) {
 	dir := t.TempDir()
 	bin := fakeServer(t, dir)
-	if _, err := writeWatchdog(dir, bin, os.Getpid(), ""); err == nil {
+	if _, err := writeWatchdog(dir, bin, os.Getpid(), "", ""); err == nil {
 		t.Fatal("writeWatchdog wrote a wrapper over the binary it wraps")
 	}
 	b, err := os.ReadFile(bin)

@@ -1,7 +1,8 @@
 // Command docscheck checks the documentation of the repository (`make verify` runs it): relative
 // links in Markdown resolve, the manifests under examples/ parse into the API types, and the
 // workspace reconciler's step table in docs/RECONCILIATION.md matches its pass (docscheck.Steps), and
-// what the docs say about kinds, metrics, phases, flags and route namespaces holds (docscheck.Names).
+// what the docs say about kinds, metrics, phases, flags and route namespaces holds (docscheck.Names),
+// and every condition and event reason the code defines is in a reason table (docscheck.Reasons).
 package main
 
 import (
@@ -24,6 +25,8 @@ func main() {
 	errs = append(errs, stErrs...)
 	names, nmErrs := docscheck.Names(*root)
 	errs = append(errs, nmErrs...)
+	reasons, rsErrs := docscheck.Reasons(*root)
+	errs = append(errs, rsErrs...)
 	docscheck.SortErrors(errs)
 	for _, err := range errs {
 		fmt.Fprintln(os.Stderr, "[docs]", err)
@@ -32,6 +35,6 @@ func main() {
 		fmt.Fprintf(os.Stderr, "[docs] %d problems\n", len(errs))
 		os.Exit(1)
 	}
-	fmt.Printf("[docs] %d links in %d Markdown files resolve; %d example objects parse; the step table names the %d steps of the pass; %d statements about kinds, metrics, phases, flags and route namespaces hold\n",
-		rep.Links, rep.Files, n, steps, names)
+	fmt.Printf("[docs] %d links in %d Markdown files resolve; %d example objects parse; the step table names the %d steps of the pass; %d statements about kinds, metrics, phases, flags and route namespaces hold; the reason tables name the %d reasons of the code\n",
+		rep.Links, rep.Files, n, steps, names, reasons)
 }

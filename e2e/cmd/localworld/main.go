@@ -147,7 +147,8 @@ Restart a component by hand (the world starts it again, with backoff):
 
     kill $(cat %[3]s/components/<component>.pid)   # webhook, colony-controller, workspace-controller, inventory-collector
 
-Logs of every process (API servers and etcd included): %[3]s (also %[4]s)
+Logs of every process (API servers and etcd included): %[3]s (also %[4]s);
+beside each log, a .pid file holds the process's pid while it runs (management/kube-apiserver.pid, ...)
 Press Ctrl-C to stop and clean up.
 `, st.World.AdminKubeconfig, kc, st.RunDir, latest)
 	<-ctx.Done()

@@ -48,19 +48,23 @@ func quickstartState(ctx context.Context, st *stack.Stack) (string, bool) {
 	}
 	var ws workspacesv1.WorkspaceDeployment
 	if err := st.Client.Get(ctx, types.NamespacedName{Namespace: qsNamespace, Name: qsWorkspace}, &ws); err == nil {
-		msg := ws.Status.Message
-		if len(msg) > 80 {
-			msg = msg[:80] + "..."
-		}
-		parts = append(parts, fmt.Sprintf("workspace %s: %s %s", qsWorkspace, orDash(string(ws.Status.Phase)), msg))
-		// Done when its URL serves (the routes follow the release by a few seconds).
-		routed := len(ws.Status.Access) > 0 && ws.Status.Access[0].Ready
-		if ws.Status.Phase == workspacesv1.PhaseRunning && !routed {
-			parts = append(parts, "routes pending")
-		}
-		return strings.Join(parts, " | "), ws.Status.Phase == workspacesv1.PhaseRunning && routed
+		part, done := workspacePart(&ws)
+		return strings.Join(append(parts, part), " | "), done
 	}
 	return strings.Join(parts, " | "), false
+}
+
+// workspacePart is the workspace's share of a progress line: its phase and its whole message (a
+// terminal wraps a long line; a message cut short hides the reason a newcomer needs), and whether it
+// runs and its URL serves (the routes follow the release by a few seconds).
+func workspacePart(ws *workspacesv1.WorkspaceDeployment) (string, bool) {
+	part := fmt.Sprintf("workspace %s: %s %s", ws.Name, orDash(string(ws.Status.Phase)), ws.Status.Message)
+	routed := len(ws.Status.Access) > 0 && ws.Status.Access[0].Ready
+	running := ws.Status.Phase == workspacesv1.PhaseRunning
+	if running && !routed {
+		part += " | routes pending"
+	}
+	return strings.TrimSpace(part), running && routed
 }
 
 func orDash(s string) string {
@@ -70,10 +74,7 @@ func orDash(s string) string {
 	return s
 }
 
+// shortErr is an error as a progress line shows it: on one line, whole.
 func shortErr(err error) string {
-	s := err.Error()
-	if len(s) > 60 {
-		s = s[:60]
-	}
-	return s
+	return strings.Join(strings.Fields(err.Error()), " ")
 }

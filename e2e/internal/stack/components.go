@@ -133,7 +133,6 @@ func (s *Stack) startComponent(ctx context.Context, name, binDir string) (*Compo
 	if err := c.Process.Start(); err != nil {
 		return nil, err
 	}
-	c.writePid()
 	if err := c.WaitReady(ctx, 90*time.Second); err != nil {
 		_ = c.Process.Stop(world.StopGrace)
 		return nil, fmt.Errorf("%w; log:\n%s", err, c.Process.Tail(30))
@@ -197,7 +196,6 @@ func (c *Component) Restart(ctx context.Context, kill bool) error {
 	if err := c.Process.Start(); err != nil {
 		return err
 	}
-	c.writePid()
 	return c.WaitReady(ctx, 90*time.Second)
 }
 

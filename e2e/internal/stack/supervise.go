@@ -3,9 +3,6 @@ package stack
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strconv"
 	"sync"
 	"time"
 
@@ -67,20 +64,13 @@ func (c *Component) Start(ctx context.Context) error {
 	if err := c.Process.Start(); err != nil {
 		return err
 	}
-	c.writePid()
 	return c.WaitReady(ctx, 90*time.Second)
 }
 
-// PidFile is where the component's current process id is written (components/<name>.pid in the run
-// folder): `kill $(cat <file>)` makes the world restart the component.
+// PidFile is where the component's current process id is (components/<name>.pid in the run folder,
+// written by world.Process): `kill $(cat <file>)` makes the world restart the component.
 func (c *Component) PidFile() string {
-	return filepath.Join(filepath.Dir(c.Process.LogPath), c.Name+".pid")
-}
-
-func (c *Component) writePid() {
-	if pid := c.Process.Pid(); pid > 0 {
-		_ = os.WriteFile(c.PidFile(), []byte(strconv.Itoa(pid)+"\n"), 0o644)
-	}
+	return c.Process.PidPath()
 }
 
 // supervise restarts a component that exits without being asked to, with backoff; each crash and
@@ -138,7 +128,6 @@ func (s *Stack) supervise(c *Component) {
 			s.event(c, "ComponentRestartFailed", err.Error())
 			continue
 		}
-		c.writePid()
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 		err := c.WaitReady(ctx, 90*time.Second)
 		cancel()

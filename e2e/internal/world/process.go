@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -16,7 +18,8 @@ import (
 
 // Process supervises one external program of the local world (kube-controller-manager,
 // kube-scheduler, kwok, or a component binary). Its standard output and error go to one log file in
-// the run folder, which is appended to across restarts so that a test failure shows the whole story.
+// the run folder, which is appended to across restarts so that a test failure shows the whole story;
+// while it runs, its pid is in the pid file beside the log (PidPath).
 type Process struct {
 	// Name identifies the process in logs and failure dumps, e.g. "child/demo-gpu/kwok".
 	Name string
@@ -78,6 +81,7 @@ func (p *Process) Start() error {
 		// one left to tell.
 		_, _ = fmt.Fprintf(f, "==== %s: exited: %v\n", time.Now().Format(time.RFC3339), err)
 		_ = f.Close()
+		_ = os.Remove(p.PidPath()) // a missing file is what we want
 		close(done)
 	}()
 	if err := <-started; err != nil {
@@ -85,7 +89,18 @@ func (p *Process) Start() error {
 		return fmt.Errorf("starting %s: %w", p.Name, err)
 	}
 	p.cmd, p.logFile, p.done, p.exitErr = cmd, f, done, nil
+	// Written after the start, removed after the exit (before done closes, so before a restart
+	// writes the next pid): a pid file names a running process of this run. One that cannot be
+	// written costs a convenience, not the run.
+	_ = os.WriteFile(p.PidPath(), []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644)
 	return nil
+}
+
+// PidPath is the file holding the process id while the process runs: the log's path with .pid for
+// its extension (components/webhook.pid beside components/webhook.log), so that
+// `kill $(cat <file>)` reaches it.
+func (p *Process) PidPath() string {
+	return strings.TrimSuffix(p.LogPath, filepath.Ext(p.LogPath)) + ".pid"
 }
 
 func (p *Process) exitedLocked() bool {

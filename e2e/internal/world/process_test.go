@@ -1,7 +1,10 @@
 package world
 
 import (
+	"errors"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -24,11 +27,21 @@ func TestProcessLifecycle(t *testing.T) {
 		t.Fatal("a second Start of a running process must fail")
 	}
 	waitLog(t, p, "started")
+	// The pid file beside the log names the running process.
+	if b, err := os.ReadFile(p.PidPath()); err != nil || strings.TrimSpace(string(b)) != strconv.Itoa(p.Pid()) {
+		t.Fatalf("pid file %s: %q, %v; want %d", p.PidPath(), b, err, p.Pid())
+	}
+	if filepath.Base(p.PidPath()) != "sleeper.pid" {
+		t.Errorf("pid file %s, want sleeper.pid beside sleeper.log", p.PidPath())
+	}
 	if err := p.Stop(5 * time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if p.Running() {
 		t.Fatal("running after Stop")
+	}
+	if _, err := os.Stat(p.PidPath()); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("pid file left after Stop: %v", err)
 	}
 	waitLog(t, p, "got TERM")
 	if err := p.Restart(time.Second); err != nil {

@@ -144,7 +144,7 @@ func WorkspaceDeploymentUpdate(oldWSD, newWSD *workspacesv1.WorkspaceDeployment)
 	var errs field.ErrorList
 	if oldWSD.Spec.WorkspaceClassRef != newWSD.Spec.WorkspaceClassRef {
 		errs = append(errs, field.Forbidden(spec.Child("workspaceClassRef"),
-			"is immutable: delete the WorkspaceDeployment and create it again with the new class"))
+			"is immutable: delete the WorkspaceDeployment and create it again with the new class (its volumes go with it), or create another WorkspaceDeployment beside it; stop and start keep the class"))
 	}
 	if !apiequality.Semantic.DeepEqual(oldWSD.Spec.ColonyRef, newWSD.Spec.ColonyRef) {
 		errs = append(errs, field.Forbidden(spec.Child("colonyRef"),

@@ -179,8 +179,20 @@ func TestWorkspaceDeploymentUpdate(t *testing.T) {
 	expectPaths(t, WorkspaceDeploymentUpdate(oldD, newD))
 	newD.Spec.WorkspaceClassRef = "other"
 	newD.Spec.ClusterDeploymentRef = workspacesv1.ClusterDeploymentRef{Name: "other", Namespace: "team-b"}
-	expectPaths(t, WorkspaceDeploymentUpdate(oldD, newD),
-		"spec.clusterDeploymentRef.name", "spec.clusterDeploymentRef.namespace", "spec.workspaceClassRef")
+	errs := WorkspaceDeploymentUpdate(oldD, newD)
+	expectPaths(t, errs, "spec.clusterDeploymentRef.name", "spec.clusterDeploymentRef.namespace", "spec.workspaceClassRef")
+	// The refusal of another class says what to do instead, as docs/WEBHOOK.md promises (the CRD's
+	// CEL rule says the same; common/testing/crdtests checks it).
+	for _, err := range errs {
+		if err.Field != "spec.workspaceClassRef" {
+			continue
+		}
+		for _, want := range []string{"delete the WorkspaceDeployment and create it again with the new class", "its volumes go with it", "create another WorkspaceDeployment beside it", "stop and start keep the class"} {
+			if !strings.Contains(err.Detail, want) {
+				t.Errorf("the refusal of another class does not say %q: %s", want, err.Detail)
+			}
+		}
+	}
 }
 
 func TestValuesFromToReview(t *testing.T) {

@@ -52,25 +52,25 @@ type WorkspaceDeploymentSpec struct {
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
-	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="workspaceClassRef is immutable"
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="workspaceClassRef is immutable: delete the WorkspaceDeployment and create it again with the new class (its volumes go with it), or create another WorkspaceDeployment beside it; stop and start keep the class"
 	WorkspaceClassRef string `json:"workspaceClassRef"`
 
 	// ClusterDeploymentRef is the ClusterDeployment the workspace runs on. Immutable. Exactly one of
 	// clusterDeploymentRef, colonyRef and clusterSelector is set.
 	// +optional
-	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="clusterDeploymentRef is immutable"
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="clusterDeploymentRef is immutable: delete the WorkspaceDeployment and create it again on the other cluster"
 	ClusterDeploymentRef ClusterDeploymentRef `json:"clusterDeploymentRef,omitzero"`
 
 	// ColonyRef places the workspace on one of the Colony's clusters (status.clusterDeploymentRefs of
 	// the Colony). Immutable.
 	// +optional
-	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="colonyRef is immutable"
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="colonyRef is immutable: delete the WorkspaceDeployment and create it again with the other Colony"
 	ColonyRef *ColonyRef `json:"colonyRef,omitempty"`
 
 	// ClusterSelector places the workspace on one of the ClusterDeployments whose labels match, in its
 	// namespace or in clusterSelectorNamespace. Immutable.
 	// +optional
-	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="clusterSelector is immutable"
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="clusterSelector is immutable: delete the WorkspaceDeployment and create it again with the other selector"
 	ClusterSelector *metav1.LabelSelector `json:"clusterSelector,omitempty"`
 
 	// ClusterSelectorNamespace is the namespace whose ClusterDeployments clusterSelector selects; the
@@ -78,7 +78,7 @@ type WorkspaceDeploymentSpec struct {
 	// clusterDeploymentRef.namespace (see docs/TENANCY.md). Only with clusterSelector. Immutable.
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
-	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="clusterSelectorNamespace is immutable"
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="clusterSelectorNamespace is immutable: delete the WorkspaceDeployment and create it again with the other namespace"
 	ClusterSelectorNamespace string `json:"clusterSelectorNamespace,omitempty"`
 
 	// Priority orders the workspaces waiting for GPUs on a cluster and for the namespace's quota:
