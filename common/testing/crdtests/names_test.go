@@ -28,11 +28,11 @@ type crdNames struct {
 
 var wantCRDs = []crdNames{
 	{group: "infra.exalsius.ai", kind: "Colony", plural: "colonies", scope: apiextensionsv1.NamespaceScoped,
-		shortNames: []string{"col"}, categories: []string{"exalsius"}, columns: []string{"Phase", "Ready", "Total", "Age"}},
+		shortNames: []string{"col"}, categories: []string{"exalsius"}, columns: []string{"Phase", "Ready", "Total", "GPUs Free", "GPUs Total", "Age"}},
 	{group: "workspaces.exalsius.ai", kind: "WorkspaceClass", plural: "workspaceclasses", scope: apiextensionsv1.ClusterScoped,
-		shortNames: []string{"wsc"}, categories: []string{"exalsius"}, columns: []string{"Display Name", "Template", "Valid", "Age"}},
+		shortNames: []string{"wsc"}, categories: []string{"exalsius"}, columns: []string{"Display Name", "Template", "Valid", "In Use", "Age"}},
 	{group: "workspaces.exalsius.ai", kind: "WorkspaceDeployment", plural: "workspacedeployments", scope: apiextensionsv1.NamespaceScoped,
-		shortNames: []string{"wsd"}, categories: []string{"exalsius"}, columns: []string{"Class", "Cluster", "Placement", "Priority", "Phase", "Ready", "URL", "Age"}},
+		shortNames: []string{"wsd"}, categories: []string{"exalsius"}, columns: []string{"Class", "Cluster", "Placement", "Priority", "Phase", "Ready", "Reason", "GPUs", "URL", "Age"}},
 	{group: "workspaces.exalsius.ai", kind: "WorkspaceQuota", plural: "workspacequotas", scope: apiextensionsv1.NamespaceScoped,
 		shortNames: []string{"wsq"}, categories: []string{"exalsius"}, columns: []string{"Used", "Waiting", "MaxPriority", "Age"}},
 	// The k0rdent mirror: names and scopes of KCM's CRDs.
