@@ -107,4 +107,3 @@ func tableRow(t *testing.T, path string) map[string]any {
 	}
 	return cells
 }
-
