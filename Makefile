@@ -8,7 +8,9 @@ SHELL := /usr/bin/env bash
 
 # The components, one a line in common/components/names (the one list; Go code reads it as components.Names).
 COMPONENTS := $(shell cat common/components/names)
-MODULES := common $(COMPONENTS) e2e
+# The kubectl plugin: its own module and binary, released as archives (not an image, not in the chart).
+PLUGIN := kubectl-exalsius
+MODULES := common $(COMPONENTS) $(PLUGIN) e2e
 
 TOOLS_BIN := $(shell hack/tools.sh bindir)
 KUBEBUILDER_ASSETS ?= $(shell hack/tools.sh assets)
@@ -62,13 +64,13 @@ verify: ## Fail on generated-file drift, gofmt, go vet or golangci-lint findings
 	hack/verify.sh
 
 .PHONY: build
-build: ## Build every component binary into $(BIN_DIR).
+build: ## Build every component binary and the kubectl plugin (kubectl-exalsius) into $(BIN_DIR).
 	@mkdir -p "$(EXALSIUS_BIN_DIR)"
-	@for c in $(COMPONENTS); do echo "[build] $$c"; (cd $$c && go build -o "$(EXALSIUS_BIN_DIR)/$$c" .); done
+	@for c in $(COMPONENTS) $(PLUGIN); do echo "[build] $$c"; (cd $$c && go build -o "$(EXALSIUS_BIN_DIR)/$$c" .); done
 
 .PHONY: test-unit
 test-unit: ## Unit and integration tests of every module but e2e (real API servers through envtest).
-	@for m in common $(COMPONENTS); do echo "[test] $$m"; (cd $$m && env -u K0RDENT_CRDS go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v /charttest)); done
+	@for m in common $(COMPONENTS) $(PLUGIN); do echo "[test] $$m"; (cd $$m && env -u K0RDENT_CRDS go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v /charttest)); done
 
 # K0RDENT_CRDS=<folder of KCM's own CRD files> runs the controller suites once more with k0rdent's real
 # CRDs instead of the project's mirror (common/testing/testenv installs them); unset, that run is skipped.
