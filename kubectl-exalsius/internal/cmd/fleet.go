@@ -61,9 +61,9 @@ func newFleet(o *options) *cobra.Command {
 			}
 			printNotes(o, notes)
 			w := printers.GetNewTabWriter(o.streams.Out)
-			fmt.Fprintln(w, "COLONY\tCLUSTER\tREACHABLE\tVENDOR\tMODEL\tTOTAL\tALLOCATED\tFREE\tADMITTED\tWAITING")
+			_, _ = fmt.Fprintln(w, "COLONY\tCLUSTER\tREACHABLE\tVENDOR\tMODEL\tTOTAL\tALLOCATED\tFREE\tADMITTED\tWAITING")
 			for _, r := range rows {
-				fmt.Fprintf(w, "%s\t%s\t%t\t%s\t%s\t%d\t%d\t%d\t%d\t%d\n", r.Colony, r.Cluster, r.Reachable, r.Vendor, dash(r.Model),
+				_, _ = fmt.Fprintf(w, "%s\t%s\t%t\t%s\t%s\t%d\t%d\t%d\t%d\t%d\n", r.Colony, r.Cluster, r.Reachable, r.Vendor, dash(r.Model),
 					r.Total, r.Allocated, r.Free, r.Admitted, r.Waiting)
 			}
 			return w.Flush()

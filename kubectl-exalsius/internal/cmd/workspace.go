@@ -71,9 +71,9 @@ func newStatus(o *options) *cobra.Command {
 // printStatusTable prints one row per workspace, then the waiters ahead of each waiting one.
 func printStatusTable(o *options, rows []report.WorkspaceStatus) error {
 	w := printers.GetNewTabWriter(o.streams.Out)
-	fmt.Fprintln(w, "NAME\tPHASE\tREADY\tREASON\tCLUSTER\tGPUS\tQUEUE\tURL")
+	_, _ = fmt.Fprintln(w, "NAME\tPHASE\tREADY\tREASON\tCLUSTER\tGPUS\tQUEUE\tURL")
 	for _, s := range rows {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, dash(s.Phase), s.Ready, dash(s.Reason), dash(s.Cluster),
+		_, _ = fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, dash(s.Phase), s.Ready, dash(s.Reason), dash(s.Cluster),
 			gpus(s), queue(s.Queue), dash(s.URL))
 	}
 	if err := w.Flush(); err != nil {
@@ -83,11 +83,13 @@ func printStatusTable(o *options, rows []report.WorkspaceStatus) error {
 		if s.Queue == nil || len(s.Queue.Ahead) == 0 {
 			continue
 		}
-		fmt.Fprintf(o.streams.Out, "\nAhead of %s in the %s queue of %s:\n", s.Name, s.Queue.Kind, s.Queue.Queue)
+		if _, err := fmt.Fprintf(o.streams.Out, "\nAhead of %s in the %s queue of %s:\n", s.Name, s.Queue.Kind, s.Queue.Queue); err != nil {
+			return err
+		}
 		w := printers.GetNewTabWriter(o.streams.Out)
-		fmt.Fprintln(w, "POSITION\tWORKSPACE\tPRIORITY\tGPUS\tAGE")
+		_, _ = fmt.Fprintln(w, "POSITION\tWORKSPACE\tPRIORITY\tGPUS\tAGE")
 		for i, a := range s.Queue.Ahead {
-			fmt.Fprintf(w, "%d\t%s/%s\t%d\t%d\t%s\n", i+1, a.Namespace, a.Name, a.Priority, a.GPUs, age(a.Created.Time))
+			_, _ = fmt.Fprintf(w, "%d\t%s/%s\t%d\t%d\t%s\n", i+1, a.Namespace, a.Name, a.Priority, a.GPUs, age(a.Created.Time))
 		}
 		if err := w.Flush(); err != nil {
 			return err
@@ -131,7 +133,7 @@ func age(t time.Time) string {
 
 func printNotes(o *options, notes []string) {
 	for _, n := range notes {
-		fmt.Fprintln(o.streams.ErrOut, "Note: "+n)
+		_, _ = fmt.Fprintln(o.streams.ErrOut, "Note: "+n)
 	}
 }
 
@@ -218,7 +220,9 @@ func patchEach(o *options, cmd *cobra.Command, names []string, patch []byte, don
 			}
 			continue
 		}
-		fmt.Fprintf(o.streams.Out, "workspacedeployment.workspaces.exalsius.ai/%s %s\n", name, done)
+		if _, err := fmt.Fprintf(o.streams.Out, "workspacedeployment.workspaces.exalsius.ai/%s %s\n", name, done); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -243,7 +247,9 @@ func newExplainWait(o *options) *cobra.Command {
 			}
 			printNotes(o, notes)
 			for _, l := range e.Lines {
-				fmt.Fprintln(o.streams.Out, l)
+				if _, err := fmt.Fprintln(o.streams.Out, l); err != nil {
+					return err
+				}
 			}
 			return nil
 		},
