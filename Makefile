@@ -175,15 +175,18 @@ chart-package: ## Package the chart into dist/exalsius-operator-<version>.tgz.
 	@mkdir -p dist
 	"$(TOOLS_BIN)/helm" package $(CHART_DIR) --destination dist
 
-# A release builds its images for every platform the release workflow publishes (pure Go cross-builds).
+# A release builds its images for every platform the release workflow publishes (pure Go cross-builds),
+# and the kubectl plugin's archives for PLUGIN_PLATFORMS.
 RELEASE_PLATFORMS ?= linux/amd64,linux/arm64
+PLUGIN_PLATFORMS ?= linux/amd64,linux/arm64,darwin/amd64,darwin/arm64
 
 .PHONY: release
-release: ## Prepare release VERSION=x.y.z [SIGNING_KEY=key.pem]: chart version, CHANGELOG entry, bundle, chart package, images (RELEASE_PLATFORMS), SBOMs, SHA256SUMS, signatures, then release-verify's checks.
+release: ## Prepare release VERSION=x.y.z [SIGNING_KEY=key.pem]: chart version, CHANGELOG entry, bundle, chart package, images (RELEASE_PLATFORMS), kubectl plugin archives (PLUGIN_PLATFORMS), SBOMs, SHA256SUMS, signatures, then release-verify's checks.
 	@[ -n "$(VERSION)" ] || { echo "[release] usage: make release VERSION=x.y.z [SIGNING_KEY=key.pem]"; exit 1; }
-	PLATFORMS="$(RELEASE_PLATFORMS)" SIGNING_KEY="$(SIGNING_KEY)" hack/release.sh "$(VERSION)"
+	PLATFORMS="$(RELEASE_PLATFORMS)" PLUGIN_PLATFORMS="$(PLUGIN_PLATFORMS)" SIGNING_KEY="$(SIGNING_KEY)" hack/release.sh "$(VERSION)"
 
 .PHONY: release-verify
-release-verify: ## Check dist/ (VERSION, default the chart's): checksums, signatures (PUBLIC_KEY, default dist/cosign.pub; ALLOW_UNSIGNED=1 accepts none), image layouts, SBOMs against the binaries, one version.
+release-verify: ## Check dist/ (VERSION, default the chart's): checksums, signatures (PUBLIC_KEY, default dist/cosign.pub; ALLOW_UNSIGNED=1 accepts none), image layouts, SBOMs against the binaries, the plugin archives, one version.
 	cd hack/imagebuild && GOWORK=off go run . verify --repo-root "$(CURDIR)" --dist "$(CURDIR)/dist" --version "$(or $(VERSION),$(CHART_VERSION))" \
+	  --plugin-platforms "$(PLUGIN_PLATFORMS)" \
 	  $(if $(PUBLIC_KEY),--key "$(abspath $(PUBLIC_KEY))") $(if $(ALLOW_UNSIGNED),--allow-unsigned)
