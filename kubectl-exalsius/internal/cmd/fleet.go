@@ -44,7 +44,7 @@ func newFleet(o *options) *cobra.Command {
 				}
 				colonies = list.Items
 			}
-			all, _, notes, err := o.queueContext(ctx, ns)
+			all, notes, err := o.listWorkspaces(ctx, ns)
 			if err != nil {
 				return err
 			}

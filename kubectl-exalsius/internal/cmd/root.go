@@ -117,19 +117,12 @@ func (o *options) getWorkspace(ctx context.Context, name string) (*workspacesv1.
 // queue spans tenants) and the WorkspaceQuotas' priority caps. A user who may not list them
 // cluster-wide gets the namespace's workspaces and no caps; notes says so.
 func (o *options) queueContext(ctx context.Context, ns string) (all []workspacesv1.WorkspaceDeployment, caps report.PriorityCaps, notes []string, err error) {
+	if all, notes, err = o.listWorkspaces(ctx, ns); err != nil {
+		return nil, nil, nil, err
+	}
 	c, err := o.connect()
 	if err != nil {
 		return nil, nil, nil, err
-	}
-	var list workspacesv1.WorkspaceDeploymentList
-	if err := c.List(ctx, &list); err != nil {
-		if !apierrors.IsForbidden(err) {
-			return nil, nil, nil, fmt.Errorf("listing WorkspaceDeployments: %w", err)
-		}
-		if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
-			return nil, nil, nil, fmt.Errorf("listing WorkspaceDeployments of %s: %w", ns, err)
-		}
-		notes = append(notes, "only the workspaces of namespace "+ns+" are counted (listing every namespace's is forbidden)")
 	}
 	var quotas workspacesv1.WorkspaceQuotaList
 	if err := c.List(ctx, &quotas); err != nil {
@@ -140,7 +133,26 @@ func (o *options) queueContext(ctx context.Context, ns string) (all []workspaces
 	} else {
 		caps = report.CapsOf(quotas.Items)
 	}
-	return list.Items, caps, notes, nil
+	return all, caps, notes, nil
+}
+
+// listWorkspaces lists the WorkspaceDeployments of every namespace, or of ns alone when the user may
+// not list them cluster-wide (notes says so).
+func (o *options) listWorkspaces(ctx context.Context, ns string) ([]workspacesv1.WorkspaceDeployment, []string, error) {
+	c, err := o.connect()
+	if err != nil {
+		return nil, nil, err
+	}
+	var list workspacesv1.WorkspaceDeploymentList
+	if err := c.List(ctx, &list); err == nil {
+		return list.Items, nil, nil
+	} else if !apierrors.IsForbidden(err) {
+		return nil, nil, fmt.Errorf("listing WorkspaceDeployments: %w", err)
+	}
+	if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		return nil, nil, fmt.Errorf("listing WorkspaceDeployments of %s: %w", ns, err)
+	}
+	return list.Items, []string{"only the workspaces of namespace " + ns + " are counted (listing every namespace's is forbidden)"}, nil
 }
 
 // printData writes v as JSON or YAML.
