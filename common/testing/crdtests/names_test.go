@@ -165,11 +165,11 @@ func TestKubectl(t *testing.T) {
 	}
 
 	header := strings.Fields(strings.SplitN(run("get", "wsd", "-n", ns), "\n", 2)[0])
-	if want := []string{"NAME", "CLASS", "CLUSTER", "PHASE", "READY", "URL", "AGE"}; !slices.Equal(header, want) {
+	if want := []string{"NAME", "CLASS", "CLUSTER", "PHASE", "READY", "REASON", "GPUS", "URL", "AGE"}; !slices.Equal(header, want) {
 		t.Errorf("kubectl get wsd columns = %v, want %v", header, want)
 	}
 	wide := strings.Fields(strings.SplitN(run("get", "wsd", "-n", ns, "-o", "wide"), "\n", 2)[0])
-	if want := []string{"NAME", "CLASS", "CLUSTER", "PLACEMENT", "PRIORITY", "PHASE", "READY", "URL", "AGE"}; !slices.Equal(wide, want) {
+	if want := []string{"NAME", "CLASS", "CLUSTER", "PLACEMENT", "PRIORITY", "PHASE", "READY", "REASON", "GPUS", "URL", "AGE"}; !slices.Equal(wide, want) {
 		t.Errorf("kubectl get wsd -o wide columns = %v, want %v", wide, want)
 	}
 }
