@@ -8,7 +8,9 @@ SHELL := /usr/bin/env bash
 
 # The components, one a line in common/components/names (the one list; Go code reads it as components.Names).
 COMPONENTS := $(shell cat common/components/names)
-MODULES := common $(COMPONENTS) e2e
+# The kubectl plugin: its own module and binary, released as archives (not an image, not in the chart).
+PLUGIN := kubectl-exalsius
+MODULES := common $(COMPONENTS) $(PLUGIN) e2e
 
 TOOLS_BIN := $(shell hack/tools.sh bindir)
 KUBEBUILDER_ASSETS ?= $(shell hack/tools.sh assets)
@@ -65,13 +67,13 @@ verify: ## Fail on generated-file drift, gofmt, go vet or golangci-lint findings
 	hack/verify.sh
 
 .PHONY: build
-build: ## Build every component binary into $(BIN_DIR).
+build: ## Build every component binary and the kubectl plugin (kubectl-exalsius) into $(BIN_DIR).
 	@mkdir -p "$(EXALSIUS_BIN_DIR)"
-	@for c in $(COMPONENTS); do echo "[build] $$c"; (cd $$c && go build -o "$(EXALSIUS_BIN_DIR)/$$c" .); done
+	@for c in $(COMPONENTS) $(PLUGIN); do echo "[build] $$c"; (cd $$c && go build -o "$(EXALSIUS_BIN_DIR)/$$c" .); done
 
 .PHONY: test-unit
 test-unit: ## Unit and integration tests of every module but e2e (real API servers through envtest).
-	@for m in common $(COMPONENTS); do echo "[test] $$m"; (cd $$m && env -u K0RDENT_CRDS go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v /charttest)); done
+	@for m in common $(COMPONENTS) $(PLUGIN); do echo "[test] $$m"; (cd $$m && env -u K0RDENT_CRDS go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v /charttest)); done
 
 # K0RDENT_CRDS=<folder of KCM's own CRD files> runs the controller suites once more with k0rdent's real
 # CRDs instead of the project's mirror (common/testing/testenv installs them); unset, that run is skipped.
@@ -191,15 +193,18 @@ chart-package: ## Package the chart into dist/exalsius-operator-<version>.tgz.
 	@mkdir -p dist
 	"$(TOOLS_BIN)/helm" package $(CHART_DIR) --destination dist
 
-# A release builds its images for every platform the release workflow publishes (pure Go cross-builds).
+# A release builds its images for every platform the release workflow publishes (pure Go cross-builds),
+# and the kubectl plugin's archives for PLUGIN_PLATFORMS.
 RELEASE_PLATFORMS ?= linux/amd64,linux/arm64
+PLUGIN_PLATFORMS ?= linux/amd64,linux/arm64,darwin/amd64,darwin/arm64
 
 .PHONY: release
-release: ## Prepare release VERSION=x.y.z [SIGNING_KEY=key.pem]: chart version, CHANGELOG entry, bundle, chart package, images (RELEASE_PLATFORMS), SBOMs, SHA256SUMS, signatures, then release-verify's checks.
+release: ## Prepare release VERSION=x.y.z [SIGNING_KEY=key.pem]: chart version, CHANGELOG entry, bundle, chart package, images (RELEASE_PLATFORMS), kubectl plugin archives (PLUGIN_PLATFORMS), SBOMs, SHA256SUMS, signatures, then release-verify's checks.
 	@[ -n "$(VERSION)" ] || { echo "[release] usage: make release VERSION=x.y.z [SIGNING_KEY=key.pem]"; exit 1; }
-	PLATFORMS="$(RELEASE_PLATFORMS)" SIGNING_KEY="$(SIGNING_KEY)" hack/release.sh "$(VERSION)"
+	PLATFORMS="$(RELEASE_PLATFORMS)" PLUGIN_PLATFORMS="$(PLUGIN_PLATFORMS)" SIGNING_KEY="$(SIGNING_KEY)" hack/release.sh "$(VERSION)"
 
 .PHONY: release-verify
-release-verify: ## Check dist/ (VERSION, default the chart's): checksums, signatures (PUBLIC_KEY, default dist/cosign.pub; ALLOW_UNSIGNED=1 accepts none), image layouts, SBOMs against the binaries, one version.
+release-verify: ## Check dist/ (VERSION, default the chart's): checksums, signatures (PUBLIC_KEY, default dist/cosign.pub; ALLOW_UNSIGNED=1 accepts none), image layouts, SBOMs against the binaries, the plugin archives, one version.
 	cd hack/imagebuild && GOWORK=off go run . verify --repo-root "$(CURDIR)" --dist "$(CURDIR)/dist" --version "$(or $(VERSION),$(CHART_VERSION))" \
+	  --plugin-platforms "$(PLUGIN_PLATFORMS)" \
 	  $(if $(PUBLIC_KEY),--key "$(abspath $(PUBLIC_KEY))") $(if $(ALLOW_UNSIGNED),--allow-unsigned)

@@ -8,7 +8,7 @@ unformatted=$(git ls-files -co --exclude-standard '*.go' | xargs -r gofmt -l)
 if [ -n "$unformatted" ]; then echo "[verify] gofmt would change:"; echo "$unformatted"; fail=1; fi
 
 echo "[verify] go vet"
-for m in common $(cat common/components/names) e2e; do
+for m in common $(cat common/components/names) kubectl-exalsius e2e; do
   (cd "$m" && go vet ./...) || fail=1
 done
 
@@ -17,7 +17,7 @@ done
 echo "[verify] golangci-lint"
 golangci_lint="$(hack/tools.sh bindir)/golangci-lint"
 if [ -x "$golangci_lint" ]; then
-  for m in common $(cat common/components/names) e2e; do
+  for m in common $(cat common/components/names) kubectl-exalsius e2e; do
     (cd "$m" && "$golangci_lint" run --allow-serial-runners ./...) || fail=1
   done
   # hack/imagebuild is outside go.work: linted as it is built, from its module alone.
@@ -27,7 +27,7 @@ else
 fi
 
 echo "[verify] every module builds alone (GOWORK=off) and its go.mod is tidy"
-for m in common $(cat common/components/names) e2e hack/imagebuild; do
+for m in common $(cat common/components/names) kubectl-exalsius e2e hack/imagebuild; do
   if ! (cd "$m" && GOWORK=off GOFLAGS=-mod=mod go mod tidy -diff >/dev/null); then
     echo "[verify] $m/go.mod is not tidy: run 'cd $m && GOWORK=off go mod tidy'"; fail=1
   fi

@@ -16,3 +16,7 @@ var names string
 
 // Names returns the components, in the order of the names file.
 func Names() []string { return strings.Fields(names) }
+
+// Plugin is the kubectl plugin's folder and binary: a module with a main package that is no
+// component (no image, no chart values, not deployed); releases ship it as archives.
+const Plugin = "kubectl-exalsius"

@@ -2,9 +2,14 @@ package suites
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,6 +19,7 @@ import (
 
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/e2e/internal/stack"
 	w "github.com/exalsius/exalsius-operator/e2e/internal/world"
 )
 
@@ -93,4 +99,87 @@ func TestQuickstart(t *testing.T) {
 		}).
 		Feature()
 	testEnv.Test(t, f)
+}
+
+// TestQuickstartKubectlPlugin runs the built kubectl-exalsius, as kubectl runs a plugin on PATH,
+// against the quick start's notebook (TestQuickstart): status, open and fleet print what the
+// notebook's and the Colony's status say.
+func TestQuickstartKubectlPlugin(t *testing.T) {
+	localOnly(t, "examples/quickstart targets the simulator's ClusterTemplate and regional cluster")
+	const ns, wsName, url = "demo", "my-notebook", "https://my-notebook.demo.exalsius.localhost"
+	f := features.New("kubectl exalsius on the quick start").
+		Assess("status and open show the running notebook and its URL", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			eventually(ctx, t, "the notebook Running with its URL", workspaceTimeout, func(ctx context.Context) (bool, string) {
+				var ws workspacesv1.WorkspaceDeployment
+				if err := mgmt().Get(ctx, types.NamespacedName{Namespace: ns, Name: wsName}, &ws); err != nil {
+					return false, err.Error()
+				}
+				return ws.Status.Phase == workspacesv1.PhaseRunning && len(ws.Status.Access) > 0 && ws.Status.Access[0].URL == url,
+					fmt.Sprintf("phase %q access %+v", ws.Status.Phase, ws.Status.Access)
+			})
+			out := kubectlPlugin(ctx, t, "-n", ns, "status", wsName)
+			lines := strings.Split(strings.TrimSpace(out), "\n")
+			if len(lines) != 2 || !slices.Equal(strings.Fields(lines[0]), []string{"NAME", "PHASE", "READY", "REASON", "CLUSTER", "GPUS", "QUEUE", "URL"}) ||
+				!slices.Equal(strings.Fields(lines[1]), []string{wsName, "Running", "True", workspacesv1.ReasonRunning, "demo/demo-gpu", "1/1", "-", url}) {
+				t.Errorf("kubectl exalsius status:\n%s", out)
+			}
+			if out := kubectlPlugin(ctx, t, "-n", ns, "open", wsName); out != url+"\n" {
+				t.Errorf("kubectl exalsius open: %q, want %q", out, url)
+			}
+			return ctx
+		}).
+		Assess("fleet shows the Colony's GPUs and the notebook's admitted GPU", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			var rows []struct {
+				Cluster, Model           string
+				Total, Admitted, Waiting int64
+				Reachable                bool
+			}
+			if err := json.Unmarshal([]byte(kubectlPlugin(ctx, t, "-n", ns, "fleet", "demo", "-o", "json")), &rows); err != nil {
+				t.Fatal(err)
+			}
+			var admitted int64
+			for _, r := range rows {
+				if r.Cluster != "demo-gpu" || !r.Reachable || r.Total <= 0 || r.Waiting != 0 {
+					t.Errorf("fleet row %+v: want a reachable demo-gpu offering with GPUs and no waiter", r)
+				}
+				admitted += r.Admitted
+			}
+			if len(rows) == 0 || admitted != 1 {
+				t.Errorf("kubectl exalsius fleet demo: want the notebook's 1 GPU admitted, got %+v", rows)
+			}
+			return ctx
+		}).
+		Feature()
+	testEnv.Test(t, f)
+}
+
+var (
+	pluginOnce sync.Once
+	pluginDir  string
+	pluginErr  error
+)
+
+// kubectlPlugin runs `kubectl exalsius <args>` with the built plugin first on PATH (built from the
+// current sources once per run, into EXALSIUS_BIN_DIR when set) and the world's kubeconfig, and
+// returns its standard output; a failure fails the test with both outputs.
+func kubectlPlugin(ctx context.Context, t *testing.T, args ...string) string {
+	t.Helper()
+	pluginOnce.Do(func() {
+		pluginDir, pluginErr = stack.EnsureBinaries(ctx, world.RepoRoot, os.Getenv("EXALSIUS_BIN_DIR"), []string{"kubectl-exalsius"}, os.Stdout)
+	})
+	if pluginErr != nil {
+		t.Fatalf("building kubectl-exalsius: %v", pluginErr)
+	}
+	bin, err := w.FindTool("kubectl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, bin, append([]string{"exalsius", "--kubeconfig", tgt.Kubeconfig()}, args...)...)
+	cmd.Env = append(os.Environ(), "PATH="+pluginDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("kubectl exalsius %s: %v\n%s%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
+	}
+	return stdout.String()
 }

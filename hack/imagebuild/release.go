@@ -2,6 +2,7 @@ package main
 
 // The release subcommands of imagebuild turn what `make release` built into a verifiable release:
 //
+//	imagebuild plugin --dist dist --version x.y.z      the kubectl plugin's archives: dist/plugin/*.tar.gz (plugin.go)
 //	imagebuild sbom   --dist dist                      one CycloneDX SBOM per image: dist/sbom/<component>.cdx.json
 //	imagebuild sums   --dist dist --version x.y.z      dist/SHA256SUMS over every artefact
 //	imagebuild sign   --dist dist --key key.pem        <artefact>.sig for SHA256SUMS and every artefact, dist/cosign.pub
@@ -29,6 +30,8 @@ type Release struct {
 	Dist       string   // the folder holding the artefacts
 	Version    string   // x.y.z: the chart's version, the images' tag
 	Components []string // the component images (common/components/names)
+	// PluginPlatforms are the os/arch the kubectl plugin's archives are built for; none, no archives.
+	PluginPlatforms []string
 }
 
 // SumsFile is the checksum list; its signature is SumsFile+".sig".
@@ -46,6 +49,9 @@ func (r Release) Artefacts() []string {
 	for _, c := range r.Components {
 		out = append(out, sbomPath(c))
 	}
+	for _, p := range r.PluginPlatforms {
+		out = append(out, pluginArchive(r.Version, p))
+	}
 	return out
 }
 
@@ -57,13 +63,14 @@ func (r Release) path(rel string) string { return filepath.Join(r.Dist, filepath
 func releaseMain(args []string) int {
 	fs := flag.NewFlagSet("imagebuild "+args[0], flag.ContinueOnError)
 	var r Release
-	var repoRoot, key, components string
+	var repoRoot, key, components, pluginPlatforms string
 	var allowUnsigned bool
 	fs.StringVar(&r.Dist, "dist", "dist", "Folder holding the release artefacts.")
 	fs.StringVar(&r.Version, "version", "", "Release version x.y.z (sums, verify).")
 	fs.StringVar(&repoRoot, "repo-root", ".", "Repository root: the components are read from common/components/names.")
 	fs.StringVar(&components, "components", "", "Space- or comma-separated components (default: common/components/names).")
 	fs.StringVar(&key, "key", "", "sign: PEM PKCS#8 (or SEC1) ECDSA P-256 private key; verify: PEM public key (default: <dist>/cosign.pub).")
+	fs.StringVar(&pluginPlatforms, "plugin-platforms", DefaultPluginPlatforms, "Comma-separated os/arch of the kubectl plugin's archives (plugin, sums, verify); empty for none.")
 	fs.BoolVar(&allowUnsigned, "allow-unsigned", false, "verify: accept a release without signatures (says so loudly).")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
@@ -77,8 +84,11 @@ func releaseMain(args []string) int {
 		components = string(b)
 	}
 	r.Components = strings.Fields(strings.ReplaceAll(components, ",", " "))
+	r.PluginPlatforms = strings.Fields(strings.ReplaceAll(pluginPlatforms, ",", " "))
 	var err error
 	switch args[0] {
+	case "plugin":
+		err = BuildPluginArchives(r, repoRoot, os.Stderr)
 	case "sbom":
 		err = WriteSBOMs(r, os.Stderr)
 	case "sums":
@@ -88,7 +98,7 @@ func releaseMain(args []string) int {
 	case "verify":
 		err = VerifyRelease(r, key, allowUnsigned, os.Stderr)
 	default:
-		fmt.Fprintf(os.Stderr, "imagebuild: unknown subcommand %q (sbom, sums, sign, verify)\n", args[0])
+		fmt.Fprintf(os.Stderr, "imagebuild: unknown subcommand %q (plugin, sbom, sums, sign, verify)\n", args[0])
 		return 2
 	}
 	if err != nil {

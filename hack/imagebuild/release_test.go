@@ -530,3 +530,51 @@ func rewriteTar(t *testing.T, path string, change func(name string, data []byte)
 		t.Fatal(err)
 	}
 }
+
+// TestReleasePluginArchives builds the kubectl plugin's archive for this machine's Linux arch twice
+// (equal bytes), lists it in SHA256SUMS, signs and verifies it, then wants verify to refuse an
+// archive without an executable plugin even when it is listed and signed.
+func TestReleasePluginArchives(t *testing.T) {
+	r := testRelease(t)
+	r.PluginPlatforms = []string{"linux/" + runtime.GOARCH}
+	archive := r.path(pluginArchive(r.Version, r.PluginPlatforms[0]))
+	if err := BuildPluginArchives(r, repoRoot(t), io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	first, err := os.ReadFile(archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := BuildPluginArchives(r, repoRoot(t), io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if second, _ := os.ReadFile(archive); !bytes.Equal(first, second) {
+		t.Fatal("two builds of the plugin archive differ")
+	}
+	key := newKey(t)
+	publish(t, r, key)
+	sums, err := os.ReadFile(r.path(SumsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(sums), "  plugin/kubectl-exalsius_"+testVersion+"_linux_"+runtime.GOARCH+".tar.gz\n") {
+		t.Fatalf("SHA256SUMS does not list the plugin archive:\n%s", sums)
+	}
+	if _, err := os.Stat(archive + ".sig"); err != nil {
+		t.Fatalf("the plugin archive is not signed: %v", err)
+	}
+	if err := VerifyRelease(r, "", false, io.Discard); err != nil {
+		t.Fatalf("verify: %v", err)
+	}
+
+	// A release whose archive holds a script instead of the binary: listed and signed, still refused.
+	bad, err := tarGz([]tarFile{{PluginName, 0o755, []byte("#!/bin/sh\n")}, {"LICENSE", 0o644, []byte("x")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(archive, bad, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	resign(t, r, key)
+	wantFail(t, r, "", false, pluginArchive(r.Version, r.PluginPlatforms[0]), "is not a linux executable")
+}

@@ -70,6 +70,11 @@ func VerifyRelease(r Release, keyPath string, allowUnsigned bool, log io.Writer)
 	if err := checkBundleVersion(r.path("install.yaml"), r.Version, r.Components); err != nil {
 		fail("install.yaml", err)
 	}
+	for _, p := range r.PluginPlatforms {
+		if err := checkPluginArchive(r.path(pluginArchive(r.Version, p)), p); err != nil {
+			fail(pluginArchive(r.Version, p), err)
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}

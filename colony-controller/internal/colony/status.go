@@ -99,8 +99,9 @@ func (r *Reconciler) patchStatus(ctx context.Context, colony *infrav1.Colony, de
 // show 0, not nothing).
 var ownedZeros = status.Explicit("totalClusters", "readyClusters")
 
-// statusObject is the Colony to apply: its identity and the owned status fields, without gpuInventory.
+// statusObject is the Colony to apply: its identity and the owned status fields, without gpuInventory
+// and gpus (the inventory-collector's).
 func statusObject(colony *infrav1.Colony, st infrav1.ColonyStatus) *infrav1.Colony {
-	st.GPUInventory = nil
+	st.GPUInventory, st.GPUs = nil, nil
 	return &infrav1.Colony{ObjectMeta: metav1.ObjectMeta{Name: colony.Name, Namespace: colony.Namespace}, Status: st}
 }

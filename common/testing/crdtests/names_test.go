@@ -28,11 +28,11 @@ type crdNames struct {
 
 var wantCRDs = []crdNames{
 	{group: "infra.exalsius.ai", kind: "Colony", plural: "colonies", scope: apiextensionsv1.NamespaceScoped,
-		shortNames: []string{"col"}, categories: []string{"exalsius"}, columns: []string{"Phase", "Ready", "Total", "Age"}},
+		shortNames: []string{"col"}, categories: []string{"exalsius"}, columns: []string{"Phase", "Ready", "Total", "GPUs Free", "GPUs Total", "Age"}},
 	{group: "workspaces.exalsius.ai", kind: "WorkspaceClass", plural: "workspaceclasses", scope: apiextensionsv1.ClusterScoped,
-		shortNames: []string{"wsc"}, categories: []string{"exalsius"}, columns: []string{"Display Name", "Template", "Valid", "Age"}},
+		shortNames: []string{"wsc"}, categories: []string{"exalsius"}, columns: []string{"Display Name", "Template", "Valid", "In Use", "Age"}},
 	{group: "workspaces.exalsius.ai", kind: "WorkspaceDeployment", plural: "workspacedeployments", scope: apiextensionsv1.NamespaceScoped,
-		shortNames: []string{"wsd"}, categories: []string{"exalsius"}, columns: []string{"Class", "Cluster", "Placement", "Priority", "Phase", "Ready", "URL", "Age"}},
+		shortNames: []string{"wsd"}, categories: []string{"exalsius"}, columns: []string{"Class", "Cluster", "Placement", "Priority", "Phase", "Ready", "Reason", "GPUs", "URL", "Age"}},
 	{group: "workspaces.exalsius.ai", kind: "WorkspaceQuota", plural: "workspacequotas", scope: apiextensionsv1.NamespaceScoped,
 		shortNames: []string{"wsq"}, categories: []string{"exalsius"}, columns: []string{"Used", "Waiting", "MaxPriority", "Age"}},
 	// The k0rdent mirror: names and scopes of KCM's CRDs.
@@ -165,11 +165,11 @@ func TestKubectl(t *testing.T) {
 	}
 
 	header := strings.Fields(strings.SplitN(run("get", "wsd", "-n", ns), "\n", 2)[0])
-	if want := []string{"NAME", "CLASS", "CLUSTER", "PHASE", "READY", "URL", "AGE"}; !slices.Equal(header, want) {
+	if want := []string{"NAME", "CLASS", "CLUSTER", "PHASE", "READY", "REASON", "GPUS", "URL", "AGE"}; !slices.Equal(header, want) {
 		t.Errorf("kubectl get wsd columns = %v, want %v", header, want)
 	}
 	wide := strings.Fields(strings.SplitN(run("get", "wsd", "-n", ns, "-o", "wide"), "\n", 2)[0])
-	if want := []string{"NAME", "CLASS", "CLUSTER", "PLACEMENT", "PRIORITY", "PHASE", "READY", "URL", "AGE"}; !slices.Equal(wide, want) {
+	if want := []string{"NAME", "CLASS", "CLUSTER", "PLACEMENT", "PRIORITY", "PHASE", "READY", "REASON", "GPUS", "URL", "AGE"}; !slices.Equal(wide, want) {
 		t.Errorf("kubectl get wsd -o wide columns = %v, want %v", wide, want)
 	}
 }

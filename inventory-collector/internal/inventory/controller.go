@@ -239,7 +239,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, colony *infrav1.Colony
 
 	collected, requeue, errs := r.collect(ctx, colony, mine)
 	desired := desiredInventory(colony, all, collected)
-	if !inventoriesEqual(colony.Status.GPUInventory, desired) {
+	if !inventoriesEqual(colony.Status.GPUInventory, desired) || !sameTotals(colony.Status.GPUs, gpuTotals(desired)) {
 		if err := r.applyInventory(ctx, colony, desired); err != nil {
 			if apierrors.IsConflict(err) {
 				statusWrites.WithLabelValues("conflict").Inc()

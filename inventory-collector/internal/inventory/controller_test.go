@@ -123,9 +123,13 @@ func TestInventoryOfThreeChildren(t *testing.T) {
 		t.Fatalf("cluster_reachable for fleet-b: want 1, got %v", got)
 	}
 
+	// status.gpus sums the offerings: 8 + 4 + 8 + 2 allocatable, none requested.
+	colony := waitColony(t, fleetKey, "status.gpus of the three children", func(c *infrav1.Colony) bool {
+		return c.Status.GPUs != nil && *c.Status.GPUs == infrav1.ColonyGPUs{Total: 22, Free: 22}
+	})
+
 	// The colony-controller's fields are untouched, and the inventory-collector's field manager owns
-	// nothing but status.gpuInventory.
-	colony := getColony(t, fleetKey)
+	// nothing but status.gpuInventory and status.gpus.
 	st := colony.Status
 	if st.Phase != infrav1.ColonyPhaseReady || st.ReadyClusters != 3 || st.TotalClusters != 3 || len(st.ClusterDeploymentRefs) != 3 ||
 		st.KubeconfigSecretName != "fleet-kubeconfig" || len(st.Conditions) != 1 || st.Conditions[0].Message != "all ready" {
@@ -143,10 +147,11 @@ func TestInventoryOfThreeChildren(t *testing.T) {
 			theirs = mf.FieldsV1.GetRawString()
 		}
 	}
-	if !strings.Contains(ours, `"f:gpuInventory"`) || strings.Contains(ours, `"f:phase"`) || strings.Contains(ours, `"f:conditions"`) {
+	if !strings.Contains(ours, `"f:gpuInventory"`) || !strings.Contains(ours, `"f:gpus"`) || strings.Contains(ours, `"f:phase"`) || strings.Contains(ours, `"f:conditions"`) {
 		t.Fatalf("inventory-collector must own only gpuInventory: %s", ours)
 	}
-	if !strings.Contains(theirs, `"f:phase"`) || !strings.Contains(theirs, `"f:clusterDeploymentRefs"`) || strings.Contains(theirs, "gpuInventory") {
+	if !strings.Contains(theirs, `"f:phase"`) || !strings.Contains(theirs, `"f:clusterDeploymentRefs"`) || strings.Contains(theirs, "gpuInventory") ||
+		strings.Contains(theirs, `"f:gpus"`) {
 		t.Fatalf("colony-controller must keep its fields: %s", theirs)
 	}
 }
@@ -264,6 +269,10 @@ func TestUnreachableChildKeepsItsInventory(t *testing.T) {
 	if got := testutil.ToFloat64(clusterReachable.WithLabelValues(mainNS, "fleet", "fleet-c")); got != 0 {
 		t.Fatalf("cluster_reachable: want 0, got %v", got)
 	}
+	// status.gpus leaves out the unreachable child's 2 L4 GPUs.
+	waitColony(t, fleetKey, "status.gpus without fleet-c", func(c *infrav1.Colony) bool {
+		return c.Status.GPUs != nil && c.Status.GPUs.Total == 20 && c.Status.GPUs.Free == 20
+	})
 	if err := children[2].Resume(); err != nil {
 		t.Fatalf("resuming child-2: %v", err)
 	}
@@ -521,4 +530,24 @@ func seriesOf(t *testing.T, colony string) int {
 		}
 	}
 	return n
+}
+
+// TestGPUTotals: status.gpus sums the reachable clusters' offerings; an offering whose pods request
+// more than it has (a node shrank) adds no free GPUs and takes none from another offering.
+func TestGPUTotals(t *testing.T) {
+	inv := map[string]infrav1.ClusterGPUInventory{
+		"a": {Reachable: true, Offerings: []infrav1.GPUOffering{{Total: 8, Allocated: 3}, {Total: 2, Allocated: 4}}},
+		"b": {Reachable: false, Offerings: []infrav1.GPUOffering{{Total: 16}}},
+		"c": {Reachable: true},
+	}
+	want := infrav1.ColonyGPUs{Total: 10, Allocated: 7, Free: 5}
+	if got := gpuTotals(inv); *got != want {
+		t.Fatalf("gpuTotals = %+v, want %+v", *got, want)
+	}
+	if got := gpuTotals(nil); *got != (infrav1.ColonyGPUs{}) {
+		t.Fatalf("gpuTotals(nil) = %+v, want zeros", *got)
+	}
+	if sameTotals(nil, &want) || !sameTotals(&infrav1.ColonyGPUs{Total: 10, Allocated: 7, Free: 5}, &want) {
+		t.Fatal("sameTotals: a missing status.gpus differs, equal totals are the same")
+	}
 }

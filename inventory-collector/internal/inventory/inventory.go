@@ -134,6 +134,28 @@ func desiredInventory(colony *infrav1.Colony, all []types.NamespacedName, collec
 	return out
 }
 
+// gpuTotals sums the offerings of the reachable clusters: status.gpus. An unreachable cluster's
+// offerings are the last ones seen and may be gone, so they are not counted as GPUs to be had.
+func gpuTotals(inv map[string]infrav1.ClusterGPUInventory) *infrav1.ColonyGPUs {
+	t := &infrav1.ColonyGPUs{}
+	for _, e := range inv {
+		if !e.Reachable {
+			continue
+		}
+		for _, o := range e.Offerings {
+			t.Total += o.Total
+			t.Allocated += o.Allocated
+			t.Free += max(o.Total-o.Allocated, 0)
+		}
+	}
+	return t
+}
+
+// sameTotals compares status.gpus as stored with the desired totals.
+func sameTotals(stored, desired *infrav1.ColonyGPUs) bool {
+	return stored != nil && *stored == *desired
+}
+
 // sameContent reports whether two entries differ only in lastUpdated and lastContact.
 func sameContent(a, b infrav1.ClusterGPUInventory) bool {
 	a.LastUpdated, b.LastUpdated = metav1.Time{}, metav1.Time{}
@@ -165,7 +187,7 @@ func mustJSON(v any) []byte {
 	return b
 }
 
-// applyInventory writes status.gpuInventory by server-side apply under FieldManager, conditioned on
+// applyInventory writes status.gpuInventory and its totals, status.gpus, by server-side apply under FieldManager, conditioned on
 // the Colony's resourceVersion: the whole map is owned by one field manager, so another shard's entry
 // read a moment ago must not overwrite a newer one. A conflict is retried by the caller with a fresh
 // read. No other status field is sent (every other field of ColonyStatus is omitempty and left
@@ -173,7 +195,7 @@ func mustJSON(v any) []byte {
 func (r *Reconciler) applyInventory(ctx context.Context, colony *infrav1.Colony, inv map[string]infrav1.ClusterGPUInventory) error {
 	obj := &infrav1.Colony{
 		ObjectMeta: metav1.ObjectMeta{Name: colony.Name, Namespace: colony.Namespace, ResourceVersion: colony.ResourceVersion},
-		Status:     infrav1.ColonyStatus{GPUInventory: inv},
+		Status:     infrav1.ColonyStatus{GPUInventory: inv, GPUs: gpuTotals(inv)},
 	}
 	return status.Apply(ctx, r.Client, obj, FieldManager, status.IfUnchanged())
 }

@@ -234,3 +234,27 @@ func waitInventory(t testing.TB, key types.NamespacedName, what string, cond fun
 	t.Fatalf("%s: not reached within %s; last gpuInventory:\n%s", what, wait, b)
 	return nil
 }
+
+// waitColony polls the Colony until cond holds for it.
+func waitColony(t testing.TB, key types.NamespacedName, what string, cond func(*infrav1.Colony) bool) *infrav1.Colony {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	var last *infrav1.Colony
+	for time.Now().Before(deadline) {
+		c := &infrav1.Colony{}
+		if err := mgmt.Client.Get(context.Background(), key, c); err == nil {
+			last = c
+			if cond(c) {
+				return c
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	var st any
+	if last != nil {
+		st = last.Status
+	}
+	b, _ := json.MarshalIndent(st, "", "  ")
+	t.Fatalf("%s: not reached within %s; last status:\n%s", what, wait, b)
+	return nil
+}

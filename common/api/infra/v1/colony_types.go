@@ -182,6 +182,22 @@ type ColonyStatus struct {
 	// the inventory-collector.
 	// +optional
 	GPUInventory map[string]ClusterGPUInventory `json:"gpuInventory,omitempty"`
+
+	// GPUs sums gpuInventory over the clusters that are reachable now. Written by the
+	// inventory-collector, together with gpuInventory.
+	// +optional
+	GPUs *ColonyGPUs `json:"gpus,omitempty"`
+}
+
+// ColonyGPUs are a Colony's GPU totals, summed over the offerings of its reachable clusters.
+type ColonyGPUs struct {
+	// Total is the allocatable GPUs.
+	Total int64 `json:"total"`
+	// Allocated is the GPUs requested by non-terminal pods.
+	Allocated int64 `json:"allocated"`
+	// Free is the GPUs not requested, counted per offering (total minus allocated, at least zero).
+	// Admissions the GPU gate granted whose pods do not run yet are not subtracted.
+	Free int64 `json:"free"`
 }
 
 // ClusterGPUInventory is the GPU inventory of one child cluster.
@@ -253,6 +269,8 @@ type GPUOffering struct {
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyClusters`
 // +kubebuilder:printcolumn:name="Total",type=integer,JSONPath=`.status.totalClusters`
+// +kubebuilder:printcolumn:name="GPUs Free",type=integer,JSONPath=`.status.gpus.free`
+// +kubebuilder:printcolumn:name="GPUs Total",type=integer,JSONPath=`.status.gpus.total`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="!has(self.spec.colonyClusters) || self.spec.colonyClusters.all(c, size(self.metadata.name) + 1 + size(c.clusterName) <= 63)",message="spec.colonyClusters[].clusterName: '<colony>-<clusterName>' must be at most 63 characters",fieldPath=.spec.colonyClusters
 type Colony struct {

@@ -457,6 +457,7 @@ type WorkspaceClassStatus struct {
 // +kubebuilder:printcolumn:name="Display Name",type=string,JSONPath=`.spec.displayName`
 // +kubebuilder:printcolumn:name="Template",type=string,JSONPath=`.spec.serviceTemplate.name`
 // +kubebuilder:printcolumn:name="Valid",type=boolean,JSONPath=`.status.valid`
+// +kubebuilder:printcolumn:name="In Use",type=integer,JSONPath=`.status.inUseBy`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.spec == oldSelf.spec",message="spec is immutable: publish a new WorkspaceClass with the new version in its name",fieldPath=.spec
 type WorkspaceClass struct {
