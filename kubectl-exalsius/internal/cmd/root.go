@@ -27,7 +27,7 @@ const FieldManager = "kubectl-exalsius"
 
 // RetryAnnotation asks the workspace-controller to retry a Failed workspace once per new value (a
 // timestamp, as Flux's reconcile.fluxcd.io/requestedAt).
-const RetryAnnotation = "workspaces.exalsius.ai/retry-requested-at"
+const RetryAnnotation = workspacesv1.RetryRequestedAtAnnotation
 
 // Output formats.
 const (
