@@ -10,7 +10,7 @@
 #                            world's node needs them (make run-chart, make test-node), so a plain
 #                            `hack/tools.sh` does not pay for them
 #   hack/tools.sh oldest     build the oldest supported management-cluster Kubernetes's API server
-#                            (OLDEST_KUBE_VERSION) next to the same etcd, in an envtest assets
+#                            and kubectl (OLDEST_KUBE_VERSION) next to the same etcd, in an envtest assets
 #                            folder of its own; the shared bin dir keeps KUBE_VERSION's binaries
 #   hack/tools.sh assets-oldest  print that assets folder
 #
@@ -168,7 +168,7 @@ assets) echo "$ASSETS" ;;
 assets-oldest) echo "$CACHE/assets/kube-${OLDEST_KUBE_VERSION}_etcd-${ETCD_VERSION}" ;;
 oldest)
   start=$SECONDS
-  KUBE_VERSION=$OLDEST_KUBE_VERSION KUBE_STAGING_VERSION=$OLDEST_KUBE_STAGING_VERSION LINK_BIN=0 "$0" kube-apiserver etcd
+  KUBE_VERSION=$OLDEST_KUBE_VERSION KUBE_STAGING_VERSION=$OLDEST_KUBE_STAGING_VERSION LINK_BIN=0 "$0" kube-apiserver kubectl etcd
   log "oldest supported API server ready in $("$0" assets-oldest), $((SECONDS - start))s"
   ;;
 bindir) echo "$BIN" ;;
