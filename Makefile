@@ -34,7 +34,7 @@ help: ## List every target.
 ##@ Main commands
 
 .PHONY: run
-# The local world is built, then run, not `go run`: an interrupted `go run` exits 1 whatever the program
+# The local worlds are built, then run, not `go run`: an interrupted `go run` exits 1 whatever the program
 # does, and make then reports Ctrl-C, a clean stop, as "Error 1".
 run: tools build ## Start the local world: management cluster, child clusters, k0rdent simulator, all components, the quick start.
 	@cd e2e && go build -o "$(EXALSIUS_BIN_DIR)/localworld" ./cmd/localworld
@@ -45,7 +45,8 @@ run-chart: tools ## The local world with a real node (containerd, kubelet, kube-
 	hack/node-deps.sh
 	hack/tools.sh node
 	hack/images.sh
-	cd e2e && go run ./cmd/chartworld --repo-root "$(CURDIR)" $(RUN_CHART_FLAGS)
+	@mkdir -p "$(EXALSIUS_BIN_DIR)" && cd e2e && go build -o "$(EXALSIUS_BIN_DIR)/chartworld" ./cmd/chartworld
+	cd e2e && exec "$(EXALSIUS_BIN_DIR)/chartworld" --repo-root "$(CURDIR)" $(RUN_CHART_FLAGS)
 
 .PHONY: test
 test: tools verify build test-unit test-unit-real-crds test-oldest-kube test-chart test-e2e test-chaos-short test-images test-node ## Every module's unit and integration tests, chart checks, the e2e suites, the short chaos suite, the images and the chart on a real node (skipped, saying why, where the host cannot run containers; plus the controller suites against K0RDENT_CRDS when set, and against the oldest supported Kubernetes).

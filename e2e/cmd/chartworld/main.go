@@ -107,11 +107,7 @@ func watch(ctx context.Context, w *node.World, timeout time.Duration) error {
 		var ws workspacesv1.WorkspaceDeployment
 		running := false
 		if err := w.Client.Get(ctx, types.NamespacedName{Namespace: "demo", Name: "my-notebook"}, &ws); err == nil {
-			msg := ws.Status.Message
-			if len(msg) > 100 {
-				msg = msg[:100] + "..."
-			}
-			parts = append(parts, fmt.Sprintf("workspace my-notebook: %s %s", ws.Status.Phase, msg))
+			parts = append(parts, fmt.Sprintf("workspace my-notebook: %s %s", ws.Status.Phase, ws.Status.Message))
 			running = ws.Status.Phase == workspacesv1.PhaseRunning
 		}
 		if line := strings.Join(parts, " | "); line != last {

@@ -131,24 +131,26 @@ func TestMakeRunDoesNotGoRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var recipe []string
-	in := false
-	for _, line := range strings.Split(string(mk), "\n") {
-		switch {
-		case strings.HasPrefix(line, "run:"):
-			in = true
-		case in && strings.HasPrefix(line, "\t"):
-			recipe = append(recipe, line)
-		case in:
-			in = false
+	for _, target := range []string{"run", "run-chart"} {
+		var recipe []string
+		in := false
+		for _, line := range strings.Split(string(mk), "\n") {
+			switch {
+			case strings.HasPrefix(line, target+":"):
+				in = true
+			case in && strings.HasPrefix(line, "\t"):
+				recipe = append(recipe, line)
+			case in:
+				in = false
+			}
 		}
-	}
-	if len(recipe) == 0 {
-		t.Fatal("no recipe of the run target in the Makefile")
-	}
-	for _, line := range recipe {
-		if strings.Contains(line, "go run") {
-			t.Errorf("make run goes through `go run`, so Ctrl-C ends in make's \"Error 1\": %s", strings.TrimSpace(line))
+		if len(recipe) == 0 {
+			t.Fatalf("no recipe of the %s target in the Makefile", target)
+		}
+		for _, line := range recipe {
+			if strings.Contains(line, "go run") {
+				t.Errorf("make %s goes through `go run`, so Ctrl-C ends in make's \"Error 1\": %s", target, strings.TrimSpace(line))
+			}
 		}
 	}
 }
