@@ -104,7 +104,7 @@ test-unit-real-crds: ## The packages whose tests start API servers, once more ag
 test-oldest-kube: ## The packages whose tests start API servers, once more against the oldest supported management-cluster Kubernetes (its API server built into the cache on first use).
 	@hack/tools.sh oldest
 	@assets=$$(hack/tools.sh assets-oldest); start=$$(date +%s); \
-	for m in common $(COMPONENTS); do \
+	for m in common $(COMPONENTS) $(PLUGIN); do \
 	  pkgs=$$(cd $$m && grep -rl --include='*_test.go' 'exalsius-operator/common/testing/testenv"' . | xargs -r -n1 dirname | sort -u | grep -v /charttest || true); \
 	  [ -n "$$pkgs" ] || continue; \
 	  echo "[test] $$m against the API server in $$assets"; \
