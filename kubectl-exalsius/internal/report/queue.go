@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/common/priority"
 )
 
 // Queue kinds: a workspace waits either in its cluster's GPU queue or in its namespace's quota queue.
@@ -39,32 +40,18 @@ type QueuedWorkspace struct {
 	Created   metav1.Time `json:"created"`
 }
 
-// PriorityCaps are the namespaces' priority caps: the lowest spec.maxPriority of their
-// WorkspaceQuotas. A namespace without one is capped at 0, as the GPU gate counts it. Nil when the
-// quotas could not be read: spec.priority is then taken as it is.
-type PriorityCaps map[string]int32
+// PriorityCaps are the namespaces' priority caps, counted as the GPU gate counts them
+// (priority.Caps). Nil when the quotas could not be read: spec.priority is then taken as it is.
+type PriorityCaps priority.Caps
 
 // CapsOf computes the caps from WorkspaceQuotas.
 func CapsOf(quotas []workspacesv1.WorkspaceQuota) PriorityCaps {
-	caps := PriorityCaps{}
-	for i := range quotas {
-		q := &quotas[i]
-		if q.Spec.MaxPriority == nil {
-			continue
-		}
-		if c, ok := caps[q.Namespace]; !ok || *q.Spec.MaxPriority < c {
-			caps[q.Namespace] = *q.Spec.MaxPriority
-		}
-	}
-	return caps
+	return PriorityCaps(priority.CapsOf(quotas))
 }
 
 // Effective is the priority the queues count.
 func (c PriorityCaps) Effective(ws *workspacesv1.WorkspaceDeployment) int32 {
-	if c == nil {
-		return ws.Spec.Priority
-	}
-	return min(ws.Spec.Priority, c[ws.Namespace])
+	return priority.Caps(c).Effective(ws)
 }
 
 // ahead reports whether a comes before b.

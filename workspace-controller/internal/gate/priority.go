@@ -8,14 +8,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/common/priority"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 )
 
-// priorityCaps are the highest priorities the namespaces' WorkspaceQuotas allow (spec.maxPriority,
-// the lowest when several set it); a namespace without one is capped at 0. The webhook refuses a
-// higher spec.priority; the controller also counts at most the cap, so that a cap lowered later, or
-// a webhook that was bypassed, never lets a tenant outrank others.
-type priorityCaps map[string]int32
+// priorityCaps are the namespaces' priority caps (priority.Caps: the one rule, shared with the
+// kubectl plugin); here never nil.
+type priorityCaps priority.Caps
 
 // priorityCaps reads the caps from the WorkspaceQuotas in the cache.
 func (g *Gate) priorityCaps(ctx context.Context) (priorityCaps, error) {
@@ -28,30 +27,13 @@ func (g *Gate) priorityCaps(ctx context.Context) (priorityCaps, error) {
 
 // capsOf computes the caps from a list of quotas.
 func capsOf(quotas []workspacesv1.WorkspaceQuota) priorityCaps {
-	caps := priorityCaps{}
-	for i := range quotas {
-		q := &quotas[i]
-		if q.Spec.MaxPriority == nil {
-			continue
-		}
-		if c, ok := caps[q.Namespace]; !ok || *q.Spec.MaxPriority < c {
-			caps[q.Namespace] = *q.Spec.MaxPriority
-		}
-	}
-	return caps
-}
-
-func (c priorityCaps) max(namespace string) int32 {
-	if m, ok := c[namespace]; ok {
-		return m
-	}
-	return 0
+	return priorityCaps(priority.CapsOf(quotas))
 }
 
 // effective is a workspace's priority as the queues count it: spec.priority, at most its namespace's
 // cap.
 func (c priorityCaps) effective(ws *workspacesv1.WorkspaceDeployment) int32 {
-	return min(ws.Spec.Priority, c.max(ws.Namespace))
+	return priority.Caps(c).Effective(ws)
 }
 
 // ahead reports whether a comes before b in a queue: higher effective priority first, then older
