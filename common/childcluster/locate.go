@@ -249,24 +249,9 @@ func (l *Locator) readRegional(ctx context.Context, key types.NamespacedName) ([
 	if err := l.Reader.Get(ctx, key, cd); err != nil || cd.Spec.Credential == "" {
 		return nil, false, client.IgnoreNotFound(err)
 	}
-	cred := &k0rdentv1beta1.Credential{}
-	if err := l.Reader.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: cd.Spec.Credential}, cred); err != nil || cred.Spec.Region == "" {
-		return nil, false, client.IgnoreNotFound(err)
-	}
-	regional, err := l.regionKubeconfig(ctx, key, cred.Spec.Region)
-	if err != nil {
-		return nil, true, err
-	}
-	cfg, err := restConfigFrom(regional, l.Kubeconfig)
-	if err != nil {
-		return nil, true, &UnreachableError{Cluster: key, Reason: ReasonKubeconfigInvalid,
-			Err: fmt.Errorf("the kubeconfig of Region %s: %w", cred.Spec.Region, err)}
-	}
-	cfg.UserAgent = l.UserAgent
-	cfg.Timeout = l.Timeout
-	rc, err := client.New(cfg, client.Options{Scheme: l.Scheme})
-	if err != nil {
-		return nil, true, &UnreachableError{Cluster: key, Reason: ReasonKubeconfigInvalid, Err: fmt.Errorf("a client for Region %s: %w", cred.Spec.Region, err)}
+	rc, region, err := l.RegionClient(ctx, key, cd.Spec.Credential)
+	if err != nil || rc == nil {
+		return nil, err != nil, err
 	}
 	secret := &corev1.Secret{}
 	ref := types.NamespacedName{Namespace: key.Namespace, Name: k0rdentv1beta1.KubeconfigSecretName(key.Name)}
@@ -274,21 +259,57 @@ func (l *Locator) readRegional(ctx context.Context, key types.NamespacedName) ([
 	if err := rc.Get(ctx, ref, secret); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, true, &UnreachableError{Cluster: key, Reason: ReasonKubeconfigMissing,
-				Err: fmt.Errorf("Secret %s not found on the cluster of Region %s", ref, cred.Spec.Region)}
+				Err: fmt.Errorf("Secret %s not found on the cluster of Region %s", ref, region)}
 		}
 		reason := ReasonConnectFailed
 		if isAuthError(err) {
 			reason = ReasonUnauthorized
 		}
 		return nil, true, &UnreachableError{Cluster: key, Reason: reason,
-			Err: fmt.Errorf("reading Secret %s on the cluster of Region %s: %w", ref, cred.Spec.Region, err)}
+			Err: fmt.Errorf("reading Secret %s on the cluster of Region %s: %w", ref, region, err)}
 	}
 	data := secret.Data[k0rdentv1beta1.KubeconfigSecretKey]
 	if len(data) == 0 {
 		return nil, true, &UnreachableError{Cluster: key, Reason: ReasonKubeconfigInvalid,
-			Err: fmt.Errorf("Secret %s on the cluster of Region %s has no data key %q", ref, cred.Spec.Region, k0rdentv1beta1.KubeconfigSecretKey)}
+			Err: fmt.Errorf("Secret %s on the cluster of Region %s has no data key %q", ref, region, k0rdentv1beta1.KubeconfigSecretKey)}
 	}
 	return data, true, nil
+}
+
+// RegionClient returns a client to the regional cluster that hosts the ClusterDeployment key, whose
+// Credential is credential: the cluster of the Region the Credential names (spec.region), where KCM
+// creates the ClusterDeployment's cluster objects (and k0smotron its hosted control plane) in the
+// namespace of the same name. It returns a nil client and no error when the Credential names no
+// Region (or does not exist): the cluster is not regional. The Region's kubeconfig passes the same
+// policy as every other kubeconfig (Kubeconfig); errors name objects, never content.
+func (l *Locator) RegionClient(ctx context.Context, key types.NamespacedName, credential string) (client.Client, string, error) {
+	if l.Scheme == nil {
+		l.Scheme = scheme.New()
+	}
+	if l.SystemNamespace == "" {
+		l.SystemNamespace = DefaultSystemNamespace
+	}
+	cred := &k0rdentv1beta1.Credential{}
+	if err := l.Reader.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: credential}, cred); err != nil || cred.Spec.Region == "" {
+		return nil, "", client.IgnoreNotFound(err)
+	}
+	region := cred.Spec.Region
+	regional, err := l.regionKubeconfig(ctx, key, region)
+	if err != nil {
+		return nil, region, err
+	}
+	cfg, err := restConfigFrom(regional, l.Kubeconfig)
+	if err != nil {
+		return nil, region, &UnreachableError{Cluster: key, Reason: ReasonKubeconfigInvalid,
+			Err: fmt.Errorf("the kubeconfig of Region %s: %w", region, err)}
+	}
+	cfg.UserAgent = l.UserAgent
+	cfg.Timeout = l.Timeout
+	rc, err := client.New(cfg, client.Options{Scheme: l.Scheme})
+	if err != nil {
+		return nil, region, &UnreachableError{Cluster: key, Reason: ReasonKubeconfigInvalid, Err: fmt.Errorf("a client for Region %s: %w", region, err)}
+	}
+	return rc, region, nil
 }
 
 // regionKubeconfig reads the kubeconfig of a Region's cluster.

@@ -2,6 +2,7 @@ package colony
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"strconv"
 	"sync"
@@ -25,7 +26,8 @@ import (
 // Service works. Cilium reads it from the ConfigMap kube-system/cp-api-endpoint on the child, keys
 // `host` and `port`, which the colony-controller writes (behind --api-endpoint-configmap) from the
 // hosted control plane's Service: the Service in the Colony's namespace labelled app=k0smotron,
-// component=cluster, cluster=<ClusterDeployment>. A LoadBalancer with an address gives that address;
+// component=cluster, cluster=<ClusterDeployment>, on the management cluster or, for a cluster whose
+// Credential names a Region, on the Region's cluster. A LoadBalancer with an address gives that address;
 // otherwise the Service's ClusterIP (its DNS name only for a headless Service). The port is the one
 // named `api` or `kube-apiserver`, else 30443 or 6443.
 const (
@@ -122,7 +124,7 @@ func (r *Reconciler) reconcileAPIEndpoints(ctx context.Context, colony *infrav1.
 
 func (r *Reconciler) reconcileAPIEndpoint(ctx context.Context, colony *infrav1.Colony, e *entryState) error {
 	if e.secret == nil {
-		return nil // adopted or regional: no hosted control plane on the management cluster
+		return r.reconcileRegionalAPIEndpoint(ctx, colony, e)
 	}
 	list := &corev1.ServiceList{}
 	if err := r.Client.List(ctx, list, client.InNamespace(colony.Namespace), controlPlaneServiceLabels(e.cdName)); err != nil {
@@ -148,9 +150,64 @@ func (r *Reconciler) reconcileAPIEndpoint(ctx context.Context, colony *infrav1.C
 	// The Secret is writable by whoever may write Secrets in the Colony's namespace: the sanitizer
 	// refuses what would run, read or send anything of the operator's (its errors name the field,
 	// never the content).
-	cfg, err := kubeconfig.RESTConfig(secret.Data[k0rdentv1beta1.KubeconfigSecretKey], r.Kubeconfig)
+	if err := r.writeAPIEndpoint(ctx, colony, e, secret.Data[k0rdentv1beta1.KubeconfigSecretKey], host, port); err != nil {
+		return fmt.Errorf("the kubeconfig in Secret %s: %w", secretName, err)
+	}
+	r.endpoints.put(memoKey, want)
+	return nil
+}
+
+// reconcileRegionalAPIEndpoint writes the ConfigMap for a cluster whose ClusterDeployment's Credential
+// names a Region: KCM creates its cluster objects on the Region's cluster, in the namespace of the
+// same name, and k0smotron hosts its control plane there, so the control plane Service is read on
+// the regional cluster; the child is reached through the kubeconfig found there (e.indirect). An
+// adopted cluster (no Region) has no hosted control plane anyone here knows of: nothing is written.
+func (r *Reconciler) reconcileRegionalAPIEndpoint(ctx context.Context, colony *infrav1.Colony, e *entryState) error {
+	if len(e.indirect) == 0 {
+		return nil
+	}
+	cd := &k0rdentv1beta1.ClusterDeployment{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: colony.Namespace, Name: e.cdName}, cd); err != nil || cd.Spec.Credential == "" {
+		return client.IgnoreNotFound(err)
+	}
+	regional, region, err := r.locator().RegionClient(ctx, client.ObjectKeyFromObject(cd), cd.Spec.Credential)
 	if err != nil {
-		return fmt.Errorf("the kubeconfig in Secret %s cannot be used: %w", secretName, err)
+		return err
+	}
+	if regional == nil {
+		return nil // adopted, or a Credential without a Region
+	}
+	list := &corev1.ServiceList{}
+	if err := regional.List(ctx, list, client.InNamespace(colony.Namespace), controlPlaneServiceLabels(e.cdName)); err != nil {
+		return fmt.Errorf("listing control plane Services on the cluster of Region %s: %w", region, err)
+	}
+	if len(list.Items) == 0 {
+		return nil
+	}
+	host, port, ok := apiEndpoint(&list.Items[0])
+	if !ok {
+		return fmt.Errorf("Service %s on the cluster of Region %s has no API port", list.Items[0].Name, region)
+	}
+	// The memo holds a digest of the kubeconfig, never the kubeconfig: a rotated one is written to anew.
+	sum := sha256.Sum256(e.indirect)
+	memoKey := colony.Namespace + "/" + e.cdName
+	want := fmt.Sprintf("region %s %x|%s:%s", region, sum[:8], host, port)
+	if r.endpoints.seen(memoKey, want) {
+		return nil
+	}
+	if err := r.writeAPIEndpoint(ctx, colony, e, e.indirect, host, port); err != nil {
+		return fmt.Errorf("the kubeconfig of the cluster on Region %s: %w", region, err)
+	}
+	r.endpoints.put(memoKey, want)
+	return nil
+}
+
+// writeAPIEndpoint applies the ConfigMap on the child reached through kubeconfig data, which passes
+// the kubeconfig policy first.
+func (r *Reconciler) writeAPIEndpoint(ctx context.Context, colony *infrav1.Colony, e *entryState, data []byte, host, port string) error {
+	cfg, err := kubeconfig.RESTConfig(data, r.Kubeconfig)
+	if err != nil {
+		return fmt.Errorf("cannot be used: %w", err)
 	}
 	cfg.Timeout = 15 * time.Second
 	cfg.UserAgent = bootstrap.UserAgent(Component)
@@ -178,7 +235,6 @@ func (r *Reconciler) reconcileAPIEndpoint(ctx context.Context, colony *infrav1.C
 		}
 		return fmt.Errorf("applying ConfigMap %s/%s: %w", APIEndpointConfigMapNamespace, APIEndpointConfigMapName, err)
 	}
-	r.endpoints.put(memoKey, want)
 	return nil
 }
 

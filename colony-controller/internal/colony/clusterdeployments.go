@@ -337,7 +337,7 @@ func (r *Reconciler) deleteRemovedClusterDeployments(ctx context.Context, colony
 // precondition on its UID makes sure a new object of the same name is never deleted by mistake.
 func (r *Reconciler) deleteClusterDeployment(ctx context.Context, cd *k0rdentv1beta1.ClusterDeployment) error {
 	if cd.DeletionTimestamp != nil {
-		return r.deleteEtcdPVC(ctx, cd.Namespace, cd.Name) // etcdpvc.go; again on each pass while it goes
+		return r.deleteEtcdPVC(ctx, cd.Namespace, cd.Name, cd.Spec.Credential) // etcdpvc.go; again on each pass while it goes
 	}
 	uid := cd.UID
 	err := r.Client.Delete(ctx, cd, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
@@ -347,5 +347,5 @@ func (r *Reconciler) deleteClusterDeployment(ctx context.Context, cd *k0rdentv1b
 	if err == nil {
 		r.applied.forget(cd.Namespace, cd.Name)
 	}
-	return r.deleteEtcdPVC(ctx, cd.Namespace, cd.Name)
+	return r.deleteEtcdPVC(ctx, cd.Namespace, cd.Name, cd.Spec.Credential)
 }

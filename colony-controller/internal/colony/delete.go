@@ -92,7 +92,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, colony *infrav1.Colony
 		if _, exists := all[name]; exists {
 			continue
 		}
-		if err := r.deleteEtcdPVC(ctx, colony.Namespace, name); err != nil {
+		if err := r.deleteEtcdPVC(ctx, colony.Namespace, name, e.Credential()); err != nil {
 			countError(stageDelete)
 			return ctrl.Result{}, err
 		}

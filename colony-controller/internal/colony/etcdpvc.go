@@ -17,9 +17,10 @@ import (
 // ClusterDeployment, as the upstream operator did after the ClusterDeployment was gone: Kubernetes'
 // PVC protection keeps a claim that a pod still mounts until the pod is gone, so the claim goes once
 // the old etcd has stopped. A Colony being deleted also sweeps the claims of all its entries' names
-// before it lets go, so a restart between the two deletions loses nothing. The claims of a
-// ClusterDeployment whose control plane a KOF regional cluster hosts are on that cluster and are not
-// handled here (docs/COLONY.md).
+// before it lets go, so a restart between the two deletions loses nothing. A ClusterDeployment whose
+// Credential names a Region has its cluster objects, and so its hosted control plane and the claim,
+// on the Region's cluster (a KOF regional cluster), in the namespace of the same name: the claim is
+// deleted there, through the Region's kubeconfig.
 
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;delete
 
@@ -27,12 +28,35 @@ import (
 // ClusterDeployment cd.
 func EtcdPVCName(cd string) string { return "etcd-data-kmc-" + cd + "-etcd-0" }
 
-// deleteEtcdPVC asks the etcd claim of cd to go, when there is one that is not going already. It
-// reads with the API reader (claims are not cached: this is only done during deletions).
-func (r *Reconciler) deleteEtcdPVC(ctx context.Context, namespace, cd string) error {
+// deleteEtcdPVC asks the etcd claim of cd to go, when there is one that is not going already: on the
+// management cluster, and on the cluster of the Region that credential (the ClusterDeployment's, ""
+// when it has none) names. It reads with the API reader (claims are not cached: this is only done
+// during deletions).
+func (r *Reconciler) deleteEtcdPVC(ctx context.Context, namespace, cd, credential string) error {
+	if err := deleteEtcdPVCOn(ctx, r.APIReader, r.Client, namespace, cd); err != nil {
+		return err
+	}
+	if credential == "" {
+		return nil
+	}
+	regional, region, err := r.locator().RegionClient(ctx, client.ObjectKey{Namespace: namespace, Name: cd}, credential)
+	if err != nil {
+		return fmt.Errorf("reaching the cluster of Region %s for the etcd claim of %s: %w", region, cd, err)
+	}
+	if regional == nil {
+		return nil
+	}
+	if err := deleteEtcdPVCOn(ctx, regional, regional, namespace, cd); err != nil {
+		return fmt.Errorf("on the cluster of Region %s: %w", region, err)
+	}
+	return nil
+}
+
+// deleteEtcdPVCOn deletes the etcd claim of cd through reader and writer (one cluster's).
+func deleteEtcdPVCOn(ctx context.Context, reader client.Reader, writer client.Writer, namespace, cd string) error {
 	pvc := &corev1.PersistentVolumeClaim{}
 	name := EtcdPVCName(cd)
-	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, pvc); err != nil {
+	if err := reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, pvc); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -42,7 +66,7 @@ func (r *Reconciler) deleteEtcdPVC(ctx context.Context, namespace, cd string) er
 		return nil
 	}
 	uid := pvc.UID
-	if err := r.Client.Delete(ctx, pvc, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+	if err := writer.Delete(ctx, pvc, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return fmt.Errorf("deleting PersistentVolumeClaim %s: %w", name, err)
 	}
 	return nil

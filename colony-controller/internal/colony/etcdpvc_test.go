@@ -15,24 +15,28 @@ import (
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 )
 
-func createPVC(t *testing.T, ns, name string) {
+func createPVC(t *testing.T, ns, name string) { createPVCOn(t, mgmt.Client, ns, name) }
+
+func createPVCOn(t *testing.T, c client.Client, ns, name string) {
 	t.Helper()
 	pvc := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}},
 	}
-	if err := mgmt.Client.Create(context.Background(), pvc); err != nil {
+	if err := c.Create(context.Background(), pvc); err != nil {
 		t.Fatal(err)
 	}
 }
 
 // pvcGone: the claim is gone or being deleted (the test API server runs no controller-manager, so
 // the pvc-protection finalizer the API server adds is never removed here).
-func pvcGone(ns, name string) func() error {
+func pvcGone(ns, name string) func() error { return pvcGoneOn(mgmt.Client, ns, name) }
+
+func pvcGoneOn(c client.Client, ns, name string) func() error {
 	return func() error {
 		pvc := &corev1.PersistentVolumeClaim{}
-		err := mgmt.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, pvc)
+		err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, pvc)
 		if apierrors.IsNotFound(err) || (err == nil && pvc.DeletionTimestamp != nil) {
 			return nil
 		}

@@ -51,20 +51,7 @@ func TestAdoptedAndRegionalEntries(t *testing.T) {
 			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
 		}
 	}
-	// The Region (cluster-scoped, so named after the test's namespace) and its kubeconfig Secret.
-	region := "region-" + ns
-	create(mgmt.Client, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kcm-system"}})
-	create(mgmt.Client, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "kcm-system", Name: region},
-		Data: map[string][]byte{"kubeconfig": children["regional"].Kubeconfig}})
-	r := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
-		"kubeConfig": map[string]any{"name": region, "key": "kubeconfig"}}}}
-	r.SetAPIVersion(k0rdentv1beta1.GroupVersion.String())
-	r.SetKind("Region")
-	r.SetName(region)
-	create(mgmt.Client, r)
-	create(mgmt.Client, &k0rdentv1beta1.Credential{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cred-eu"},
-		Spec: k0rdentv1beta1.CredentialSpec{Region: region, IdentityRef: &corev1.ObjectReference{Kind: "Secret", Name: "x", Namespace: ns}}})
-
+	region := createRegion(t, ns, children["regional"].Kubeconfig)
 	entries := []infrav1.ColonyCluster{entry(t, "regional", map[string]any{"template": "tmpl-1-0-0", "credential": "cred-eu"})}
 	if haveSveltos {
 		entries = append(entries, entry(t, "adopted", nil))
@@ -133,4 +120,34 @@ func TestAdoptedAndRegionalEntries(t *testing.T) {
 	if haveSveltos && !seen["adopted"]["only-on-regional"] {
 		t.Errorf("context adopted sees %v: it must reach the SveltosCluster's cluster", seen["adopted"])
 	}
+}
+
+// createRegion makes a Region (cluster-scoped, so named after the test's namespace) whose kubeconfig
+// is regional, in a Secret of kcm-system, and the Credential cred-eu in ns that names it. It returns
+// the Region's name. It installs the Region kind first (childtest.InstallKindCRDs).
+func createRegion(t *testing.T, ns string, regional []byte) string {
+	t.Helper()
+	ctx := context.Background()
+	if _, _, err := childtest.InstallKindCRDs(ctx, mgmt.Config, waitTimeout); err != nil {
+		t.Fatal(err)
+	}
+	create := func(o client.Object) {
+		t.Helper()
+		if err := mgmt.Client.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
+		}
+	}
+	region := "region-" + ns
+	create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kcm-system"}})
+	create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "kcm-system", Name: region},
+		Data: map[string][]byte{"kubeconfig": regional}})
+	r := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
+		"kubeConfig": map[string]any{"name": region, "key": "kubeconfig"}}}}
+	r.SetAPIVersion(k0rdentv1beta1.GroupVersion.String())
+	r.SetKind("Region")
+	r.SetName(region)
+	create(r)
+	create(&k0rdentv1beta1.Credential{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cred-eu"},
+		Spec: k0rdentv1beta1.CredentialSpec{Region: region, IdentityRef: &corev1.ObjectReference{Kind: "Secret", Name: "x", Namespace: ns}}})
+	return region
 }

@@ -1,6 +1,7 @@
 package v1
 
 import (
+	"encoding/json"
 	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -97,6 +98,18 @@ func (c *Colony) ManagedClusters() int {
 func (c *ColonyCluster) HasClusterDeploymentSpec() bool {
 	raw := strings.TrimSpace(string(c.ClusterDeploymentSpec.Raw))
 	return raw != "" && raw != "null"
+}
+
+// Credential is the Credential the entry's clusterDeploymentSpec names (`credential`), or "" when it
+// names none or does not parse.
+func (c *ColonyCluster) Credential() string {
+	var spec struct {
+		Credential string `json:"credential"`
+	}
+	if !c.HasClusterDeploymentSpec() || json.Unmarshal(c.ClusterDeploymentSpec.Raw, &spec) != nil {
+		return ""
+	}
+	return spec.Credential
 }
 
 // ColonyCluster describes one child cluster of a Colony.
