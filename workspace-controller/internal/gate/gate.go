@@ -211,6 +211,9 @@ func (g *Gate) Admit(ctx context.Context, req Request) (Decision, error) {
 		f.MatchingNodes, f.FittingReplicas = fit.MatchingNodes, fit.FittingReplicas
 	}
 	d = Decision{Cluster: req.Cluster, Outcome: outcomeOf(gd), Reason: gd.Reason, Message: gd.Message, Feasibility: f}
+	// Told to wait, the workspace holds its place for the decisions that follow before its status
+	// write reaches the cache (memory.decided).
+	g.mem.decided(req.key(), req.Workspace.ResourceVersion, req.Resources, d.Outcome == Waiting)
 	if lost != "" {
 		d.Lost = lost
 		d.Message = "gated again: " + lost + "; " + d.Message

@@ -20,6 +20,19 @@ type memory struct {
 	locks   map[string]*sync.Mutex
 	written map[string]writtenAdmission
 	placed  map[string]writtenPlacement
+	waits   map[string]decidedWait
+}
+
+// decidedWait is a decision to wait for GPUs on a cluster, made on the workspace's object at
+// resourceVersion with these resources: the pass writes the Waiting status after the gate's locks are
+// released, and until the cache shows that write (a newer resourceVersion) the other decisions on
+// the cluster still see the object the decision was made on, which may not say Waiting yet (a first
+// pass has no resolved resources at all). For that moment the memory says the workspace waits, so
+// that it keeps its place ahead of later workspaces: a node replaced while workspaces are admitted
+// would otherwise let a newer workspace take GPUs an older one had just been told to wait for.
+type decidedWait struct {
+	resourceVersion string
+	resources       *workspacesv1.ResolvedResources
 }
 
 // writtenAdmission is an admission this process wrote, with the resourceVersion and the phase of the
@@ -41,7 +54,8 @@ type writtenPlacement struct {
 }
 
 func newMemory() *memory {
-	return &memory{locks: map[string]*sync.Mutex{}, written: map[string]writtenAdmission{}, placed: map[string]writtenPlacement{}}
+	return &memory{locks: map[string]*sync.Mutex{}, written: map[string]writtenAdmission{}, placed: map[string]writtenPlacement{},
+		waits: map[string]decidedWait{}}
 }
 
 // lock takes a gate lock (a cluster's, or "quota:<namespace>") and returns its unlock.
@@ -95,6 +109,37 @@ func (m *memory) forget(key string) {
 	defer m.mu.Unlock()
 	delete(m.written, key)
 	delete(m.placed, key)
+	delete(m.waits, key)
+}
+
+// decided remembers the gate's decision on a workspace: whether it was told to wait for GPUs (with
+// the resourceVersion of the object decided on and its resources), or anything else (forgotten).
+func (m *memory) decided(key, resourceVersion string, res *workspacesv1.ResolvedResources, wait bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !wait {
+		delete(m.waits, key)
+		return
+	}
+	m.waits[key] = decidedWait{resourceVersion: resourceVersion, resources: res.DeepCopy()}
+}
+
+// waiting returns the resources of a workspace the gate told to wait for GPUs while the cached object
+// is still the one that decision was made on; nil once the cache shows a newer object (its status
+// then says what the pass wrote).
+func (m *memory) waiting(o *workspacesv1.WorkspaceDeployment) *workspacesv1.ResolvedResources {
+	key := o.Namespace + "/" + o.Name
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	w, ok := m.waits[key]
+	if !ok {
+		return nil
+	}
+	if o.ResourceVersion == w.resourceVersion {
+		return w.resources
+	}
+	delete(m.waits, key)
+	return nil
 }
 
 // state returns a workspace's admission and phase: a pending admission (the pass admitted the

@@ -85,3 +85,42 @@ func TestAdmittedReservationsLeaveBoundReplicasOut(t *testing.T) {
 		t.Fatalf("admittedReservations = %+v, want %+v", got, want)
 	}
 }
+
+// A workspace the gate told to wait counts as waiting, with the resources it was decided on, while the
+// cached object is the one the decision was made on (its Waiting status not in the cache yet, or a
+// first pass without resolved resources); once the cache shows a newer object, its status decides.
+// Any other decision forgets the wait.
+func TestDecidedWaitUntilTheCacheShowsIt(t *testing.T) {
+	m := newMemory()
+	ws := &workspacesv1.WorkspaceDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "nb", ResourceVersion: "10"}}
+	res := resized(1, 2, "")
+	if m.waiting(ws) != nil {
+		t.Fatal("waiting before any decision")
+	}
+	m.decided("team/nb", "10", res, true)
+	if got := m.waiting(ws); got == nil || GPUs(got) != 2 {
+		t.Fatalf("a wait decided on the cached object: %+v", got)
+	}
+	res.Replicas = 5 // the memory keeps its own copy
+	if got := m.waiting(ws); got.Replicas != 1 {
+		t.Fatalf("the remembered resources changed with the caller's: %+v", got)
+	}
+	m.decided("team/nb", "10", res, false)
+	if m.waiting(ws) != nil {
+		t.Fatal("another decision did not forget the wait")
+	}
+	m.decided("team/nb", "10", res, true)
+	ws.ResourceVersion = "11" // the pass's status write reached the cache
+	if m.waiting(ws) != nil {
+		t.Fatal("the memory still answers once the cache shows a newer object")
+	}
+	ws.ResourceVersion = "10"
+	if m.waiting(ws) != nil {
+		t.Fatal("a wait dropped once is back")
+	}
+	m.decided("team/nb", "10", res, true)
+	m.forget("team/nb")
+	if m.waiting(ws) != nil {
+		t.Fatal("forget kept the wait")
+	}
+}

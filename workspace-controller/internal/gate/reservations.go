@@ -74,13 +74,22 @@ func (g *Gate) reservations(ctx context.Context, ws *workspacesv1.WorkspaceDeplo
 	}
 	sort.Slice(list.Items, func(i, j int) bool { return caps.ahead(&list.Items[i], &list.Items[j]) })
 	mySel := gpu.Selector(gpuRequest("", want))
-	// queuedAhead reports whether o waits in the cluster's queue ahead of ws for the same GPUs (vendor
-	// and selector): only those waiters reserve GPUs against ws.
-	queuedAhead := func(o *workspacesv1.WorkspaceDeployment) bool {
+	// queuedAhead returns the resources of o when it waits in the cluster's queue ahead of ws for the
+	// same GPUs (vendor and selector), else nil: only those waiters reserve GPUs against ws. A waiter
+	// is one whose status says so, or one the gate has just told to wait whose status write the cache
+	// does not show yet (memory.waiting).
+	queuedAhead := func(o *workspacesv1.WorkspaceDeployment) *workspacesv1.ResolvedResources {
 		res := o.Status.ResolvedResources
-		return waitingForGPUs(o) && o.DeletionTimestamp.IsZero() && !o.Spec.Suspend && res != nil && GPUs(res) > 0 &&
+		waiting := waitingForGPUs(o)
+		if decided := g.mem.waiting(o); decided != nil {
+			res, waiting = decided, true
+		}
+		if waiting && o.DeletionTimestamp.IsZero() && !o.Spec.Suspend && res != nil && GPUs(res) > 0 &&
 			caps.ahead(o, ws) && res.PerReplica.GPUVendor == want.PerReplica.GPUVendor &&
-			equality.Semantic.DeepEqual(gpu.Selector(gpuRequest("", res)), mySel)
+			equality.Semantic.DeepEqual(gpu.Selector(gpuRequest("", res)), mySel) {
+			return res
+		}
+		return nil
 	}
 	bound := boundPodsByNamespace(pods, nodes)
 	var admitted, waiting []gpu.Reservation
@@ -106,8 +115,8 @@ func (g *Gate) reservations(ctx context.Context, ws *workspacesv1.WorkspaceDeplo
 			// admission cannot give it: the GPUs its new request adds (it raised its request), or
 			// whole replicas where its admitted node is gone or was replaced under its name (it was
 			// gated again). A newer waiter must not take them first.
-			if queuedAhead(o) {
-				waiting = append(waiting, growthReservations(key, ad, o.Status.ResolvedResources, nodes)...)
+			if res := queuedAhead(o); res != nil {
+				waiting = append(waiting, growthReservations(key, ad, res, nodes)...)
 			}
 		case ad == nil && hasSet && o.Status.ResolvedResources != nil && GPUs(o.Status.ResolvedResources) > 0:
 			// A ServiceSet made before admissions were recorded: its resources hold the GPUs.
@@ -118,8 +127,11 @@ func (g *Gate) reservations(ctx context.Context, ws *workspacesv1.WorkspaceDeplo
 				admitted = append(admitted, gpu.Reservation{Key: key, Vendor: res.PerReplica.GPUVendor,
 					Selector: gpu.Selector(gpuRequest(key, res)), GPUsPerReplica: GPUs(res), Replicas: replicas})
 			}
-		case queuedAhead(o):
-			res := o.Status.ResolvedResources
+		default:
+			res := queuedAhead(o)
+			if res == nil {
+				continue
+			}
 			waiting = append(waiting, gpu.Reservation{Key: key, Vendor: res.PerReplica.GPUVendor,
 				Selector: gpu.Selector(gpuRequest(key, res)), GPUsPerReplica: GPUs(res), Replicas: res.Replicas})
 		}

@@ -2,6 +2,8 @@ package workspace
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -105,3 +107,75 @@ func (c snapshot) Snapshot(context.Context, types.NamespacedName) ([]corev1.Node
 func (c snapshot) Identity(context.Context, types.NamespacedName) types.UID { return "" }
 
 func (c snapshot) Peers(types.NamespacedName) []types.NamespacedName { return nil }
+
+// TestAWaiterKeepsItsPlaceBeforeItsStatusIsCached: a workspace the gate has just told to wait writes
+// its Waiting status after the gate's locks are released, and a first pass has no resolved resources
+// in the cache either. A newer workspace gated in that moment, when GPUs have just appeared (a GPU
+// node replaced or uncordoned during a rollout: seen in the chaos suite), must still find the older
+// one ahead of it in the queue and wait, rather than take the GPUs the older one waits for.
+func TestAWaiterKeepsItsPlaceBeforeItsStatusIsCached(t *testing.T) {
+	must(t, stopControllers())
+	t.Cleanup(func() { must(t, startControllers()) })
+	ctx, cancel := context.WithCancel(ctxT(t))
+	defer cancel()
+	ns := newNamespace(t)
+	cd := types.NamespacedName{Namespace: ns, Name: "gpu"}
+	one := int32(1)
+	res := &workspacesv1.ResolvedResources{Replicas: 1, GPUResourceName: "nvidia.com/gpu",
+		PerReplica: workspacesv1.PerReplicaResources{GPUVendor: workspacesv1.GPUVendorNVIDIA, GPUCount: &one}}
+	// Two workspaces created in queue order (a tie of creation seconds is broken by name).
+	var wss []*workspacesv1.WorkspaceDeployment
+	for _, name := range []string{"a-older", "b-newer"} {
+		ws := &workspacesv1.WorkspaceDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: workspacesv1.WorkspaceDeploymentSpec{WorkspaceClassRef: "c-1-0-0",
+				ClusterDeploymentRef: workspacesv1.ClusterDeploymentRef{Namespace: ns, Name: cd.Name}}}
+		must(t, k8s.Create(ctx, ws))
+		wss = append(wss, ws)
+	}
+	c, err := cache.New(mgmt.Config, cache.Options{Scheme: mgmt.Scheme})
+	must(t, err)
+	must(t, c.IndexField(ctx, &workspacesv1.WorkspaceDeployment{}, owned.IndexCluster, func(o client.Object) []string {
+		return []string{owned.ClusterKey(o.(*workspacesv1.WorkspaceDeployment)).String()}
+	}))
+	go func() { _ = c.Start(ctx) }()
+	if !c.WaitForCacheSync(ctx) {
+		t.Fatal("the cache did not start")
+	}
+	cached, err := client.New(mgmt.Config, client.Options{Scheme: mgmt.Scheme, Cache: &client.CacheOptions{Reader: c}})
+	must(t, err)
+	eventually(t, "the cache shows both workspaces", func() error {
+		var list workspacesv1.WorkspaceDeploymentList
+		if err := cached.List(ctx, &list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		return contains(fmt.Sprint(len(list.Items)), "2")
+	})
+
+	// The child's one GPU node is cordoned: the older workspace is told to wait (its status write is
+	// never made here, as if the pass had not got to it yet).
+	node := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{corev1.LabelHostname: "n1"}},
+		Spec: corev1.NodeSpec{Unschedulable: true},
+		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")},
+			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+	child := &snapshot{nodes: []corev1.Node{node}}
+	g := gate.New(cached, child)
+	noServiceSet := func(context.Context) (bool, error) { return false, nil }
+	admit := func(ws *workspacesv1.WorkspaceDeployment) gate.Decision {
+		t.Helper()
+		d, err := g.Admit(ctx, gate.Request{Workspace: ws, Previous: &ws.Status, Resources: res, Cluster: cd,
+			HasServiceSet: noServiceSet, Now: time.Now()})
+		must(t, err)
+		return d
+	}
+	if d := admit(wss[0]); d.Outcome != gate.Waiting {
+		t.Fatalf("the older workspace on a cordoned node: %s: %s, want %s", d.Outcome, d.Message, gate.Waiting)
+	}
+	// The node is back; the newer workspace's pass comes first.
+	child.nodes[0].Spec.Unschedulable = false
+	if d := admit(wss[1]); d.Outcome != gate.Waiting || !strings.Contains(d.Message, "reserved") {
+		t.Fatalf("the newer workspace took the GPU the older one waits for: %s: %s", d.Outcome, d.Message)
+	}
+	if d := admit(wss[0]); d.Outcome != gate.Admitted {
+		t.Fatalf("the older workspace: %s: %s, want %s", d.Outcome, d.Message, gate.Admitted)
+	}
+}
