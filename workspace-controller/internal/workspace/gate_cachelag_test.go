@@ -47,17 +47,7 @@ func TestPendingAdmissionOfAFailedWorkspaceHoldsGPUs(t *testing.T) {
 	healing.Status.ResolvedResources = res.DeepCopy()
 	must(t, k8s.Status().Update(ctx, healing))
 
-	c, err := cache.New(mgmt.Config, cache.Options{Scheme: mgmt.Scheme})
-	must(t, err)
-	must(t, c.IndexField(ctx, &workspacesv1.WorkspaceDeployment{}, owned.IndexCluster, func(o client.Object) []string {
-		return []string{owned.ClusterKey(o.(*workspacesv1.WorkspaceDeployment)).String()}
-	}))
-	go func() { _ = c.Start(ctx) }()
-	if !c.WaitForCacheSync(ctx) {
-		t.Fatal("the cache did not start")
-	}
-	cached, err := client.New(mgmt.Config, client.Options{Scheme: mgmt.Scheme, Cache: &client.CacheOptions{Reader: c}})
-	must(t, err)
+	cached := gateCache(ctx, t)
 	eventually(t, "the cache shows the workspace Failed", func() error {
 		var got workspacesv1.WorkspaceDeployment
 		if err := cached.Get(ctx, client.ObjectKeyFromObject(healing), &got); err != nil {
@@ -132,17 +122,7 @@ func TestAWaiterKeepsItsPlaceBeforeItsStatusIsCached(t *testing.T) {
 		must(t, k8s.Create(ctx, ws))
 		wss = append(wss, ws)
 	}
-	c, err := cache.New(mgmt.Config, cache.Options{Scheme: mgmt.Scheme})
-	must(t, err)
-	must(t, c.IndexField(ctx, &workspacesv1.WorkspaceDeployment{}, owned.IndexCluster, func(o client.Object) []string {
-		return []string{owned.ClusterKey(o.(*workspacesv1.WorkspaceDeployment)).String()}
-	}))
-	go func() { _ = c.Start(ctx) }()
-	if !c.WaitForCacheSync(ctx) {
-		t.Fatal("the cache did not start")
-	}
-	cached, err := client.New(mgmt.Config, client.Options{Scheme: mgmt.Scheme, Cache: &client.CacheOptions{Reader: c}})
-	must(t, err)
+	cached := gateCache(ctx, t)
 	eventually(t, "the cache shows both workspaces", func() error {
 		var list workspacesv1.WorkspaceDeploymentList
 		if err := cached.List(ctx, &list, client.InNamespace(ns)); err != nil {
@@ -178,4 +158,22 @@ func TestAWaiterKeepsItsPlaceBeforeItsStatusIsCached(t *testing.T) {
 	if d := admit(wss[0]); d.Outcome != gate.Admitted {
 		t.Fatalf("the older workspace: %s: %s, want %s", d.Outcome, d.Message, gate.Admitted)
 	}
+}
+
+// gateCache is a client reading workspaces through a cache of its own, indexed as the gate needs,
+// which runs until ctx ends.
+func gateCache(ctx context.Context, t *testing.T) client.Client {
+	t.Helper()
+	c, err := cache.New(mgmt.Config, cache.Options{Scheme: mgmt.Scheme})
+	must(t, err)
+	must(t, c.IndexField(ctx, &workspacesv1.WorkspaceDeployment{}, owned.IndexCluster, func(o client.Object) []string {
+		return []string{owned.ClusterKey(o.(*workspacesv1.WorkspaceDeployment)).String()}
+	}))
+	go func() { _ = c.Start(ctx) }()
+	if !c.WaitForCacheSync(ctx) {
+		t.Fatal("the cache did not start")
+	}
+	cached, err := client.New(mgmt.Config, client.Options{Scheme: mgmt.Scheme, Cache: &client.CacheOptions{Reader: c}})
+	must(t, err)
+	return cached
 }
