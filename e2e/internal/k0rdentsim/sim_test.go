@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	"github.com/exalsius/exalsius-operator/common/testing/testenv"
 	"github.com/exalsius/exalsius-operator/e2e/internal/world"
 )
 
@@ -39,6 +40,25 @@ func TestSimulatorKCM112(t *testing.T) {
 		}
 		_ = w.Stop()
 	}()
+	// The release the simulator plays by itself: v1.11 on the mirror, v1.12 on KCM's CRDs that keep
+	// lastDeployedHash.
+	hashes, err := servesLastDeployedHash(ctx, w.Management.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := KCMv111
+	if testenv.RealK0rdentCRDs() && hashes {
+		want = KCMv112
+	}
+	if got, err := KCMOfCRDs(ctx, w.Management.Config); err != nil || got != want {
+		t.Errorf("KCMOfCRDs: %s %v, want %s", got, err, want)
+	}
+	if !hashes {
+		if _, err := Start(ctx, Options{Config: w.Management.Config, World: w, ChartsDir: "../../../examples/charts", KCM: KCMv112, NoAdmission: true}); err == nil {
+			t.Fatal("the simulator played KCM v1.12 on a ServiceSet CRD that cannot keep lastDeployedHash")
+		}
+		t.Skip("the ServiceSet CRD under test keeps no lastDeployedHash (KCM's CRDs before v1.12)")
+	}
 	sim, err := Start(ctx, Options{Config: w.Management.Config, World: w, ChartsDir: "../../../examples/charts", Log: &logs, KCM: KCMv112, NoAdmission: true})
 	if err != nil {
 		t.Fatal(err)
