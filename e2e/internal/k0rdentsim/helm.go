@@ -21,7 +21,7 @@ import (
 type apiextensionsJSON = apiextensionsv1.JSON
 
 // helmOptions is the subset of a service's helmOptions the simulator honours, with the defaults KCM
-// v1.11.3 and later apply: the release is atomic (which implies wait) unless atomic is false, whether
+// v1.11.3 and later (v1.11.4, v1.12) apply: the release is atomic (which implies wait) unless atomic is false, whether
 // or not other helmOptions are sent; the timeout defaults to Sveltos' five minutes.
 type helmOptions struct {
 	Wait    bool

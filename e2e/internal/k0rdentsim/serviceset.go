@@ -38,6 +38,8 @@ type serviceSetReconciler struct {
 	// ClusterSummaries every 10 s); zero writes every change at once. A namespace annotated with
 	// StatusIntervalAnnotation overrides it for its ServiceSets.
 	statusInterval time.Duration
+	// kcm is the KCM release whose status the simulator writes (Options.KCM).
+	kcm KCMRelease
 
 	mu sync.Mutex
 	// failed remembers the failed attempts of each release (per ServiceSet), so that a failed release
@@ -174,7 +176,7 @@ func (r *serviceSetReconciler) reconcileNormal(ctx context.Context, ss *k0rdentv
 		setSSCond(status, ss.Generation, k0rdentv1beta1.ServiceSetProfileCondition, true, k0rdentv1beta1.ServiceSetProfileReadyReason, "")
 	}
 	// Show Provisioning (Deleting for an uninstall) before the (possibly long) Helm operations.
-	busy := false
+	busy, unhealthy := false, false
 	for _, p := range plans {
 		switch {
 		case p.work != nil && p.uninstall:
@@ -183,6 +185,8 @@ func (r *serviceSetReconciler) reconcileNormal(ctx context.Context, ss *k0rdentv
 		case p.work != nil:
 			busy = true
 			setState(status, p.svc, k0rdentv1beta1.ServiceStateProvisioning, "")
+		case p.state == k0rdentv1beta1.ServiceStateDeployed:
+			unhealthy = r.confirm(ctx, child, status, p) || unhealthy
 		default:
 			setState(status, p.svc, p.state, p.message)
 		}
@@ -193,6 +197,9 @@ func (r *serviceSetReconciler) reconcileNormal(ctx context.Context, ss *k0rdentv
 	if buildErr != nil || pcErr != nil {
 		// KCM requeues a ServiceSet whose Profile could not be built (a template not valid yet).
 		requeue = minPositive(requeue, 10*time.Second)
+	}
+	if unhealthy {
+		requeue = minPositive(requeue, healthPoll(interval))
 	}
 	if !busy {
 		wait, err := write(status)
@@ -229,8 +236,8 @@ func (r *serviceSetReconciler) reconcileNormal(ctx context.Context, ss *k0rdentv
 		r.forget(fkey)
 		if p.uninstall {
 			setState(status, p.svc, k0rdentv1beta1.ServiceStateDeleted, "")
-		} else {
-			setState(status, p.svc, k0rdentv1beta1.ServiceStateDeployed, "")
+		} else if r.confirm(ctx, child, status, p) {
+			requeue = minPositive(requeue, healthPoll(interval))
 		}
 	}
 	finish(ss, status)

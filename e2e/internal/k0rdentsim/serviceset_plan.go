@@ -35,6 +35,9 @@ type plan struct {
 	state       k0rdentv1beta1.ServiceDeploymentState
 	message     string
 	fingerprint string
+	// hash is the fingerprint of the release's configuration as KCM v1.12 stamps it in
+	// lastDeployedHash (deployedHash); empty for an uninstall.
+	hash string
 	// uninstall is set when work removes the release (the state meanwhile is Deleting).
 	uninstall bool
 	work      func() error
@@ -97,6 +100,7 @@ func (r *serviceSetReconciler) plan(ctx context.Context, ss *k0rdentv1beta1.Serv
 			pp.state, pp.message = k0rdentv1beta1.ServiceStateFailed, err.Error()
 			continue
 		}
+		pp.hash = deployedHash(chrt, svc.Namespace, svc.Name, vals)
 		if upToDate(rel, chrt, vals) {
 			pp.state = k0rdentv1beta1.ServiceStateDeployed
 			continue

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
+	"github.com/exalsius/exalsius-operator/e2e/internal/world"
 )
 
 // seed gives every service without a state the Provisioning state KCM seeds new services with.
@@ -72,10 +73,58 @@ func setState(status *k0rdentv1beta1.ServiceSetStatus, svc k0rdentv1beta1.Servic
 		s.LastStateTransitionTime = &now
 	}
 	s.State, s.FailureMessage = state, msg
-	if state == k0rdentv1beta1.ServiceStateDeployed && svc.Version != nil {
-		v := *svc.Version
-		s.Version = &v
+}
+
+// confirm records a service whose release Helm reports deployed with the current inputs, as the KCM
+// release does. KCM v1.11 takes Helm's word: Deployed, with the spec's version. KCM v1.12 first
+// checks the release's resources on the child (checkHealth): while one is unhealthy the service stays
+// Provisioning with ServiceHealth<Kind> conditions naming them; once all are healthy it is Deployed,
+// and when the fingerprint of what is deployed moved, lastDeployedHash and version are stamped. A
+// check that cannot be made keeps Helm's word without a stamp, as KCM's best-effort verifier does.
+// It reports whether the service waits for its resources (to be checked again).
+func (r *serviceSetReconciler) confirm(ctx context.Context, child *world.ChildCluster, status *k0rdentv1beta1.ServiceSetStatus, p plan) (waiting bool) {
+	if r.kcm != KCMv112 {
+		setState(status, p.svc, k0rdentv1beta1.ServiceStateDeployed, "")
+		findState(status, p.svc).Version = copyVersion(p.svc.Version)
+		return false
 	}
+	bad, err := checkHealth(ctx, child.Client(), p.svc.Name, p.svc.Namespace)
+	if err != nil {
+		log.FromContext(ctx).Error(err, "checking the health of a service; keeping Helm's word", "release", p.svc.Name, "namespace", p.svc.Namespace)
+		setState(status, p.svc, k0rdentv1beta1.ServiceStateDeployed, "")
+		return false
+	}
+	if len(bad) > 0 {
+		setState(status, p.svc, k0rdentv1beta1.ServiceStateProvisioning, "")
+		setHealthConditions(findState(status, p.svc), healthConditions(bad))
+		return true
+	}
+	setState(status, p.svc, k0rdentv1beta1.ServiceStateDeployed, "")
+	s := findState(status, p.svc)
+	setHealthConditions(s, nil)
+	if p.hash != "" && p.hash != s.LastDeployedHash {
+		s.LastDeployedHash = p.hash
+		s.Version = copyVersion(p.svc.Version)
+	}
+	return false
+}
+
+func copyVersion(v *string) *string {
+	if v == nil {
+		return nil
+	}
+	c := *v
+	return &c
+}
+
+// healthPoll is how soon a service waiting for its resources is checked again: at the status interval,
+// or every second when statuses are written at once. (KCM polls such a ServiceSet after 10 s, then
+// with a backoff doubling up to 5 minutes.)
+func healthPoll(interval time.Duration) time.Duration {
+	if interval > 0 {
+		return interval
+	}
+	return time.Second
 }
 
 // finish derives deployed and the collected/ready conditions from the service states.

@@ -12,7 +12,9 @@
 //     waits for them, then tears the child down.
 //   - Each ServiceSet labelled ksm.k0rdent.mirantis.com/adapter=kcm-controller-manager is deployed
 //     with the Helm SDK on its child (release name and namespace from the service, namespace created,
-//     wait, timeout and atomic from helmOptions) and its status is written as KCM writes it.
+//     wait, timeout and atomic from helmOptions) and its status is written as KCM writes it: as KCM
+//     v1.11, or as KCM v1.12 (Deployed only once the release's resources on the child are healthy,
+//     with lastDeployedHash) when the management cluster serves v1.12's CRDs (Options.KCM, kcm.go).
 //   - A ClusterDeployment labelled k0rdent.mirantis.com/kof-cluster-role=regional becomes a regional
 //     cluster with the tenant Gateway, and the simulator plays its Gateway controller (gateway.go).
 //
@@ -55,6 +57,10 @@ type Options struct {
 	StatusInterval time.Duration
 	// NoAdmission leaves KCM's ClusterDeployment admission webhook out.
 	NoAdmission bool
+	// KCM is the KCM release whose ServiceSet status the simulator writes (KCMv111 or KCMv112). Empty
+	// means the release of the CRDs the management cluster serves (KCMOfCRDs). KCMv112 needs a
+	// ServiceSet CRD that keeps lastDeployedHash (the project's mirror does).
+	KCM KCMRelease
 }
 
 // KCMStatusInterval is KCM's default interval for collecting service states from Sveltos.
@@ -90,6 +96,17 @@ func Start(ctx context.Context, o Options) (*Simulator, error) {
 	if err := EnsureKindCRDs(ctx, o.Config); err != nil {
 		return nil, fmt.Errorf("k0rdentsim: %w", err)
 	}
+	kcm := o.KCM
+	if kcm == "" {
+		var err error
+		if kcm, err = KCMOfCRDs(ctx, o.Config); err != nil {
+			return nil, fmt.Errorf("k0rdentsim: %w", err)
+		}
+	}
+	if err := kcmFits(ctx, o.Config, kcm); err != nil {
+		return nil, fmt.Errorf("k0rdentsim: %w", err)
+	}
+	logger.Info("playing KCM", "release", kcm)
 	mgr, err := ctrl.NewManager(o.Config, ctrl.Options{
 		Scheme:                 Scheme(),
 		Logger:                 logger.WithName("k0rdent-sim"),
@@ -107,7 +124,7 @@ func Start(ctx context.Context, o Options) (*Simulator, error) {
 	if err := (&clusterDeploymentReconciler{client: c, world: o.World}).setup(mgr); err != nil {
 		return nil, err
 	}
-	if err := (&serviceSetReconciler{client: c, reader: mgr.GetAPIReader(), world: o.World, chartsDir: o.ChartsDir, statusInterval: o.StatusInterval}).setup(mgr); err != nil {
+	if err := (&serviceSetReconciler{client: c, reader: mgr.GetAPIReader(), world: o.World, chartsDir: o.ChartsDir, statusInterval: o.StatusInterval, kcm: kcm}).setup(mgr); err != nil {
 		return nil, err
 	}
 	if err := mgr.Add(&gatewaySimulator{client: c, world: o.World}); err != nil {

@@ -42,6 +42,8 @@ type ChildCluster struct {
 	replaced int
 	// stopProvisioner ends the storage provisioner.
 	stopProvisioner context.CancelFunc
+	// stopKwokSupervisor ends superviseKwok and waits for it.
+	stopKwokSupervisor func()
 }
 
 // ChildOptions tune StartChildWith.
@@ -190,6 +192,13 @@ func (w *World) newChild(name string) (c *ChildCluster, err error) {
 	if err := kp.Start(); err != nil {
 		return nil, err
 	}
+	sctx, stopSupervisor := context.WithCancel(context.Background())
+	supervised := make(chan struct{})
+	go func() {
+		defer close(supervised)
+		c.superviseKwok(sctx, sp, kp)
+	}()
+	c.stopKwokSupervisor = func() { stopSupervisor(); <-supervised }
 	return c, nil
 }
 
@@ -411,11 +420,15 @@ func nodeReady(n *corev1.Node) bool {
 func (c *ChildCluster) Processes() []*Process { return c.procs }
 
 // Restart restarts the child's API server (same address and data), as a control-plane blip would.
+// kwok is restarted once the server answers again (superviseKwok), so pods keep being staged.
 func (c *ChildCluster) Restart() error { return c.Env.Restart() }
 
 func (c *ChildCluster) stop() error {
 	if c.stopProvisioner != nil {
 		c.stopProvisioner()
+	}
+	if c.stopKwokSupervisor != nil {
+		c.stopKwokSupervisor()
 	}
 	var errs []error
 	for i := len(c.procs) - 1; i >= 0; i-- {

@@ -61,6 +61,52 @@ var kwokStages = []string{
 	"pod/fast/pod-delete.yaml",
 }
 
+// podReadyAgainStage is the local world's own stage: a running pod that is not Ready (the child's node
+// lifecycle controller marks every pod of a node NotReady when the node stops reporting, as during an
+// outage of the child's API server) is made Ready again, as a kubelet reports its pods' readiness once
+// it reaches the API server again. kwok's pod-ready stage makes only Pending pods Ready, so without
+// this such pods would stay NotReady for good.
+const podReadyAgainStage = `
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pod-ready-again
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+    - key: '.metadata.deletionTimestamp'
+      operator: 'DoesNotExist'
+    - key: '.status.phase'
+      operator: 'In'
+      values:
+      - 'Running'
+    - key: '.status.conditions.[] | select( .type == "Ready" ) | .status'
+      operator: 'In'
+      values:
+      - 'False'
+  next:
+    statusTemplate: |
+      {{ $now := Now }}
+      conditions:
+      - lastTransitionTime: {{ $now | Quote }}
+        status: "True"
+        type: Initialized
+      - lastTransitionTime: {{ $now | Quote }}
+        status: "True"
+        type: Ready
+      - lastTransitionTime: {{ $now | Quote }}
+        status: "True"
+        type: ContainersReady
+      {{ range .spec.readinessGates }}
+      - lastTransitionTime: {{ $now | Quote }}
+        status: "True"
+        type: {{ .conditionType | Quote }}
+      {{ end }}
+`
+
 // WriteKwokConfig copies kwok's stage objects from the sigs.k8s.io/kwok module (downloaded into the
 // Go module cache on demand; nothing of kwok is committed here) into one multi-document file at path.
 func WriteKwokConfig(path string) error {
@@ -76,6 +122,7 @@ func WriteKwokConfig(path string) error {
 		}
 		out = append(out, strings.TrimSpace(string(b)))
 	}
+	out = append(out, strings.TrimSpace(podReadyAgainStage))
 	return os.WriteFile(path, []byte(strings.Join(out, "\n---\n")+"\n"), 0o644)
 }
 
