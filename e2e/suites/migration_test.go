@@ -37,12 +37,19 @@ func upstreamPointer(t *testing.T, ns, cd string) []byte {
 // as docs/MIGRATION.md describes. With the colony-controller and the workspace-controller stopped
 // (the upstream operator uninstalled, this project's not started yet; the CRDs are the same
 // groups and kinds, and handing them over is the chart test's part), it builds what upstream
-// leaves behind: a Colony held by upstream's finalizer and its ClusterDeployment, controlled by the
-// Colony; upstream's `<colony>-kubeconfigs` pointer Secret (no owner, one pointer per cluster, one
-// of them stale); a workspace with upstream's finalizer whose ServiceSet `wsd-<cd>-<name>` (owned by
-// the workspace, release `wsd-<cd>-<name>` in `ws-<name>`) the simulator has installed. Then this
-// project's controllers start, and:
-//   - the Colony carries only this project's finalizer and keeps its ClusterDeployment (same UID);
+// leaves behind:
+//   - a Colony held by upstream's finalizer, with its ClusterDeployment `<colony>-<cluster>`
+//     controlled by the Colony, and a second such Colony deleted while no controller ran (only
+//     upstream's finalizer holds it);
+//   - upstream's `<colony>-kubeconfigs` pointer Secret (no owner, one pointer per cluster, one of
+//     them stale);
+//   - a workspace with upstream's finalizer and its ServiceSet `wsd-<cd>-<name>` (owned by the
+//     workspace, release `wsd-<cd>-<name>` in `ws-<name>`), installed by the simulator.
+//
+// Then this project's controllers start, and:
+//   - the Colony deleted before the switch is torn down and goes;
+//   - the other Colony carries only this project's finalizer and keeps its ClusterDeployment (same
+//     UID);
 //   - the pointer Secret is taken over and kept in step (stale pointer dropped, a cluster added
 //     after the switch gets its pointer);
 //   - the workspace runs on the same ServiceSet (same UID, no second one) and the same Helm
@@ -54,7 +61,9 @@ func TestMigrationFromUpstream(t *testing.T) {
 	const (
 		colony = "up"
 		cdName = colony + "-c"
-		wsName = "nb"
+		// goneColony is an upstream Colony deleted before the switch.
+		goneColony = "gone"
+		wsName     = "nb"
 	)
 	legacySS := "wsd-" + cdName + "-" + wsName // upstream's ServiceSet and release name
 	outer := t
@@ -88,27 +97,14 @@ func TestMigrationFromUpstream(t *testing.T) {
 					}
 				})
 			}
-			entry := cpuColonyEntry(t, "c")
-			col := &infrav1.Colony{
-				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: colony, Finalizers: []string{infrav1.LegacyColonyFinalizer}},
-				Spec:       infrav1.ColonySpec{ColonyClusters: []infrav1.ColonyCluster{entry}},
-			}
-			mustCreate(ctx, t, col)
-			// Upstream's ClusterDeployment: `<colony>-<clusterName>`, controlled by the Colony.
-			var spec k0rdentv1beta1.ClusterDeploymentSpec
-			if err := json.Unmarshal(entry.ClusterDeploymentSpec.Raw, &spec); err != nil {
+			cdUID = upstreamColony(ctx, t, ns, colony, "c")
+			upstreamColony(ctx, t, ns, goneColony, "c")
+			child = waitChild(ctx, t, ns, cdName)
+			waitChild(ctx, t, ns, goneColony+"-c")
+			// Deleted while no controller ran: only upstream's finalizer holds it.
+			if err := mgmt().Delete(ctx, &infrav1.Colony{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: goneColony}}); err != nil {
 				t.Fatal(err)
 			}
-			yes := true
-			cd := &k0rdentv1beta1.ClusterDeployment{
-				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cdName, OwnerReferences: []metav1.OwnerReference{{
-					APIVersion: infrav1.GroupVersion.String(), Kind: "Colony", Name: col.Name, UID: col.UID, Controller: &yes, BlockOwnerDeletion: &yes,
-				}}},
-				Spec: spec,
-			}
-			mustCreate(ctx, t, cd)
-			cdUID = cd.UID
-			child = waitChild(ctx, t, ns, cdName)
 			// Upstream's pointer Secret: no owner, no labels; `up-old` is a cluster that went.
 			mustCreate(ctx, t, &corev1.Secret{
 				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: colony + "-kubeconfigs"},
@@ -145,6 +141,21 @@ func TestMigrationFromUpstream(t *testing.T) {
 				if err := component(t, name).Start(ctx); err != nil {
 					t.Fatal(err)
 				}
+			}
+			return ctx
+		}).
+		Assess("the Colony deleted before the switch is torn down and goes", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			eventually(ctx, t, "Colony "+goneColony+" and its ClusterDeployment gone", clusterTimeout, func(ctx context.Context) (bool, string) {
+				var c infrav1.Colony
+				err := mgmt().Get(ctx, types.NamespacedName{Namespace: ns, Name: goneColony}, &c)
+				if !apierrors.IsNotFound(err) {
+					return false, fmt.Sprintf("Colony: finalizers %v, err %v", c.Finalizers, err)
+				}
+				err = mgmt().Get(ctx, types.NamespacedName{Namespace: ns, Name: goneColony + "-c"}, &k0rdentv1beta1.ClusterDeployment{})
+				return apierrors.IsNotFound(err), fmt.Sprintf("ClusterDeployment: %v", err)
+			})
+			if world.World.Child(k0rdentsim.ChildName(ns, goneColony+"-c")) != nil {
+				t.Errorf("child %s-c still runs", goneColony)
 			}
 			return ctx
 		}).
@@ -295,6 +306,32 @@ func TestMigrationFromUpstream(t *testing.T) {
 		}).
 		Feature()
 	testEnv.Test(t, f)
+}
+
+// upstreamColony creates a Colony as the upstream operator left it: its finalizer, and the
+// ClusterDeployment `<colony>-<clusterName>` of the entry, controlled by the Colony. It returns the
+// ClusterDeployment's UID.
+func upstreamColony(ctx context.Context, t *testing.T, ns, name, cluster string) types.UID {
+	t.Helper()
+	entry := cpuColonyEntry(t, cluster)
+	col := &infrav1.Colony{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Finalizers: []string{infrav1.LegacyColonyFinalizer}},
+		Spec:       infrav1.ColonySpec{ColonyClusters: []infrav1.ColonyCluster{entry}},
+	}
+	mustCreate(ctx, t, col)
+	var spec k0rdentv1beta1.ClusterDeploymentSpec
+	if err := json.Unmarshal(entry.ClusterDeploymentSpec.Raw, &spec); err != nil {
+		t.Fatal(err)
+	}
+	yes := true
+	cd := &k0rdentv1beta1.ClusterDeployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-" + cluster, OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: infrav1.GroupVersion.String(), Kind: "Colony", Name: col.Name, UID: col.UID, Controller: &yes, BlockOwnerDeletion: &yes,
+		}}},
+		Spec: spec,
+	}
+	mustCreate(ctx, t, cd)
+	return cd.UID
 }
 
 // waitPointers waits until a Colony controls its `<colony>-kubeconfigs` Secret and the Secret holds
