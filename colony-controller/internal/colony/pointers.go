@@ -17,14 +17,14 @@ import (
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 )
 
-// The upstream exalsius-operator's aggregated Secret `<colony>-kubeconfigs` (deprecated). Upstream
-// 0.11 wrote it next to each Colony: one key per ClusterDeployment, each value a JSON
-// ObjectReference to that cluster's `<cd>-kubeconfig` Secret. This project's aggregated kubeconfig is
-// the Secret `<colony>-kubeconfig` (kubeconfig.go). For the consumers of an installation switched
-// from upstream, a pointer Secret that exists is kept in step: the Colony takes it over (controller
-// owner reference, so it goes with the Colony, which upstream's never did) and writes one pointer
-// per ready cluster whose `<cd>-kubeconfig` Secret is on the management cluster. None is created
-// for a Colony that has none.
+// The upstream exalsius-operator's aggregated Secret `<colony>-kubeconfigs`, deprecated in 0.12.0
+// and to be removed in 0.14.0 (docs/MIGRATION.md). Upstream 0.11 wrote it next to each Colony: one
+// key per ClusterDeployment, each value a JSON ObjectReference to that cluster's `<cd>-kubeconfig`
+// Secret. This project's aggregated kubeconfig is the Secret `<colony>-kubeconfig` (kubeconfig.go).
+// For the consumers of an installation switched from upstream, a pointer Secret that exists is kept
+// in step: the Colony takes it over (controller owner reference, so it goes with the Colony, which
+// upstream's never did) and writes one pointer per ready cluster whose `<cd>-kubeconfig` Secret is on
+// the management cluster. None is created for a Colony that has none.
 
 // PointerSecretName is the name of a Colony's upstream pointer Secret: `<colony>-kubeconfigs`.
 func PointerSecretName(colony string) string { return colony + "-kubeconfigs" }

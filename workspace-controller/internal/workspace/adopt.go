@@ -15,18 +15,14 @@ import (
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 )
 
-// adoptLegacy takes over what the upstream operator left: its finalizer is dropped (ours is on), and
-// a workspace this controller has never installed whose upstream ServiceSet exists keeps that
-// ServiceSet and its release names (pinned in annotations), so the release is upgraded in place, not
-// uninstalled and installed again. See docs/MIGRATION.md.
+// adoptLegacy takes over what the upstream operator left: a workspace this controller has never
+// installed whose upstream ServiceSet exists keeps that ServiceSet and its release names (pinned in
+// annotations), so the release is upgraded in place, not uninstalled and installed again; upstream's
+// finalizer is dropped once ours is on and the release is settled. See docs/MIGRATION.md.
 func (r *Reconciler) adoptLegacy(ctx context.Context, s *scope) (stepResult, error) {
 	ws := s.ws
 	patchBase := ws.DeepCopy()
 	changed := false
-	if controllerutil.ContainsFinalizer(ws, workspacesv1.LegacyFinalizer) && controllerutil.ContainsFinalizer(ws, workspacesv1.WorkspaceFinalizer) {
-		controllerutil.RemoveFinalizer(ws, workspacesv1.LegacyFinalizer)
-		changed = true
-	}
 	allowed := false
 	if owned.AdoptedServiceSetName(ws) == "" && ws.Status.ServiceSetName == "" {
 		// Only where the workspace may act: the ServiceSet of the same name in a namespace that does
@@ -58,6 +54,17 @@ func (r *Reconciler) adoptLegacy(ctx context.Context, s *scope) (stepResult, err
 		case err != nil && !apierrors.IsNotFound(err):
 			return stop, fmt.Errorf("looking for the upstream ServiceSet %s: %w", name, err)
 		}
+	}
+	// Upstream's finalizer goes once ours is on and the workspace's release is settled: adopted, or
+	// installed by this controller (status names its ServiceSet). Until then it is the evidence that
+	// an unlabelled ws-<name> on the child is this workspace's, made by the upstream operator
+	// (childns.MayAdoptUnlabelled): dropped earlier, a workspace whose upstream ServiceSet cannot be
+	// adopted would find its own release namespace in conflict, and leave it behind when deleted.
+	// The deletion removes it in any case (delete.go).
+	if controllerutil.ContainsFinalizer(ws, workspacesv1.LegacyFinalizer) && controllerutil.ContainsFinalizer(ws, workspacesv1.WorkspaceFinalizer) &&
+		(owned.AdoptedServiceSetName(ws) != "" || ws.Status.ServiceSetName != "") {
+		controllerutil.RemoveFinalizer(ws, workspacesv1.LegacyFinalizer)
+		changed = true
 	}
 	if !changed {
 		return next, nil

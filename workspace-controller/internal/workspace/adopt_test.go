@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -11,6 +12,7 @@ import (
 
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 )
 
 // TestAdoptUpstreamServiceSet: a workspace the upstream operator installed (its ServiceSet
@@ -150,4 +152,42 @@ func TestDeleteNeverAdoptedAfterClusterGone(t *testing.T) {
 	must(t, k8s.Delete(ctxT(t), getWS(t, key)))
 	waitGone(t, "upstream ServiceSet", client.ObjectKeyFromObject(legacy), &k0rdentv1beta1.ServiceSet{})
 	waitGone(t, "workspace", key, &workspacesv1.WorkspaceDeployment{})
+}
+
+// TestUpstreamWorkspaceNotAdoptedKeepsItsNamespace: a workspace of the upstream operator whose
+// ServiceSet cannot be adopted (here: there is none under upstream's name, as when upstream shortened
+// it) finds ws-<name> on the child as upstream left it, without this project's labels. Upstream's
+// finalizer is the evidence that the namespace is the workspace's: it stays until the workspace is
+// installed, so the namespace is claimed (not a conflict), and the finalizer goes after that.
+func TestUpstreamWorkspaceNotAdoptedKeepsItsNamespace(t *testing.T) {
+	ns := newNamespace(t)
+	class := createClass(t, classSpec(name("legacy-ns")), ns)
+	cd := createCluster(t, ns, child.Kubeconfig)
+	wsName := name("old")
+	upstreamNS := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: owned.LocalReleaseNamespace(wsName)}}
+	must(t, child.Client.Create(ctxT(t), upstreamNS))
+	t.Cleanup(func() { _ = child.Client.Delete(ctxT(t), upstreamNS) })
+
+	key := createWorkspace(t, ns, class, cd.Name, func(ws *workspacesv1.WorkspaceDeployment) {
+		ws.Name = wsName
+		ws.Finalizers = []string{workspacesv1.LegacyFinalizer}
+	})
+	eventually(t, "installed under this project's names, upstream's finalizer dropped", func() error {
+		ws := getWS(t, key)
+		if ws.Status.Phase == workspacesv1.PhaseFailed {
+			t.Fatalf("Failed: %s", ws.Status.Message)
+		}
+		if ws.Status.ServiceSetName != owned.ServiceSetName(ws) {
+			return fmt.Errorf("phase %s, status.serviceSetName %q", ws.Status.Phase, ws.Status.ServiceSetName)
+		}
+		if controllerutil.ContainsFinalizer(ws, workspacesv1.LegacyFinalizer) || !controllerutil.ContainsFinalizer(ws, workspacesv1.WorkspaceFinalizer) {
+			return fmt.Errorf("finalizers %v", ws.Finalizers)
+		}
+		return nil
+	})
+	got := &corev1.Namespace{}
+	must(t, child.Client.Get(ctxT(t), client.ObjectKeyFromObject(upstreamNS), got))
+	if got.UID != upstreamNS.UID || got.Labels[workspacesv1.WorkspaceLabel] != wsName {
+		t.Errorf("ws-%s: uid %s (upstream's %s), labels %v: want upstream's namespace claimed", wsName, got.UID, upstreamNS.UID, got.Labels)
+	}
 }
