@@ -77,6 +77,11 @@ const (
 	// unplaced workspace placed from another namespace (a shared Colony or selector) is indexed under
 	// that namespace too.
 	IndexNamespaceWaiter = "workspace.namespaceWaiter"
+	// IndexClusterWaiter indexes the Waiting workspaces (the GPU gate's queue) by "<namespace>/<name>"
+	// of their ClusterDeployment (ClusterWaiterKeys): every admission or release of GPUs on a cluster
+	// wakes its queue, and listing the cluster's waiters, not all its workspaces, keeps that wake-up
+	// from growing with the workspaces already running there.
+	IndexClusterWaiter = "workspace.clusterWaiter"
 	// IndexClusterNamespace indexes workspaces by their ClusterDeployment's namespace.
 	IndexClusterNamespace = "workspace.clusterNamespace"
 	// IndexValuesFrom indexes workspaces by "<Kind>/<namespace>/<name>" of their spec.valuesFrom

@@ -160,3 +160,12 @@ func ValidateReleaseName(n string) error {
 	}
 	return nil
 }
+
+// ClusterWaiterKeys is the IndexClusterWaiter value of a workspace: its cluster's key while it is
+// Waiting, nothing otherwise.
+func ClusterWaiterKeys(ws *workspacesv1.WorkspaceDeployment) []string {
+	if ws.Status.Phase != workspacesv1.PhaseWaiting {
+		return nil
+	}
+	return []string{ClusterKey(ws).String()}
+}

@@ -43,6 +43,11 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager, 
 	}); err != nil {
 		return fmt.Errorf("indexing workspaces by cluster: %w", err)
 	}
+	if err := idx.IndexField(ctx, &workspacesv1.WorkspaceDeployment{}, owned.IndexClusterWaiter, func(o client.Object) []string {
+		return owned.ClusterWaiterKeys(o.(*workspacesv1.WorkspaceDeployment))
+	}); err != nil {
+		return fmt.Errorf("indexing the Waiting workspaces by cluster: %w", err)
+	}
 	if err := idx.IndexField(ctx, &workspacesv1.WorkspaceDeployment{}, owned.IndexClusterNamespace, func(o client.Object) []string {
 		return []string{owned.ClusterKey(o.(*workspacesv1.WorkspaceDeployment)).Namespace}
 	}); err != nil {
