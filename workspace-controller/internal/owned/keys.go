@@ -92,5 +92,11 @@ const (
 	IndexName = "workspace.name"
 )
 
+// IndexServiceSetCluster indexes ServiceSets by "<namespace>/<name>" of the ClusterDeployment their
+// label names (ServiceSetClusterKeys): the workspaces' and the prerequisites' ServiceSets of one
+// cluster are found without reading those of every other cluster in the namespace (a GPU decision,
+// under its cluster's lock, and every workspace event the prerequisite collector sees read them).
+const IndexServiceSetCluster = "serviceset.cluster"
+
 // ValuesFromKey is the IndexValuesFrom value of one spec.valuesFrom source.
 func ValuesFromKey(kind, namespace, name string) string { return kind + "/" + namespace + "/" + name }

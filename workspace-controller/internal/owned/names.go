@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -168,4 +169,14 @@ func ClusterWaiterKeys(ws *workspacesv1.WorkspaceDeployment) []string {
 		return nil
 	}
 	return []string{ClusterKey(ws).String()}
+}
+
+// ServiceSetClusterKeys is the IndexServiceSetCluster value of a ServiceSet: its namespace and the
+// ClusterDeployment its label names, nothing without the label.
+func ServiceSetClusterKeys(ss metav1.Object) []string {
+	cd := ss.GetLabels()[workspacesv1.ClusterDeploymentLabel]
+	if cd == "" {
+		return nil
+	}
+	return []string{types.NamespacedName{Namespace: ss.GetNamespace(), Name: cd}.String()}
 }

@@ -150,3 +150,13 @@ func TestClusterWaiterKeys(t *testing.T) {
 		t.Fatalf("a Waiting workspace is indexed under %v, want its cluster fleet/gpu-1", got)
 	}
 }
+
+func TestServiceSetClusterKeys(t *testing.T) {
+	ss := &metav1.ObjectMeta{Namespace: "fleet", Labels: map[string]string{workspacesv1.ClusterDeploymentLabel: "gpu-1"}}
+	if got := ServiceSetClusterKeys(ss); len(got) != 1 || got[0] != "fleet/gpu-1" {
+		t.Fatalf("a ServiceSet of cluster gpu-1 in fleet is indexed under %v", got)
+	}
+	if got := ServiceSetClusterKeys(&metav1.ObjectMeta{Namespace: "fleet"}); len(got) != 0 {
+		t.Fatalf("a ServiceSet without the cluster label is indexed under %v", got)
+	}
+}
