@@ -28,10 +28,7 @@ func main() {
 }
 
 func run() error {
-	common := bootstrap.NewOptions(workspace.Component)
-	// Sized to the workers: an admission is a handful of requests, each worker makes dozens a second,
-	// and the API server's priority and fairness protects it from a burst of admissions.
-	common.KubeAPIQPS, common.KubeAPIBurst = 500, 1000
+	common := bootstrapOptions()
 	common.AddFlags(flag.CommandLine)
 	opts := workspace.DefaultOptions()
 	opts.BindFlags(flag.CommandLine)
@@ -40,7 +37,6 @@ func run() error {
 		return err
 	}
 
-	common.CacheByObject = release.CacheByObject()
 	mgr, err := bootstrap.NewManager(common, scheme.New())
 	if err != nil {
 		return err
@@ -50,4 +46,16 @@ func run() error {
 		return err
 	}
 	return mgr.Start(ctx)
+}
+
+// bootstrapOptions are the shared options as this binary sets them before the flags: its client-side
+// rate limit and its cache of ServiceSets.
+func bootstrapOptions() *bootstrap.Options {
+	common := bootstrap.NewOptions(workspace.Component)
+	// Sized to the workers: an admission is a handful of requests, each worker makes dozens a second,
+	// and the API server's priority and fairness protects it from a burst of admissions.
+	common.KubeAPIQPS, common.KubeAPIBurst = 500, 1000
+	// ServiceSets are cached with a digest in place of their inline values (release.StripServiceSetValues).
+	common.CacheByObject = release.CacheByObject()
+	return common
 }

@@ -91,10 +91,14 @@ func restConfig(opts *Options) (*rest.Config, error) {
 		}
 		cfg = c
 	}
-	if cfg.QPS == 0 {
+	// --kube-api-qps and --kube-api-burst decide the client-side limit. controller-runtime's loader
+	// turns the limiter off (QPS -1, leaving the API server's priority and fairness alone in charge),
+	// so a loaded configuration always takes the flags; a configuration handed in (tests) keeps a
+	// limit it sets.
+	if opts.RestConfig == nil || cfg.QPS == 0 {
 		cfg.QPS = float32(opts.KubeAPIQPS)
 	}
-	if cfg.Burst == 0 {
+	if opts.RestConfig == nil || cfg.Burst == 0 {
 		cfg.Burst = opts.KubeAPIBurst
 	}
 	if cfg.UserAgent == "" {

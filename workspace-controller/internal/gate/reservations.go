@@ -346,8 +346,9 @@ func (g *Gate) workspacesOn(ctx context.Context, st site) ([]workspacesv1.Worksp
 func (g *Gate) workspacesWithServiceSets(ctx context.Context, cd types.NamespacedName, out map[string]*k0rdentv1beta1.ServiceSet) error {
 	var list k0rdentv1beta1.ServiceSetList
 	// Read-only: the cached ServiceSets (with their values) are not copied on every GPU decision.
-	if err := g.client.List(ctx, &list, client.InNamespace(cd.Namespace), client.UnsafeDisableDeepCopy,
-		client.MatchingLabels{workspacesv1.ClusterDeploymentLabel: cd.Name}, client.HasLabels{workspacesv1.WorkspaceLabel}); err != nil {
+	// By the cluster index: a label selector alone would read every ServiceSet of the namespace.
+	if err := g.client.List(ctx, &list, client.MatchingFields{owned.IndexServiceSetCluster: cd.String()}, client.UnsafeDisableDeepCopy,
+		client.HasLabels{workspacesv1.WorkspaceLabel}); err != nil {
 		return fmt.Errorf("listing ServiceSets of %s: %w", cd, err)
 	}
 	for i := range list.Items {

@@ -77,6 +77,11 @@ const (
 	// unplaced workspace placed from another namespace (a shared Colony or selector) is indexed under
 	// that namespace too.
 	IndexNamespaceWaiter = "workspace.namespaceWaiter"
+	// IndexClusterWaiter indexes the Waiting workspaces (the GPU gate's queue) by "<namespace>/<name>"
+	// of their ClusterDeployment (ClusterWaiterKeys): every admission or release of GPUs on a cluster
+	// wakes its queue, and listing the cluster's waiters, not all its workspaces, keeps that wake-up
+	// from growing with the workspaces already running there.
+	IndexClusterWaiter = "workspace.clusterWaiter"
 	// IndexClusterNamespace indexes workspaces by their ClusterDeployment's namespace.
 	IndexClusterNamespace = "workspace.clusterNamespace"
 	// IndexValuesFrom indexes workspaces by "<Kind>/<namespace>/<name>" of their spec.valuesFrom
@@ -86,6 +91,12 @@ const (
 	// same-named workspaces of different namespaces).
 	IndexName = "workspace.name"
 )
+
+// IndexServiceSetCluster indexes ServiceSets by "<namespace>/<name>" of the ClusterDeployment their
+// label names (ServiceSetClusterKeys): the workspaces' and the prerequisites' ServiceSets of one
+// cluster are found without reading those of every other cluster in the namespace (a GPU decision,
+// under its cluster's lock, and every workspace event the prerequisite collector sees read them).
+const IndexServiceSetCluster = "serviceset.cluster"
 
 // ValuesFromKey is the IndexValuesFrom value of one spec.valuesFrom source.
 func ValuesFromKey(kind, namespace, name string) string { return kind + "/" + namespace + "/" + name }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -159,4 +160,23 @@ func ValidateReleaseName(n string) error {
 		return fmt.Errorf("not a valid Helm release name: %s", strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+// ClusterWaiterKeys is the IndexClusterWaiter value of a workspace: its cluster's key while it is
+// Waiting, nothing otherwise.
+func ClusterWaiterKeys(ws *workspacesv1.WorkspaceDeployment) []string {
+	if ws.Status.Phase != workspacesv1.PhaseWaiting {
+		return nil
+	}
+	return []string{ClusterKey(ws).String()}
+}
+
+// ServiceSetClusterKeys is the IndexServiceSetCluster value of a ServiceSet: its namespace and the
+// ClusterDeployment its label names, nothing without the label.
+func ServiceSetClusterKeys(ss metav1.Object) []string {
+	cd := ss.GetLabels()[workspacesv1.ClusterDeploymentLabel]
+	if cd == "" {
+		return nil
+	}
+	return []string{types.NamespacedName{Namespace: ss.GetNamespace(), Name: cd}.String()}
 }

@@ -134,3 +134,29 @@ func TestReleaseNamespace(t *testing.T) {
 		t.Fatalf("long shared release namespace: %s", got)
 	}
 }
+
+func TestClusterWaiterKeys(t *testing.T) {
+	ws := &workspacesv1.WorkspaceDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "w"}}
+	ws.Spec.ClusterDeploymentRef.Name = "gpu-1"
+	ws.Spec.ClusterDeploymentRef.Namespace = "fleet"
+	for _, phase := range []workspacesv1.WorkspacePhase{"", workspacesv1.PhasePending, workspacesv1.PhaseDeploying, workspacesv1.PhaseRunning, workspacesv1.PhaseFailed} {
+		ws.Status.Phase = phase
+		if got := ClusterWaiterKeys(ws); len(got) != 0 {
+			t.Fatalf("a %q workspace is indexed as a waiter under %v", phase, got)
+		}
+	}
+	ws.Status.Phase = workspacesv1.PhaseWaiting
+	if got := ClusterWaiterKeys(ws); len(got) != 1 || got[0] != "fleet/gpu-1" {
+		t.Fatalf("a Waiting workspace is indexed under %v, want its cluster fleet/gpu-1", got)
+	}
+}
+
+func TestServiceSetClusterKeys(t *testing.T) {
+	ss := &metav1.ObjectMeta{Namespace: "fleet", Labels: map[string]string{workspacesv1.ClusterDeploymentLabel: "gpu-1"}}
+	if got := ServiceSetClusterKeys(ss); len(got) != 1 || got[0] != "fleet/gpu-1" {
+		t.Fatalf("a ServiceSet of cluster gpu-1 in fleet is indexed under %v", got)
+	}
+	if got := ServiceSetClusterKeys(&metav1.ObjectMeta{Namespace: "fleet"}); len(got) != 0 {
+		t.Fatalf("a ServiceSet without the cluster label is indexed under %v", got)
+	}
+}

@@ -38,7 +38,7 @@ type Collector struct {
 }
 
 // SetupWithManager registers the collector. It relies on the workspace reconciler's indexes
-// (owned.IndexCluster).
+// (owned.IndexCluster, owned.IndexServiceSetCluster).
 func (c *Collector) SetupWithManager(mgr manager.Manager, opts controller.Options) error {
 	return builder.ControllerManagedBy(mgr).
 		Named("prerequisite-collector").
@@ -88,8 +88,8 @@ func (c *Collector) forWorkspace(ctx context.Context, o client.Object) []reconci
 	}
 	cd := owned.ClusterKey(ws)
 	var list k0rdentv1beta1.ServiceSetList
-	if err := c.Client.List(ctx, &list, client.InNamespace(cd.Namespace), client.UnsafeDisableDeepCopy, // read-only
-		client.MatchingLabels{workspacesv1.ClusterDeploymentLabel: cd.Name}, client.HasLabels{workspacesv1.PrerequisiteLabel}); err != nil {
+	if err := c.Client.List(ctx, &list, client.MatchingFields{owned.IndexServiceSetCluster: cd.String()}, client.UnsafeDisableDeepCopy, // read-only
+		client.HasLabels{workspacesv1.PrerequisiteLabel}); err != nil {
 		log.FromContext(ctx).Error(err, "listing prerequisite ServiceSets")
 		return nil
 	}

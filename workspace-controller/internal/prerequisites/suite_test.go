@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/testing/testenv"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
@@ -72,6 +73,11 @@ func startCache(ctx context.Context) (client.Client, error) {
 	}
 	if err := c.IndexField(ctx, &workspacesv1.WorkspaceDeployment{}, owned.IndexCluster, func(o client.Object) []string {
 		return []string{owned.ClusterKey(o.(*workspacesv1.WorkspaceDeployment)).String()}
+	}); err != nil {
+		return nil, err
+	}
+	if err := c.IndexField(ctx, &k0rdentv1beta1.ServiceSet{}, owned.IndexServiceSetCluster, func(o client.Object) []string {
+		return owned.ServiceSetClusterKeys(o)
 	}); err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/gate"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
@@ -168,6 +169,9 @@ func gateCache(ctx context.Context, t *testing.T) client.Client {
 	must(t, err)
 	must(t, c.IndexField(ctx, &workspacesv1.WorkspaceDeployment{}, owned.IndexCluster, func(o client.Object) []string {
 		return []string{owned.ClusterKey(o.(*workspacesv1.WorkspaceDeployment)).String()}
+	}))
+	must(t, c.IndexField(ctx, &k0rdentv1beta1.ServiceSet{}, owned.IndexServiceSetCluster, func(o client.Object) []string {
+		return owned.ServiceSetClusterKeys(o)
 	}))
 	go func() { _ = c.Start(ctx) }()
 	if !c.WaitForCacheSync(ctx) {

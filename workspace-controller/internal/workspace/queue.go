@@ -118,15 +118,15 @@ func (r *Reconciler) forPriorityCap(ctx context.Context, o client.Object) []reco
 }
 
 // queueOf lists the Waiting workspaces on a cluster, but skip: those of its ClusterDeployment and of
-// the others connected to the same child cluster (one child is one gate).
+// the others connected to the same child cluster (one child is one gate). It reads the waiters' index
+// (owned.IndexClusterWaiter), so that its cost follows the queue, not the cluster's workspaces: it runs
+// on every admission.
 func (r *Reconciler) queueOf(ctx context.Context, cd, skip client.ObjectKey) []reconcile.Request {
-	waiting := func(w *workspacesv1.WorkspaceDeployment) bool {
-		return w.Status.Phase == workspacesv1.PhaseWaiting && client.ObjectKeyFromObject(w) != skip
-	}
-	out := r.workspaces(ctx, owned.IndexCluster, cd.String(), waiting)
+	notSkipped := func(w *workspacesv1.WorkspaceDeployment) bool { return client.ObjectKeyFromObject(w) != skip }
+	out := r.workspaces(ctx, owned.IndexClusterWaiter, cd.String(), notSkipped)
 	if r.Children != nil {
 		for _, p := range r.Children.Peers(cd) {
-			out = append(out, r.workspaces(ctx, owned.IndexCluster, p.String(), waiting)...)
+			out = append(out, r.workspaces(ctx, owned.IndexClusterWaiter, p.String(), notSkipped)...)
 		}
 	}
 	return out

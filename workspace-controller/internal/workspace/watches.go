@@ -43,6 +43,16 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager, 
 	}); err != nil {
 		return fmt.Errorf("indexing workspaces by cluster: %w", err)
 	}
+	if err := idx.IndexField(ctx, &workspacesv1.WorkspaceDeployment{}, owned.IndexClusterWaiter, func(o client.Object) []string {
+		return owned.ClusterWaiterKeys(o.(*workspacesv1.WorkspaceDeployment))
+	}); err != nil {
+		return fmt.Errorf("indexing the Waiting workspaces by cluster: %w", err)
+	}
+	if err := idx.IndexField(ctx, &k0rdentv1beta1.ServiceSet{}, owned.IndexServiceSetCluster, func(o client.Object) []string {
+		return owned.ServiceSetClusterKeys(o)
+	}); err != nil {
+		return fmt.Errorf("indexing ServiceSets by cluster: %w", err)
+	}
 	if err := idx.IndexField(ctx, &workspacesv1.WorkspaceDeployment{}, owned.IndexClusterNamespace, func(o client.Object) []string {
 		return []string{owned.ClusterKey(o.(*workspacesv1.WorkspaceDeployment)).Namespace}
 	}); err != nil {
