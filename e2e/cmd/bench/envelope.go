@@ -69,17 +69,17 @@ func (e *envelopeConfig) bindFlags(fs *flag.FlagSet) {
 // envelopeResult is what the scale envelope measured.
 type envelopeResult struct {
 	workspaces, clusters, servers, nodesPerServer, creators int
-	ref                                                      rates
-	admitWall                                                time.Duration
-	throughput                                               float64
-	p50, p99                                                 time.Duration
-	rssMiB, peakMiB, restCPUSeconds, restWritesPerMinute     float64
-	changes                                                  []changeResult
-	webhook                                                  string // why no webhook figures, when there are none
-	webhookP50, webhookP99, refCreateP50, refCreateP99       time.Duration
-	webhookServerMean                                        time.Duration
-	webhookServerP99                                         float64 // the histogram bucket bound, s; -1 above the largest
-	rssAfterChangesMiB                                       float64
+	ref                                                     rates
+	admitWall                                               time.Duration
+	throughput                                              float64
+	p50, p99                                                time.Duration
+	rssMiB, peakMiB, restCPUSeconds, restWritesPerMinute    float64
+	changes                                                 []changeResult
+	webhook                                                 string // why no webhook figures, when there are none
+	webhookP50, webhookP99, refCreateP50, refCreateP99      time.Duration
+	webhookServerMean                                       time.Duration
+	webhookServerP99                                        float64 // the histogram bucket bound, s; -1 above the largest
+	rssAfterChangesMiB                                      float64
 }
 
 // changeResult is one child change: its kind, the workspaces whose admission named the changed node,
