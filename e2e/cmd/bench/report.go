@@ -44,7 +44,7 @@ func idleCPU(r result) string {
 	if r.idleCPUSeconds < 0 || r.idle <= 0 {
 		return "—"
 	}
-	return fmt.Sprintf("%.1f s (%.1f%% of a core)", r.idleCPUSeconds, 100*r.idleCPUSeconds/r.idle.Seconds())
+	return fmt.Sprintf("%.2f s (%.1f%% of a core)", r.idleCPUSeconds, 100*r.idleCPUSeconds/r.idle.Seconds())
 }
 
 // perVerb renders requests per workspace by verb, e.g. "GET 1.0, PATCH 2.0".
@@ -198,9 +198,9 @@ func writeDoc(c config, results []result, table string, wall time.Duration) erro
 		"between the first create and the moment the controller stopped writing; reconciles from\n" +
 		"`controller_runtime_reconcile_total`; RSS and CPU seconds from /proc of the controller process (CPU: utime +\n" +
 		"stime). After the largest N of each class and cluster count, once the controller stopped writing, the bench\n" +
-		"counts its writes and its CPU seconds for 60 s (`--idle`): idle writes and idle CPU (with its share of one\n" +
-		"core). GPUs over capacity: the admitted GPUs per node (status.admission) above the node's GPUs at the end,\n" +
-		"and workspaces left without an admission.\n\n")
+		"counts its writes and its CPU seconds for " + c.idle.String() + " (`--idle`): idle writes and idle CPU (with its share\n" +
+		"of one core). GPUs over capacity: the admitted GPUs per node (status.admission) above the node's GPUs at the\n" +
+		"end, and workspaces left without an admission.\n\n")
 	crds := "the project's k0rdent mirror"
 	if dir := os.Getenv("K0RDENT_CRDS"); dir != "" {
 		crds = "k0rdent's real CRDs (K0RDENT_CRDS=" + filepath.Base(dir) + ")"
