@@ -150,6 +150,14 @@ bench: tools build ## The modules' Go benchmarks (the inventory one among them),
 	@out=$$(mktemp); 	for m in common $(COMPONENTS); do (cd $$m && go test -run '^$$' -bench . -benchmem ./...) || exit 1; done | tee "$$out"; 	cd e2e && go run ./cmd/bench --bin "$(EXALSIUS_BIN_DIR)/workspace-controller" --doc "$(CURDIR)/docs/benchmarks.md" \
 	  --go-bench-output "$$out" $(BENCH_FLAGS)
 
+# BENCH_ENVELOPE_FLAGS passes flags to the scale envelope, e.g. --workspaces=500 --clusters=20 for a quick run.
+BENCH_ENVELOPE_FLAGS ?=
+
+.PHONY: bench-envelope
+bench-envelope: tools build ## The scale envelope: 10,000 workspaces over 200 clusters (shared child API servers), child changes, the webhook at that size; rewrites its section of docs/benchmarks.md (not part of `make test`).
+	cd e2e && go run ./cmd/bench --envelope --bin "$(EXALSIUS_BIN_DIR)/workspace-controller" --webhook-bin "$(EXALSIUS_BIN_DIR)/webhook" \
+	  --repo-root "$(CURDIR)" --doc "$(CURDIR)/docs/benchmarks.md" --workspaces 10000 --clusters 200 $(BENCH_ENVELOPE_FLAGS)
+
 .PHONY: fuzz
 fuzz: ## Run each fuzz test for a short while.
 	hack/fuzz.sh

@@ -1,9 +1,11 @@
 // Command bench measures workspace admission: it starts real API servers (a management server with
 // the project's CRDs, or k0rdent's real ones from K0RDENT_CRDS, and separate child servers with GPU
 // nodes), runs the built workspace-controller binary as a separate process against them, creates N
-// WorkspaceDeployments back to back from one client and measures how long each takes until its
-// ServiceSet is seen on a watch, and what the admission cost in requests, Events, reconciles, memory
-// and CPU. `make bench` runs it and rewrites its section of docs/benchmarks.md.
+// WorkspaceDeployments from one or more concurrent creators and measures how long each takes until
+// its ServiceSet is seen on a watch, and what the admission cost in requests, Events, reconciles,
+// memory and CPU, next to the same API server's own ConfigMap create rate (the reference). `make
+// bench` runs it and rewrites its section of docs/benchmarks.md; with --envelope it runs the scale
+// envelope instead (`make bench-envelope`, envelope.go).
 package main
 
 import (
@@ -18,13 +20,16 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/exalsius/exalsius-operator/common/gpu"
@@ -52,11 +57,16 @@ type config struct {
 	timeout    time.Duration
 	extraArgs  []string
 	logDir     string
+	creators   []int
+	load       string // the load average when the run started
+	refFor     time.Duration
+	envelope   envelopeConfig
 }
 
 func run() error {
 	var c config
-	var sizes, clusters, classes, extra string
+	var sizes, clusters, classes, extra, creators string
+	var envelope bool
 	flag.StringVar(&c.bin, "bin", "", "The built workspace-controller binary.")
 	flag.StringVar(&c.doc, "doc", "", "docs/benchmarks.md to rewrite the admission section of; empty prints only.")
 	flag.StringVar(&c.goBench, "go-bench-output", "", "A file with the output of the modules' Go benchmarks (the inventory benchmark), quoted in the section.")
@@ -68,7 +78,12 @@ func run() error {
 	flag.DurationVar(&c.timeout, "timeout", 15*time.Minute, "How long one scenario may take.")
 	flag.StringVar(&extra, "controller-args", "", "Extra flags for the workspace-controller, space-separated.")
 	flag.StringVar(&c.logDir, "log-dir", filepath.Join(os.TempDir(), "exalsius-bench"), "Where the controller's log of each scenario is kept.")
+	flag.StringVar(&creators, "creators", "1,8", "Concurrent creators at the largest N, one scenario each; the smaller N use the first.")
+	flag.DurationVar(&c.refFor, "reference-time", 3*time.Second, "How long the reference (ConfigMap creates on the scenario's own API server, from 1 and from 8 clients) runs, each.")
+	flag.BoolVar(&envelope, "envelope", false, "Run the scale envelope instead of the admission scenarios (`make bench-envelope`).")
+	c.envelope.bindFlags(flag.CommandLine)
 	flag.Parse()
+	c.load = loadAverage()
 	c.gpusByNode = 8
 	var err error
 	if c.sizes, err = ints(sizes); err != nil {
@@ -76,6 +91,9 @@ func run() error {
 	}
 	if c.clusters, err = ints(clusters); err != nil {
 		return fmt.Errorf("--clusters: %w", err)
+	}
+	if c.creators, err = ints(creators); err != nil {
+		return fmt.Errorf("--creators: %w", err)
 	}
 	c.classes = strings.Split(classes, ",")
 	c.extraArgs = strings.Fields(extra)
@@ -91,6 +109,12 @@ func run() error {
 	ctrllog.SetLogger(logr.Discard())
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
+	if envelope {
+		if len(c.clusters) != 1 {
+			return errors.New("--envelope takes one --clusters count")
+		}
+		return runEnvelope(ctx, c)
+	}
 
 	maxClusters, maxN := 0, 0
 	for _, n := range c.clusters {
@@ -149,34 +173,34 @@ func run() error {
 		return err
 	}
 
-	base, err := baselineRate(ctx)
-	if err != nil {
-		return err
-	}
-	progress("API server ConfigMap creates: %.0f/s from 1 client, %.0f/s from 8 clients", base.one, base.eight)
-
 	var results []result
 	for _, class := range c.classes {
 		for _, nc := range c.clusters {
 			for _, n := range c.sizes {
-				sc := scenario{class: class, clusters: nc, n: n}
+				creators := c.creators[:1]
 				if n == maxN {
-					sc.idle = c.idle
+					creators = c.creators
 				}
-				r, err := runScenario(ctx, c, sc, children[:nc])
-				if err != nil {
-					return fmt.Errorf("%s: %w", sc, err)
+				for _, k := range creators {
+					sc := scenario{class: class, clusters: nc, n: n, creators: k}
+					if n == maxN {
+						sc.idle = c.idle
+					}
+					r, err := runScenario(ctx, c, sc, children[:nc])
+					if err != nil {
+						return fmt.Errorf("%s: %w", sc, err)
+					}
+					results = append(results, r)
+					fmt.Println(r.line())
 				}
-				results = append(results, r)
-				fmt.Println(r.line())
 			}
 		}
 	}
 	fmt.Println()
-	table := renderTable(results, base)
+	table := renderTable(results)
 	fmt.Print(table)
 	if c.doc != "" {
-		if err := writeDoc(c, results, base, table, time.Since(started)); err != nil {
+		if err := writeDoc(c, results, table, time.Since(started)); err != nil {
 			return err
 		}
 		progress("wrote %s", c.doc)
@@ -200,58 +224,46 @@ func progress(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "[bench %s] %s\n", time.Now().UTC().Format("15:04:05"), fmt.Sprintf(format, args...))
 }
 
-// rates are the API server's own ConfigMap create rates from 1 and 8 clients.
+// rates are an API server's own ConfigMap create rates from 1 and 8 concurrent clients: the
+// reference each scenario's figures are compared with.
 type rates struct{ one, eight float64 }
 
-// baselineRate measures how fast a fresh management API server creates ConfigMaps from 1 and from 8
-// unthrottled clients, 3 s each.
-func baselineRate(ctx context.Context) (rates, error) {
-	progress("measuring the API server's own create rate")
-	m, err := testenv.StartManagement()
-	if err != nil {
+// reference measures how fast the API server behind cl creates ConfigMaps from 1 and from 8
+// concurrent creators sharing cl (the bench's creators share their client the same way), d each, in
+// namespace ns, and deletes them again.
+func reference(ctx context.Context, cl client.Client, ns string, d time.Duration) (rates, error) {
+	if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return rates{}, err
 	}
-	defer func() { _ = m.Stop() }()
-	cfg := unthrottled(m.Config)
 	var out rates
 	for _, clients := range []int{1, 8} {
-		cl, err := newClient(cfg)
-		if err != nil {
-			return rates{}, err
-		}
-		ns := fmt.Sprintf("rate-%d", clients)
-		if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			return rates{}, err
-		}
-		var total int64
-		var mu sync.Mutex
-		deadline := time.Now().Add(3 * time.Second)
+		var total atomic.Int64
+		deadline := time.Now().Add(d)
 		start := time.Now()
 		var wg sync.WaitGroup
 		for w := range clients {
 			wg.Go(func() {
-				var n int64
-				for i := 0; time.Now().Before(deadline); i++ {
-					cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("c-%d-%d", w, i)},
+				for i := 0; time.Now().Before(deadline) && ctx.Err() == nil; i++ {
+					cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("c-%d-%d-%d", clients, w, i)},
 						Data: map[string]string{"k": "v"}}
 					if err := cl.Create(ctx, cm); err == nil {
-						n++
+						total.Add(1)
 					}
 				}
-				mu.Lock()
-				total += n
-				mu.Unlock()
 			})
 		}
 		wg.Wait()
-		r := float64(total) / time.Since(start).Seconds()
+		r := float64(total.Load()) / time.Since(start).Seconds()
 		if clients == 1 {
 			out.one = r
 		} else {
 			out.eight = r
 		}
 	}
-	return out, nil
+	if err := cl.DeleteAllOf(ctx, &corev1.ConfigMap{}, client.InNamespace(ns)); err != nil {
+		return out, err
+	}
+	return out, ctx.Err()
 }
 
 // unthrottled is cfg without a client-side rate limit.

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -36,11 +37,12 @@ type scenario struct {
 	class    string
 	clusters int
 	n        int
+	creators int // concurrent creators sharing one client
 	idle     time.Duration
 }
 
 func (s scenario) String() string {
-	return fmt.Sprintf("%s N=%d clusters=%d", s.class, s.n, s.clusters)
+	return fmt.Sprintf("%s N=%d clusters=%d creators=%d", s.class, s.n, s.clusters, s.creators)
 }
 
 // result is what one scenario measured.
@@ -58,6 +60,8 @@ type result struct {
 	idleWritesPerMinute float64 // -1 when not measured
 	rssMiB, peakMiB     float64
 	cpuSeconds          float64
+	idleCPUSeconds      float64 // in the idle window; -1 when not measured
+	ref                 rates   // the same API server's ConfigMap create rates, before the controller starts
 	doubleBooked        int
 	notAdmitted         int
 }
@@ -69,7 +73,7 @@ func newClient(cfg *rest.Config) (client.WithWatch, error) {
 // runScenario starts a fresh management server, the controller binary on it, and admits sc.n
 // workspaces spread over the children.
 func runScenario(ctx context.Context, c config, sc scenario, children []*testenv.Child) (result, error) {
-	res := result{scenario: sc, idleWritesPerMinute: -1}
+	res := result{scenario: sc, idleWritesPerMinute: -1, idleCPUSeconds: -1}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	progress("%s: starting the management API server", sc)
@@ -83,10 +87,21 @@ func runScenario(ctx context.Context, c config, sc scenario, children []*testenv
 	if err != nil {
 		return res, err
 	}
-	classRef, cds, err := setupManagement(ctx, cl, m, sc, children)
+	// The reference: this server's own create rate, with the same client, before the controller runs
+	// (its ConfigMaps are deleted again, so the controller never caches them).
+	if res.ref, err = reference(ctx, cl, "bench-reference", c.refFor); err != nil {
+		return res, fmt.Errorf("measuring the reference: %w", err)
+	}
+	progress("%s: reference: %.0f ConfigMap creates/s from 1 client, %.0f/s from 8", sc, res.ref.one, res.ref.eight)
+	kubeconfigs := make([][]byte, len(children))
+	for i, ch := range children {
+		kubeconfigs[i] = ch.Kubeconfig
+	}
+	classRefs, cds, err := setupManagement(ctx, cl, m, []string{sc.class}, kubeconfigs)
 	if err != nil {
 		return res, err
 	}
+	classRef := classRefs[sc.class]
 
 	dir := filepath.Join(c.logDir, fmt.Sprintf("%s-%d-%d", sc.class, sc.clusters, sc.n))
 	if err := os.RemoveAll(dir); err != nil { // an earlier run's log
@@ -188,7 +203,7 @@ func runScenario(ctx context.Context, c config, sc scenario, children []*testenv
 		}
 	})
 	var createdMu sync.Mutex
-	for i := range sc.n {
+	err = createConcurrently(ctx, sc.n, sc.creators, func(i int) error {
 		ws := &workspacesv1.WorkspaceDeployment{
 			ObjectMeta: metav1.ObjectMeta{Namespace: benchNamespace, Name: fmt.Sprintf("ws-%05d", i)},
 			Spec: workspacesv1.WorkspaceDeploymentSpec{
@@ -197,12 +212,16 @@ func runScenario(ctx context.Context, c config, sc scenario, children []*testenv
 			},
 		}
 		if err := cl.Create(ctx, ws); err != nil {
-			close(stopProgress)
-			return res, fmt.Errorf("creating workspace %d: %w", i, err)
+			return fmt.Errorf("creating workspace %d: %w", i, err)
 		}
 		createdMu.Lock()
 		created[ws.Name] = time.Now()
 		createdMu.Unlock()
+		return nil
+	})
+	if err != nil {
+		close(stopProgress)
+		return res, err
 	}
 	res.createRate = float64(sc.n) / time.Since(start).Seconds()
 	select {
@@ -278,8 +297,12 @@ func runScenario(ctx context.Context, c config, sc scenario, children []*testenv
 		}
 	}
 	if sc.idle > 0 {
-		progress("%s: counting idle writes for %s", sc, sc.idle)
+		progress("%s: counting idle writes and CPU for %s", sc, sc.idle)
 		before, err := scrapeRequests(ctx, m.Config)
+		if err != nil {
+			return res, err
+		}
+		cpuBefore, err := readProc(proc.Pid())
 		if err != nil {
 			return res, err
 		}
@@ -293,8 +316,42 @@ func runScenario(ctx context.Context, c config, sc scenario, children []*testenv
 			return res, err
 		}
 		res.idleWritesPerMinute = after.minus(before).writes(apiServerOwn) / sc.idle.Minutes()
+		cpuAfter, err := readProc(proc.Pid())
+		if err != nil {
+			return res, err
+		}
+		res.idleCPUSeconds = cpuAfter.cpuSeconds - cpuBefore.cpuSeconds
 	}
 	return res, nil
+}
+
+// createConcurrently calls create for 0..n-1 from the given number of goroutines, each taking the
+// next index, and returns the first error (the others stop taking indexes then).
+func createConcurrently(ctx context.Context, n, creators int, create func(i int) error) error {
+	var next atomic.Int64
+	var failed atomic.Bool
+	errs := make([]error, creators)
+	var wg sync.WaitGroup
+	for w := range max(creators, 1) {
+		wg.Go(func() {
+			for !failed.Load() && ctx.Err() == nil {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				if err := create(i); err != nil {
+					errs[w] = err
+					failed.Store(true)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return ctx.Err()
 }
 
 func pct(sorted []time.Duration, p int) time.Duration {
@@ -314,12 +371,13 @@ func scrapeChildren(ctx context.Context, children []*testenv.Child) (requests, e
 	return out, nil
 }
 
-// setupManagement creates the template, the class, the namespace and one ClusterDeployment (with its
-// kubeconfig Secret) per child.
-func setupManagement(ctx context.Context, cl client.Client, m *testenv.Management, sc scenario, children []*testenv.Child) (string, []string, error) {
+// setupManagement creates the template, a class per class name ("cpu", "gpu"), the namespace and one
+// ClusterDeployment per kubeconfig (with its kubeconfig Secret); it returns the classes' names by
+// class and the ClusterDeployments' names.
+func setupManagement(ctx context.Context, cl client.Client, m *testenv.Management, classes []string, kubeconfigs [][]byte) (map[string]string, []string, error) {
 	for _, ns := range []string{workspacesv1.DefaultServiceTemplateNamespace, benchNamespace} {
 		if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			return "", nil, err
+			return nil, nil, err
 		}
 	}
 	for _, ns := range []string{workspacesv1.DefaultServiceTemplateNamespace, benchNamespace} {
@@ -331,41 +389,45 @@ func setupManagement(ctx context.Context, cl client.Client, m *testenv.Managemen
 			}}},
 		}
 		if err := cl.Create(ctx, st); err != nil {
-			return "", nil, err
+			return nil, nil, err
 		}
 		st.Status.Valid, st.Status.ChartVersion = true, "1.0.0"
 		if err := cl.Status().Update(ctx, st); err != nil {
-			return "", nil, err
+			return nil, nil, err
 		}
 	}
-	spec := workspacesv1.WorkspaceClassSpec{
-		DisplayName:     "Bench",
-		ServiceTemplate: workspacesv1.ServiceTemplateRef{Name: templateName},
-		AccessEndpoints: []workspacesv1.AccessEndpoint{{Name: "web", Protocol: workspacesv1.EndpointProtocolHTTP, Port: 8888}},
+	names := map[string]string{}
+	for _, cls := range classes {
+		spec := workspacesv1.WorkspaceClassSpec{
+			DisplayName:     "Bench",
+			ServiceTemplate: workspacesv1.ServiceTemplateRef{Name: templateName},
+			AccessEndpoints: []workspacesv1.AccessEndpoint{{Name: "web", Protocol: workspacesv1.EndpointProtocolHTTP, Port: 8888}},
+		}
+		if cls == "gpu" {
+			one := int32(1)
+			spec.DefaultResources.PerReplica = &workspacesv1.PerReplicaResources{GPUCount: &one, GPUVendor: workspacesv1.GPUVendorNVIDIA}
+		}
+		class := &workspacesv1.WorkspaceClass{ObjectMeta: metav1.ObjectMeta{Name: "bench-" + cls}, Spec: spec}
+		if err := cl.Create(ctx, class); err != nil {
+			return nil, nil, err
+		}
+		names[cls] = class.Name
 	}
-	if sc.class == "gpu" {
-		one := int32(1)
-		spec.DefaultResources.PerReplica = &workspacesv1.PerReplicaResources{GPUCount: &one, GPUVendor: workspacesv1.GPUVendorNVIDIA}
-	}
-	class := &workspacesv1.WorkspaceClass{ObjectMeta: metav1.ObjectMeta{Name: "bench-" + sc.class}, Spec: spec}
-	if err := cl.Create(ctx, class); err != nil {
-		return "", nil, err
-	}
-	cds := make([]string, len(children))
-	for i, ch := range children {
+	cds := make([]string, len(kubeconfigs))
+	for i, kc := range kubeconfigs {
 		cd := &k0rdentv1beta1.ClusterDeployment{
-			ObjectMeta: metav1.ObjectMeta{Namespace: benchNamespace, Name: fmt.Sprintf("cd-%02d", i)},
+			ObjectMeta: metav1.ObjectMeta{Namespace: benchNamespace, Name: fmt.Sprintf("cd-%03d", i)},
 			Spec:       k0rdentv1beta1.ClusterDeploymentSpec{Template: "cluster-template", Config: &apiextensionsv1.JSON{Raw: []byte("{}")}},
 		}
 		if err := cl.Create(ctx, cd); err != nil {
-			return "", nil, err
+			return nil, nil, err
 		}
-		if err := m.WriteKubeconfigSecret(ctx, benchNamespace, cd.Name, ch.Kubeconfig); err != nil {
-			return "", nil, err
+		if err := m.WriteKubeconfigSecret(ctx, benchNamespace, cd.Name, kc); err != nil {
+			return nil, nil, err
 		}
 		cds[i] = cd.Name
 	}
-	return class.Name, cds, nil
+	return names, cds, nil
 }
 
 func waitClassValid(ctx context.Context, cl client.Client, name string, proc *world.Process) error {

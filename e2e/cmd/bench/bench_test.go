@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/watch"
+
+	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+)
+
+func TestCreateConcurrentlyCallsEachIndexOnce(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[int]int{}
+	inFlight, most := 0, 0
+	err := createConcurrently(context.Background(), 200, 8, func(i int) error {
+		mu.Lock()
+		seen[i]++
+		inFlight++
+		most = max(most, inFlight)
+		mu.Unlock()
+		time.Sleep(time.Millisecond)
+		mu.Lock()
+		inFlight--
+		mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 {
+		if seen[i] != 1 {
+			t.Fatalf("index %d created %d times", i, seen[i])
+		}
+	}
+	if most < 2 || most > 8 {
+		t.Fatalf("at most %d creates in flight, want between 2 and 8", most)
+	}
+}
+
+func TestCreateConcurrentlyStopsOnError(t *testing.T) {
+	var mu sync.Mutex
+	calls := 0
+	boom := errors.New("boom")
+	err := createConcurrently(context.Background(), 1000, 4, func(i int) error {
+		mu.Lock()
+		calls++
+		mu.Unlock()
+		if i == 10 {
+			return boom
+		}
+		time.Sleep(time.Millisecond)
+		return nil
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("err = %v, want boom", err)
+	}
+	if calls > 100 {
+		t.Fatalf("%d creates after an error, want the creators to stop", calls)
+	}
+}
+
+func TestReplaceSectionKeepsTheOtherSections(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "doc.md")
+	doc := "# Doc\n\n" + beginMarker + "\nold admission\n" + endMarker + "\n\n## Hand-written\n\ntext\n"
+	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := replaceSection(path, envelopeBegin, envelopeEnd, "envelope 1\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := replaceSection(path, beginMarker, endMarker, "new admission\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := replaceSection(path, envelopeBegin, envelopeEnd, "envelope 2\n"); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := string(b)
+	for _, want := range []string{"new admission", "## Hand-written\n\ntext\n", "envelope 2"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing %q in:\n%s", want, got)
+		}
+	}
+	for _, gone := range []string{"old admission", "envelope 1"} {
+		if strings.Contains(got, gone) {
+			t.Errorf("%q still in:\n%s", gone, got)
+		}
+	}
+	if strings.Count(got, envelopeBegin) != 1 || strings.Count(got, beginMarker) != 1 {
+		t.Errorf("a section written twice:\n%s", got)
+	}
+}
+
+func admittedWorkspace(name, cluster string, nodes ...string) *workspacesv1.WorkspaceDeployment {
+	ws := &workspacesv1.WorkspaceDeployment{}
+	ws.Name = name
+	ws.Status.ServiceSetName = name
+	ad := &workspacesv1.Admission{Cluster: cluster, GPUsPerReplica: 1}
+	for _, n := range nodes {
+		ad.Nodes = append(ad.Nodes, workspacesv1.AdmittedNode{Name: n, Replicas: 1})
+	}
+	ws.Status.Admission = ad
+	return ws
+}
+
+// A change is done once every workspace admitted on the changed node of that child server no longer
+// names the node; workspaces of another server with a node of the same name are not waited for.
+func TestTrackerTimesAChangeUntilTheAffectedLeaveTheNode(t *testing.T) {
+	fw := watch.NewFake()
+	tr := newTracker()
+	go tr.follow(fw)
+	serverOf := map[string]int{"bench/cd-000": 0, "bench/cd-001": 1, "bench/cd-002": 0}
+	fw.Add(admittedWorkspace("ws-00000", "bench/cd-000", "gpu-0000"))
+	fw.Add(admittedWorkspace("ws-00001", "bench/cd-002", "gpu-0000"))
+	fw.Add(admittedWorkspace("ws-00002", "bench/cd-001", "gpu-0000"))
+	fw.Add(admittedWorkspace("ws-00003", "bench/cd-000", "gpu-0001"))
+	for tr.admittedCount() < 4 {
+		time.Sleep(time.Millisecond)
+	}
+	if got := tr.busiestNode(0, serverOf, map[string]bool{}); got != "gpu-0000" {
+		t.Fatalf("busiest node of server 0 = %q, want gpu-0000", got)
+	}
+	if got := tr.busiestNode(0, serverOf, map[string]bool{"0/gpu-0000": true}); got != "gpu-0001" {
+		t.Fatalf("busiest node of server 0 without the changed one = %q, want gpu-0001", got)
+	}
+	affected := tr.onNode(0, "gpu-0000", serverOf)
+	if len(affected) != 2 {
+		t.Fatalf("affected = %v, want the two workspaces of server 0 on gpu-0000", affected)
+	}
+	at := time.Now()
+	done := tr.expect(affected, "gpu-0000")
+	fw.Modify(admittedWorkspace("ws-00000", "bench/cd-000", "gpu-0002"))
+	fw.Modify(admittedWorkspace("ws-00002", "bench/cd-001", "gpu-0003")) // another server: not waited for
+	fw.Modify(admittedWorkspace("ws-00001", "bench/cd-002", "gpu-0000")) // a status write still on the node
+	select {
+	case <-done:
+		t.Fatal("done while ws-00001 is still on the node")
+	case <-time.After(50 * time.Millisecond):
+	}
+	moved := admittedWorkspace("ws-00001", "bench/cd-002")
+	moved.Status.Admission = nil // waiting again: left the node too
+	fw.Modify(moved)
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the change did not complete after both affected workspaces left the node")
+	}
+	lat, timedOut := tr.collect(at)
+	if len(lat) != 2 || timedOut != 0 {
+		t.Fatalf("latencies %v, timed out %d; want 2 and 0", lat, timedOut)
+	}
+}
