@@ -667,6 +667,58 @@ func admittedGPUs(list []workspacesv1.WorkspaceDeployment, byName map[string]pla
 	return out
 }
 
+// admittedGPUsOn is admittedGPUs without the workspaces whose admission counted every replica on
+// nodes the child no longer has (nodes: the names of each cluster's nodes; a cluster missing from it,
+// unreadable at the moment, counts every admission). Such an admission holds no GPU: the GPUs it
+// counted went with their node, and its replicas are pinned there by hostname, so they cannot run
+// elsewhere until the workspace is gated again. Counted, a node replaced under a new name shows the
+// old node's admissions next to the new node's for the seconds until they are gated again.
+func admittedGPUsOn(list []workspacesv1.WorkspaceDeployment, byName map[string]planned, nodes map[string]map[string]bool) map[string]int64 {
+	out := map[string]int64{}
+	for i := range list {
+		ws := &list[i]
+		if !admitted(ws) {
+			continue
+		}
+		p := byName[ws.Name]
+		if have, ok := nodes[p.cluster]; ok && ws.Status.Admission != nil && len(ws.Status.Admission.Nodes) > 0 {
+			gone := true
+			for _, n := range ws.Status.Admission.Nodes {
+				gone = gone && !have[n.Name]
+			}
+			if gone {
+				continue
+			}
+		}
+		out[p.cluster] += p.gpus
+	}
+	return out
+}
+
+// childNodes lists the names of each cluster's nodes, leaving out a cluster whose child cannot be read.
+func (s *suite) childNodes(ctx context.Context) map[string]map[string]bool {
+	out := map[string]map[string]bool{}
+	for cd := range s.gpus {
+		child := s.st.World.Child(k0rdentsim.ChildName(s.ns, cd))
+		if child == nil {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		var nodes corev1.NodeList
+		err := child.Client().List(cctx, &nodes)
+		cancel()
+		if err != nil {
+			continue
+		}
+		names := map[string]bool{}
+		for _, n := range nodes.Items {
+			names[n.Name] = true
+		}
+		out[cd] = names
+	}
+	return out
+}
+
 // admittedNames lists the admitted GPU workspaces of a cluster, for a double-booking report.
 func admittedNames(list []workspacesv1.WorkspaceDeployment, byName map[string]planned, cd string) string {
 	var names []string
@@ -750,7 +802,7 @@ func (s *suite) startSampler(ctx context.Context, r int, byName map[string]plann
 			list, err := s.roundWorkspaces(ctx, r)
 			if err == nil {
 				smp.samples++
-				for cd, n := range admittedGPUs(list, byName) {
+				for cd, n := range admittedGPUsOn(list, byName, s.childNodes(ctx)) {
 					if n > s.gpus[cd] {
 						smp.violations++
 						if len(smp.firstViolations) < 3 {

@@ -117,6 +117,12 @@ func (g *Gate) reservations(ctx context.Context, ws *workspacesv1.WorkspaceDeplo
 			// gated again). A newer waiter must not take them first.
 			if res := queuedAhead(o); res != nil {
 				waiting = append(waiting, growthReservations(key, ad, res, nodes)...)
+			} else if res := o.Status.ResolvedResources; res != nil && caps.ahead(o, ws) && Lost(ad, owned.ReleaseNamespace(o), nodes, pods) != "" {
+				// Its admission is lost (its node gone or replaced, or unable to take its pods), and
+				// its own pass, which gates it again ahead of ws, may not have come yet: it keeps its
+				// place for the replicas it must find anew, as if it were already waiting, so that a
+				// newer workspace does not take the GPUs of a node that replaced its own.
+				waiting = append(waiting, growthReservations(key, ad, res, nodes)...)
 			}
 		case ad == nil && hasSet && o.Status.ResolvedResources != nil && GPUs(o.Status.ResolvedResources) > 0:
 			// A ServiceSet made before admissions were recorded: its resources hold the GPUs.

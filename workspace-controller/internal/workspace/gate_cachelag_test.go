@@ -181,3 +181,64 @@ func gateCache(ctx context.Context, t *testing.T) client.Client {
 	must(t, err)
 	return cached
 }
+
+// TestALostAdmissionKeepsItsPlaceBeforeItsPassComes: when a GPU node is replaced under a new name, the
+// workspaces admitted on it have lost their admission, but until their own passes gate them again the
+// cache still shows them Running there. A newer workspace gated first, onto the new node, must count
+// an older one's replicas as still to be placed, ahead of it, and wait (seen in the chaos suite:
+// newer workspaces admitted onto the replacement while older ones then waited).
+func TestALostAdmissionKeepsItsPlaceBeforeItsPassComes(t *testing.T) {
+	must(t, stopControllers())
+	t.Cleanup(func() { must(t, startControllers()) })
+	ctx, cancel := context.WithCancel(ctxT(t))
+	defer cancel()
+	ns := newNamespace(t)
+	cd := types.NamespacedName{Namespace: ns, Name: "gpu"}
+	one := int32(1)
+	res := &workspacesv1.ResolvedResources{Replicas: 1, GPUResourceName: "nvidia.com/gpu",
+		PerReplica: workspacesv1.PerReplicaResources{GPUVendor: workspacesv1.GPUVendorNVIDIA, GPUCount: &one}}
+	var wss []*workspacesv1.WorkspaceDeployment
+	for _, name := range []string{"a-older", "b-newer"} {
+		ws := &workspacesv1.WorkspaceDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: workspacesv1.WorkspaceDeploymentSpec{WorkspaceClassRef: "c-1-0-0",
+				ClusterDeploymentRef: workspacesv1.ClusterDeploymentRef{Namespace: ns, Name: cd.Name}}}
+		must(t, k8s.Create(ctx, ws))
+		wss = append(wss, ws)
+	}
+	// The older one runs, admitted on node n1.
+	older := wss[0]
+	older.Status.Phase = workspacesv1.PhaseRunning
+	older.Status.ResolvedResources = res.DeepCopy()
+	older.Status.Admission = &workspacesv1.Admission{Cluster: cd.String(), GPUResourceName: "nvidia.com/gpu",
+		GPUVendor: workspacesv1.GPUVendorNVIDIA, GPUsPerReplica: 1, GPUs: 1, Replicas: 1,
+		Nodes: []workspacesv1.AdmittedNode{{Name: "n1", Hostname: "n1", Replicas: 1}}}
+	must(t, k8s.Status().Update(ctx, older))
+	cached := gateCache(ctx, t)
+	eventually(t, "the cache shows the older workspace Running", func() error {
+		var got workspacesv1.WorkspaceDeployment
+		if err := cached.Get(ctx, client.ObjectKeyFromObject(older), &got); err != nil {
+			return err
+		}
+		return contains(string(got.Status.Phase), string(workspacesv1.PhaseRunning))
+	})
+
+	// n1 was replaced by n1-r1 (one GPU, free); the newer workspace's pass comes first.
+	node := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1-r1", Labels: map[string]string{corev1.LabelHostname: "n1-r1"}},
+		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")},
+			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+	g := gate.New(cached, snapshot{nodes: []corev1.Node{node}})
+	noServiceSet := func(context.Context) (bool, error) { return false, nil }
+	admit := func(ws *workspacesv1.WorkspaceDeployment) gate.Decision {
+		t.Helper()
+		d, err := g.Admit(ctx, gate.Request{Workspace: ws, Previous: ws.Status.DeepCopy(), Resources: res, Cluster: cd,
+			HasServiceSet: noServiceSet, Now: time.Now()})
+		must(t, err)
+		return d
+	}
+	if d := admit(wss[1]); d.Outcome != gate.Waiting {
+		t.Fatalf("the newer workspace took the GPU of the node that replaced the older one's: %s: %s", d.Outcome, d.Message)
+	}
+	if d := admit(older); d.Outcome != gate.Admitted || d.Lost == "" {
+		t.Fatalf("the older workspace: %s (lost %q): %s, want admitted again", d.Outcome, d.Lost, d.Message)
+	}
+}
