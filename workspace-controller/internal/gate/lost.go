@@ -43,25 +43,64 @@ func Lost(ad *workspacesv1.Admission, releaseNamespace string, nodes []corev1.No
 	if ad == nil || ad.GPUsPerReplica == 0 || len(ad.Nodes) == 0 {
 		return ""
 	}
-	byName := make(map[string]*corev1.Node, len(nodes))
+	return newLostView(nodes, pods).lost(ad, releaseNamespace)
+}
+
+// lostView is a child's nodes and pods read once for many Lost questions (the reservations of one
+// gate decision ask it for every admitted workspace on the cluster).
+type lostView struct {
+	byName map[string]*corev1.Node
+	// bound: per namespace, the nodes a non-terminal pod of it is bound to.
+	bound map[string]map[string]bool
+	pods  []corev1.Pod
+	// used: per GPU resource, what the non-terminal pods bound to each node request (filled per
+	// resource on first use).
+	used map[corev1.ResourceName]map[string]int64
+}
+
+func newLostView(nodes []corev1.Node, pods []corev1.Pod) *lostView {
+	v := &lostView{byName: make(map[string]*corev1.Node, len(nodes)), bound: map[string]map[string]bool{}, pods: pods,
+		used: map[corev1.ResourceName]map[string]int64{}}
 	for i := range nodes {
-		byName[nodes[i].Name] = &nodes[i]
+		v.byName[nodes[i].Name] = &nodes[i]
 	}
-	res := corev1.ResourceName(ad.GPUResourceName)
-	bound := map[string]bool{}
-	used := map[string]int64{}
 	for i := range pods {
 		p := &pods[i]
 		if p.Spec.NodeName == "" || gpu.IsTerminal(p) {
 			continue
 		}
-		if p.Namespace == releaseNamespace {
-			bound[p.Spec.NodeName] = true
+		if v.bound[p.Namespace] == nil {
+			v.bound[p.Namespace] = map[string]bool{}
 		}
-		used[p.Spec.NodeName] += gpu.PodRequest(p, res)
+		v.bound[p.Namespace][p.Spec.NodeName] = true
 	}
+	return v
+}
+
+func (v *lostView) usedOf(res corev1.ResourceName) map[string]int64 {
+	if u, ok := v.used[res]; ok {
+		return u
+	}
+	u := map[string]int64{}
+	for i := range v.pods {
+		p := &v.pods[i]
+		if p.Spec.NodeName != "" && !gpu.IsTerminal(p) {
+			u[p.Spec.NodeName] += gpu.PodRequest(p, res)
+		}
+	}
+	v.used[res] = u
+	return u
+}
+
+// lost is Lost on the view.
+func (v *lostView) lost(ad *workspacesv1.Admission, releaseNamespace string) string {
+	if ad == nil || ad.GPUsPerReplica == 0 || len(ad.Nodes) == 0 {
+		return ""
+	}
+	res := corev1.ResourceName(ad.GPUResourceName)
+	bound := v.bound[releaseNamespace]
 	for _, an := range ad.Nodes {
-		n := byName[an.Name]
+		n := v.byName[an.Name]
 		switch {
 		case n == nil:
 			return fmt.Sprintf("admitted node %s is gone", an.Name)
@@ -78,7 +117,7 @@ func Lost(ad *workspacesv1.Admission, releaseNamespace string, nodes []corev1.No
 		if have < want {
 			return fmt.Sprintf("admitted node %s allocates %d %s, fewer than the %d admitted there", an.Name, have, ad.GPUResourceName, want)
 		}
-		if free := have - used[an.Name]; free < want {
+		if free := have - v.usedOf(res)[an.Name]; free < want {
 			return fmt.Sprintf("the %d %s admitted on node %s are taken by other pods (%d free there)", want, ad.GPUResourceName, an.Name, max(free, 0))
 		}
 	}

@@ -92,6 +92,7 @@ func (g *Gate) reservations(ctx context.Context, ws *workspacesv1.WorkspaceDeplo
 		return nil
 	}
 	bound := boundPodsByNamespace(pods, nodes)
+	lost := newLostView(nodes, pods) // read once: asked for every admitted workspace ahead
 	var admitted, waiting []gpu.Reservation
 	for i := range list.Items {
 		o := &list.Items[i]
@@ -117,7 +118,7 @@ func (g *Gate) reservations(ctx context.Context, ws *workspacesv1.WorkspaceDeplo
 			// gated again). A newer waiter must not take them first.
 			if res := queuedAhead(o); res != nil {
 				waiting = append(waiting, growthReservations(key, ad, res, nodes)...)
-			} else if res := o.Status.ResolvedResources; res != nil && caps.ahead(o, ws) && Lost(ad, owned.ReleaseNamespace(o), nodes, pods) != "" {
+			} else if res := o.Status.ResolvedResources; res != nil && caps.ahead(o, ws) && lost.lost(ad, owned.ReleaseNamespace(o)) != "" {
 				// Its admission is lost (its node gone or replaced, or unable to take its pods), and
 				// its own pass, which gates it again ahead of ws, may not have come yet: it keeps its
 				// place for the replicas it must find anew, as if it were already waiting, so that a
