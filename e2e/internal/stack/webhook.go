@@ -31,28 +31,9 @@ func (s *Stack) webhookArgs(ctx context.Context, c *Component) ([]string, error)
 	if err := os.MkdirAll(certDir, 0o700); err != nil {
 		return nil, err
 	}
-	objs, err := ReadManifests(filepath.Join(s.RepoRoot, "webhook", "config", "webhook"))
+	objs, err := WebhookConfigurations(s.RepoRoot, WebhookConfigName, port)
 	if err != nil {
-		return nil, fmt.Errorf("webhook configurations: %w", err)
-	}
-	if len(objs) == 0 {
-		return nil, fmt.Errorf("no webhook configurations in webhook/config/webhook")
-	}
-	for _, o := range objs {
-		o.SetName(WebhookConfigName)
-		hooks, _, _ := unstructured.NestedSlice(o.Object, "webhooks")
-		for i, h := range hooks {
-			hm, ok := h.(map[string]interface{})
-			if !ok {
-				continue
-			}
-			path, _, _ := unstructured.NestedString(hm, "clientConfig", "service", "path")
-			hm["clientConfig"] = map[string]interface{}{"url": fmt.Sprintf("https://127.0.0.1:%d%s", port, path)}
-			hooks[i] = hm
-		}
-		if err := unstructured.SetNestedSlice(o.Object, hooks, "webhooks"); err != nil {
-			return nil, err
-		}
+		return nil, err
 	}
 	if err := Apply(ctx, s.Client, objs); err != nil {
 		return nil, err
@@ -112,4 +93,34 @@ func (s *Stack) workspaceControllerUser() string {
 		return ""
 	}
 	return ServiceAccountUser(sa)
+}
+
+// WebhookConfigurations reads the webhook's admission configurations from the repository, named name
+// and pointing at https://127.0.0.1:<port> (the webhook binary run outside a cluster), each webhook's
+// path kept.
+func WebhookConfigurations(repoRoot, name string, port int) ([]*unstructured.Unstructured, error) {
+	objs, err := ReadManifests(filepath.Join(repoRoot, "webhook", "config", "webhook"))
+	if err != nil {
+		return nil, fmt.Errorf("webhook configurations: %w", err)
+	}
+	if len(objs) == 0 {
+		return nil, fmt.Errorf("no webhook configurations in webhook/config/webhook")
+	}
+	for _, o := range objs {
+		o.SetName(name)
+		hooks, _, _ := unstructured.NestedSlice(o.Object, "webhooks")
+		for i, h := range hooks {
+			hm, ok := h.(map[string]interface{})
+			if !ok {
+				continue
+			}
+			path, _, _ := unstructured.NestedString(hm, "clientConfig", "service", "path")
+			hm["clientConfig"] = map[string]interface{}{"url": fmt.Sprintf("https://127.0.0.1:%d%s", port, path)}
+			hooks[i] = hm
+		}
+		if err := unstructured.SetNestedSlice(o.Object, hooks, "webhooks"); err != nil {
+			return nil, err
+		}
+	}
+	return objs, nil
 }
