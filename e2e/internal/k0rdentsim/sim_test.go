@@ -57,7 +57,9 @@ func TestSimulatorKCM112(t *testing.T) {
 		if _, err := Start(ctx, Options{Config: w.Management.Config, World: w, ChartsDir: "../../../examples/charts", KCM: KCMv112, NoAdmission: true}); err == nil {
 			t.Fatal("the simulator played KCM v1.12 on a ServiceSet CRD that cannot keep lastDeployedHash")
 		}
-		t.Skip("the ServiceSet CRD under test keeps no lastDeployedHash (KCM's CRDs before v1.12)")
+		// KCM's CRDs before v1.12 keep no lastDeployedHash: the refusal above is what there is to test.
+		t.Log("the ServiceSet CRD under test keeps no lastDeployedHash (KCM's CRDs before v1.12): v1.12 refused")
+		return
 	}
 	sim, err := Start(ctx, Options{Config: w.Management.Config, World: w, ChartsDir: "../../../examples/charts", Log: &logs, KCM: KCMv112, NoAdmission: true})
 	if err != nil {

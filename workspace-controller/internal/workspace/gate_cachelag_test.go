@@ -114,15 +114,7 @@ func TestAWaiterKeepsItsPlaceBeforeItsStatusIsCached(t *testing.T) {
 	one := int32(1)
 	res := &workspacesv1.ResolvedResources{Replicas: 1, GPUResourceName: "nvidia.com/gpu",
 		PerReplica: workspacesv1.PerReplicaResources{GPUVendor: workspacesv1.GPUVendorNVIDIA, GPUCount: &one}}
-	// Two workspaces created in queue order (a tie of creation seconds is broken by name).
-	var wss []*workspacesv1.WorkspaceDeployment
-	for _, name := range []string{"a-older", "b-newer"} {
-		ws := &workspacesv1.WorkspaceDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-			Spec: workspacesv1.WorkspaceDeploymentSpec{WorkspaceClassRef: "c-1-0-0",
-				ClusterDeploymentRef: workspacesv1.ClusterDeploymentRef{Namespace: ns, Name: cd.Name}}}
-		must(t, k8s.Create(ctx, ws))
-		wss = append(wss, ws)
-	}
+	wss := olderAndNewer(ctx, t, cd)
 	cached := gateCache(ctx, t)
 	eventually(t, "the cache shows both workspaces", func() error {
 		var list workspacesv1.WorkspaceDeploymentList
@@ -140,14 +132,7 @@ func TestAWaiterKeepsItsPlaceBeforeItsStatusIsCached(t *testing.T) {
 			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
 	child := &snapshot{nodes: []corev1.Node{node}}
 	g := gate.New(cached, child)
-	noServiceSet := func(context.Context) (bool, error) { return false, nil }
-	admit := func(ws *workspacesv1.WorkspaceDeployment) gate.Decision {
-		t.Helper()
-		d, err := g.Admit(ctx, gate.Request{Workspace: ws, Previous: &ws.Status, Resources: res, Cluster: cd,
-			HasServiceSet: noServiceSet, Now: time.Now()})
-		must(t, err)
-		return d
-	}
+	admit := admitter(ctx, t, g, res, cd)
 	if d := admit(wss[0]); d.Outcome != gate.Waiting {
 		t.Fatalf("the older workspace on a cordoned node: %s: %s, want %s", d.Outcome, d.Message, gate.Waiting)
 	}
@@ -197,14 +182,7 @@ func TestALostAdmissionKeepsItsPlaceBeforeItsPassComes(t *testing.T) {
 	one := int32(1)
 	res := &workspacesv1.ResolvedResources{Replicas: 1, GPUResourceName: "nvidia.com/gpu",
 		PerReplica: workspacesv1.PerReplicaResources{GPUVendor: workspacesv1.GPUVendorNVIDIA, GPUCount: &one}}
-	var wss []*workspacesv1.WorkspaceDeployment
-	for _, name := range []string{"a-older", "b-newer"} {
-		ws := &workspacesv1.WorkspaceDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-			Spec: workspacesv1.WorkspaceDeploymentSpec{WorkspaceClassRef: "c-1-0-0",
-				ClusterDeploymentRef: workspacesv1.ClusterDeploymentRef{Namespace: ns, Name: cd.Name}}}
-		must(t, k8s.Create(ctx, ws))
-		wss = append(wss, ws)
-	}
+	wss := olderAndNewer(ctx, t, cd)
 	// The older one runs, admitted on node n1.
 	older := wss[0]
 	older.Status.Phase = workspacesv1.PhaseRunning
@@ -227,18 +205,37 @@ func TestALostAdmissionKeepsItsPlaceBeforeItsPassComes(t *testing.T) {
 		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")},
 			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
 	g := gate.New(cached, snapshot{nodes: []corev1.Node{node}})
-	noServiceSet := func(context.Context) (bool, error) { return false, nil }
-	admit := func(ws *workspacesv1.WorkspaceDeployment) gate.Decision {
-		t.Helper()
-		d, err := g.Admit(ctx, gate.Request{Workspace: ws, Previous: ws.Status.DeepCopy(), Resources: res, Cluster: cd,
-			HasServiceSet: noServiceSet, Now: time.Now()})
-		must(t, err)
-		return d
-	}
+	admit := admitter(ctx, t, g, res, cd)
 	if d := admit(wss[1]); d.Outcome != gate.Waiting {
 		t.Fatalf("the newer workspace took the GPU of the node that replaced the older one's: %s: %s", d.Outcome, d.Message)
 	}
 	if d := admit(older); d.Outcome != gate.Admitted || d.Lost == "" {
 		t.Fatalf("the older workspace: %s (lost %q): %s, want admitted again", d.Outcome, d.Lost, d.Message)
+	}
+}
+
+// olderAndNewer creates the workspaces a-older and b-newer on cd, in that order: a-older is ahead in
+// the cluster's queue (a tie of creation seconds is broken by name).
+func olderAndNewer(ctx context.Context, t *testing.T, cd types.NamespacedName) []*workspacesv1.WorkspaceDeployment {
+	t.Helper()
+	var wss []*workspacesv1.WorkspaceDeployment
+	for _, name := range []string{"a-older", "b-newer"} {
+		ws := &workspacesv1.WorkspaceDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: cd.Namespace, Name: name},
+			Spec: workspacesv1.WorkspaceDeploymentSpec{WorkspaceClassRef: "c-1-0-0",
+				ClusterDeploymentRef: workspacesv1.ClusterDeploymentRef{Namespace: cd.Namespace, Name: cd.Name}}}
+		must(t, k8s.Create(ctx, ws))
+		wss = append(wss, ws)
+	}
+	return wss
+}
+
+// admitter asks g whether a workspace (its status as it is, no ServiceSet) may start res on cd now.
+func admitter(ctx context.Context, t *testing.T, g *gate.Gate, res *workspacesv1.ResolvedResources, cd types.NamespacedName) func(*workspacesv1.WorkspaceDeployment) gate.Decision {
+	return func(ws *workspacesv1.WorkspaceDeployment) gate.Decision {
+		t.Helper()
+		d, err := g.Admit(ctx, gate.Request{Workspace: ws, Previous: ws.Status.DeepCopy(), Resources: res, Cluster: cd,
+			HasServiceSet: func(context.Context) (bool, error) { return false, nil }, Now: time.Now()})
+		must(t, err)
+		return d
 	}
 }
