@@ -78,6 +78,9 @@ func TestWorkspaceDeploymentValidation(t *testing.T) {
 		{name: "stopped not a bool", spec: wsd(`,"stopped":"yes"`), want: []string{"spec.stopped", "must be of type boolean"}},
 		{name: "stopAfter not a duration", spec: wsd(`,"stopAfter":"soon"`), want: []string{"spec.stopAfter", "should match"}},
 		{name: "stopAfter negative", spec: wsd(`,"stopAfter":"-5m"`), want: []string{"spec.stopAfter", "should match"}},
+		{name: "preemptionPolicy Never", spec: wsd(`,"preemptionPolicy":"Never"`)},
+		{name: "preemptionPolicy Reclaimable", spec: wsd(`,"preemptionPolicy":"Reclaimable"`)},
+		{name: "preemptionPolicy unknown", spec: wsd(`,"preemptionPolicy":"PreemptLowerPriority"`), want: []string{"spec.preemptionPolicy", "Unsupported value"}},
 	}
 	runCases(t, workspacesAPI, "WorkspaceDeployment", ns, cases)
 	requireTypedList(t, &workspacesv1.WorkspaceDeploymentList{})

@@ -181,7 +181,7 @@ func (g *Gate) Admit(ctx context.Context, req Request) (Decision, error) {
 	if cpuOnly {
 		locked = nil
 	}
-	unlock := g.lock(ctx, req.Workspace.Namespace, locked...)
+	unlock, cohort := g.lock(ctx, req.Workspace.Namespace, locked...)
 	defer unlock()
 
 	if kept, ok, err := g.keepEarlierAdmission(ctx, req); err != nil || ok {
@@ -224,7 +224,7 @@ func (g *Gate) Admit(ctx context.Context, req Request) (Decision, error) {
 	}
 	ad := newAdmission(cluster, req.Resources, gd, nodes, req.Now)
 	ad.ClusterUID, ad.ClusterIdentity = req.ClusterUID, st.id
-	q, err := g.checkQuota(ctx, req.Workspace, ad)
+	q, err := g.checkQuota(ctx, req.Workspace, ad, cohort)
 	if err != nil {
 		return Decision{}, err
 	}
@@ -412,15 +412,22 @@ func (s site) counts(ad *workspacesv1.Admission) bool {
 
 // lock takes the locks of one gate decision, in the one order every decision takes them, so that no
 // two decisions deadlock: first the namespace's quota lock, when a WorkspaceQuota applies to the
-// namespace (the quota is counted across clusters), then the clusters' gate locks (site.lockKeys)
+// namespace (the quota is counted across clusters; the cohort's lock when the namespace is in one),
+// then the clusters' gate locks (site.lockKeys)
 // sorted by key.
+// It returns the cohort whose lock it took ("" when none): the quota check counts that cohort, so
+// that a label changed in between cannot move a decision out from under its lock.
 // Admit takes one cluster; Place takes every candidate, so that two workspaces never take the last
 // GPUs of one cluster at once, whether they were placed or named it.
-func (g *Gate) lock(ctx context.Context, namespace string, clusters ...string) func() {
+func (g *Gate) lock(ctx context.Context, namespace string, clusters ...string) (func(), string) {
 	var unlocks []func()
+	cohort := ""
 	if quotas, err := listQuotas(ctx, g.client, namespace); err != nil || len(quotas) > 0 {
-		// On a cache error the lock is taken: counting too carefully is safe.
-		unlocks = append(unlocks, g.mem.lock("quota:"+namespace))
+		// On a cache error the lock is taken: counting too carefully is safe. A namespace in a cohort
+		// takes the cohort's lock, since its members count one another's use; an unreadable namespace
+		// takes its own, and its decision then fails on the same read (checkQuota).
+		cohort, _ = cohortOf(ctx, g.client, namespace)
+		unlocks = append(unlocks, g.mem.lock(quotaLockKey(cohort, namespace)))
 	}
 	keys := append([]string(nil), clusters...)
 	sort.Strings(keys)
@@ -434,7 +441,7 @@ func (g *Gate) lock(ctx context.Context, namespace string, clusters ...string) f
 		for i := len(unlocks) - 1; i >= 0; i-- {
 			unlocks[i]()
 		}
-	}
+	}, cohort
 }
 
 // Settle tells the gate that the pass wrote the workspace's status (ad is the admission in it,

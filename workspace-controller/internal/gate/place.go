@@ -44,7 +44,7 @@ func (g *Gate) Place(ctx context.Context, req Request) (Decision, error) {
 		sites[i] = g.site(ctx, k)
 		keys = append(keys, sites[i].lockKeys()...)
 	}
-	unlock := g.lock(ctx, req.Workspace.Namespace, keys...)
+	unlock, cohort := g.lock(ctx, req.Workspace.Namespace, keys...)
 	defer unlock()
 
 	cands := make([]candidate, 0, len(req.Candidates))
@@ -71,7 +71,7 @@ func (g *Gate) Place(ctx context.Context, req Request) (Decision, error) {
 	c := &cands[i]
 	ad := newAdmission(c.key.String(), res, c.decision, c.nodes, req.Now)
 	ad.ClusterIdentity = c.identity
-	q, err := g.checkQuota(ctx, req.Workspace, ad)
+	q, err := g.checkQuota(ctx, req.Workspace, ad, cohort)
 	if err != nil {
 		return Decision{}, err
 	}

@@ -6,10 +6,13 @@ import (
 	"sort"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -94,7 +97,7 @@ func counted(e workspacesv1.GPUQuota, c quotaCharge) int64 {
 func quotaUse(q *workspacesv1.WorkspaceQuota, held []quotaCharge) ([]workspacesv1.GPUUsage, int32) {
 	out := make([]workspacesv1.GPUUsage, 0, len(q.Spec.GPUs))
 	for _, e := range q.Spec.GPUs {
-		u := workspacesv1.GPUUsage{Vendor: e.Vendor, Model: e.Model, Limit: e.Limit}
+		u := workspacesv1.GPUUsage{Vendor: e.Vendor, Model: e.Model, Limit: e.Limit, Guaranteed: e.GuaranteedGPUs()}
 		for _, c := range held {
 			u.Used += counted(e, c)
 		}
@@ -103,28 +106,66 @@ func quotaUse(q *workspacesv1.WorkspaceQuota, held []quotaCharge) ([]workspacesv
 	return out, int32(len(held))
 }
 
+// quotaScope is what a namespace's quota decision counts against: its WorkspaceQuotas and, when the
+// namespace is in a cohort, the cohort's other members.
+type quotaScope struct {
+	quotas []workspacesv1.WorkspaceQuota
+	cohort string
+	others []cohortMember
+}
+
 // quotaViolation says which quota the request would take the namespace over, with the limit and what
-// is used, or "" when every quota leaves room. held are the charges of the namespace's admitted
-// workspaces (and of the quota waiters ahead of the request).
-func quotaViolation(quotas []workspacesv1.WorkspaceQuota, held []quotaCharge, req quotaCharge) string {
-	for i := range quotas {
-		q := &quotas[i]
+// is used, or "" when every quota leaves room; and how many of the requested GPUs are borrowed (above
+// an entry's guarantee, from the unused guarantees of the cohort's other members). held are the
+// charges of the namespace's admitted workspaces (and of the quota waiters ahead of the request); a
+// request with preemption policy Never is never admitted above a guarantee.
+func quotaViolation(sc quotaScope, held []quotaCharge, req quotaCharge, policy workspacesv1.PreemptionPolicy) (string, int64) {
+	var borrowed int64
+	for i := range sc.quotas {
+		q := &sc.quotas[i]
 		use, n := quotaUse(q, held)
 		if w := q.Spec.Workspaces; w != nil && n+1 > *w {
-			return fmt.Sprintf("WorkspaceQuota %s: %d of %d workspaces are used; one more would exceed spec.workspaces", q.Name, n, *w)
+			return fmt.Sprintf("WorkspaceQuota %s: %d of %d workspaces are used; one more would exceed spec.workspaces", q.Name, n, *w), 0
 		}
 		for j, e := range q.Spec.GPUs {
-			if n := counted(e, req); n > 0 && use[j].Used+n > e.Limit {
-				what := string(e.Vendor)
-				if e.Model != "" {
-					what += " " + e.Model
-				}
-				return fmt.Sprintf("WorkspaceQuota %s: %d of %d %s GPUs are used and the workspace asks for %d (spec.gpus[%d])",
-					q.Name, use[j].Used, e.Limit, what, n, j)
+			n := counted(e, req)
+			if n <= 0 {
+				continue
 			}
+			used := use[j].Used
+			what := string(e.Vendor)
+			if e.Model != "" {
+				what += " " + e.Model
+			}
+			if used+n > e.Limit {
+				return fmt.Sprintf("WorkspaceQuota %s: %d of %d %s GPUs are used and the workspace asks for %d (spec.gpus[%d])",
+					q.Name, used, e.Limit, what, n, j), 0
+			}
+			g := e.GuaranteedGPUs()
+			if used+n <= g {
+				continue
+			}
+			// Above the guarantee: the request borrows what the namespace does not borrow already.
+			borrow := min(n, used+n-g)
+			head := fmt.Sprintf("WorkspaceQuota %s: %d of %d guaranteed %s GPUs are used and the workspace asks for %d (spec.gpus[%d].guaranteed)",
+				q.Name, used, g, what, n, j)
+			switch {
+			case policy == workspacesv1.PreemptionNever:
+				return head + "; with spec.preemptionPolicy Never it does not borrow", 0
+			case used+n > e.Ceiling():
+				return fmt.Sprintf("%s; the namespace may borrow at most %d above it (spec.gpus[%d].borrowingLimit)", head, e.Ceiling()-g, j), 0
+			case sc.cohort == "":
+				return fmt.Sprintf("%s; the namespace is in no cohort to borrow from (label %s on the namespace)", head, workspacesv1.CohortLabel), 0
+			}
+			b := cohortBalance(sc.others, e.Vendor, e.Model)
+			if satAdd(satAdd(b.borrowed, max(0, used-g)), borrow) > b.lendable {
+				return fmt.Sprintf("%s; cohort %s leaves %d guaranteed %s GPUs unused and %d of them are borrowed already",
+					head, sc.cohort, b.lendable, what, satAdd(b.borrowed, max(0, used-g))), 0
+			}
+			borrowed = max(borrowed, borrow)
 		}
 	}
-	return ""
+	return "", borrowed
 }
 
 // quotaSummary is a quota's use in one line.
@@ -135,7 +176,21 @@ func quotaSummary(q *workspacesv1.WorkspaceQuota, use []workspacesv1.GPUUsage, n
 		if u.Model != "" {
 			what += " " + u.Model
 		}
-		parts = append(parts, fmt.Sprintf("%s %d/%d", what, u.Used, u.Limit))
+		part := fmt.Sprintf("%s %d/%d", what, u.Used, u.Limit)
+		var extra []string
+		if u.Guaranteed < u.Limit {
+			extra = append(extra, fmt.Sprintf("guaranteed %d", u.Guaranteed))
+		}
+		if u.Borrowed > 0 {
+			extra = append(extra, fmt.Sprintf("borrowed %d", u.Borrowed))
+		}
+		if u.Lent > 0 {
+			extra = append(extra, fmt.Sprintf("lent %d", u.Lent))
+		}
+		if len(extra) > 0 {
+			part += " (" + strings.Join(extra, ", ") + ")"
+		}
+		parts = append(parts, part)
 	}
 	if w := q.Spec.Workspaces; w != nil {
 		parts = append(parts, fmt.Sprintf("workspaces %d/%d", n, *w))
@@ -148,8 +203,7 @@ func quotaSummary(q *workspacesv1.WorkspaceQuota, use []workspacesv1.GPUUsage, n
 // namespaceUse lists what the other workspaces of a namespace hold (admissions that still hold
 // GPUs, see holdsGPUs) and the workspaces waiting for the namespace's quota. state returns a
 // workspace's admission and the phase that goes with it.
-func namespaceUse(ctx context.Context, c client.Reader, namespace, self string,
-	state func(*workspacesv1.WorkspaceDeployment) (*workspacesv1.Admission, workspacesv1.WorkspacePhase)) ([]quotaCharge, []workspacesv1.WorkspaceDeployment, error) {
+func namespaceUse(ctx context.Context, c client.Reader, namespace, self string, state admissionState) ([]quotaCharge, []workspacesv1.WorkspaceDeployment, error) {
 	var list workspacesv1.WorkspaceDeploymentList
 	if err := c.List(ctx, &list, client.InNamespace(namespace)); err != nil {
 		return nil, nil, fmt.Errorf("listing workspaces of %s: %w", namespace, err)
@@ -202,19 +256,30 @@ type QuotaResult struct {
 	// Within is true when every quota leaves room; Message says so, or which quota is exceeded.
 	Within  bool
 	Message string
+	// Borrowed is how many of the admitted GPUs are borrowed from the namespace's cohort.
+	Borrowed int64
 }
 
 // checkQuota checks the admission the gate is about to grant against the namespace's
-// WorkspaceQuotas; the caller holds the namespace's quota lock (lock). The quota waiters ahead of the
+// WorkspaceQuotas and, in a cohort, against the cohort's unused guarantees; the caller holds the
+// namespace's quota lock, or the cohort's (lock, which says which cohort). The quota waiters ahead of the
 // workspace (higher priority, then older) that the quotas could admit now count first, so that freed
 // quota goes to the next in line.
-func (g *Gate) checkQuota(ctx context.Context, ws *workspacesv1.WorkspaceDeployment, ad *workspacesv1.Admission) (QuotaResult, error) {
+func (g *Gate) checkQuota(ctx context.Context, ws *workspacesv1.WorkspaceDeployment, ad *workspacesv1.Admission, cohort string) (QuotaResult, error) {
 	quotas, err := listQuotas(ctx, g.client, ws.Namespace)
 	if err != nil {
 		return QuotaResult{}, err
 	}
 	if len(quotas) == 0 {
 		return QuotaResult{}, nil
+	}
+	// The cohort is the one whose lock the caller holds (lock); a label changed since counts from the
+	// next decision on.
+	sc := quotaScope{quotas: quotas, cohort: cohort}
+	if sc.cohort != "" {
+		if sc.others, err = cohortMembers(ctx, g.client, sc.cohort, ws.Namespace, g.mem.state); err != nil {
+			return QuotaResult{}, err
+		}
 	}
 	self := ws.Namespace + "/" + ws.Name
 	held, waiting, err := namespaceUse(ctx, g.client, ws.Namespace, self, g.mem.state)
@@ -228,14 +293,23 @@ func (g *Gate) checkQuota(ctx context.Context, ws *workspacesv1.WorkspaceDeploym
 		if !caps.ahead(o, ws) {
 			break
 		}
-		if c, ok := waiterCharge(o); ok && quotaViolation(quotas, held, c) == "" {
-			held = append(held, c)
+		if c, ok := waiterCharge(o); ok {
+			if why, _ := quotaViolation(sc, held, c, o.Spec.PreemptionPolicy); why == "" {
+				held = append(held, c)
+			}
 		}
 	}
 	req := chargeOf(self, ad)
-	if why := quotaViolation(quotas, held, req); why != "" {
+	why, borrowed := quotaViolation(sc, held, req, ws.Spec.PreemptionPolicy)
+	if why != "" {
 		metrics.QuotaDecisions.WithLabelValues("Exceeded").Inc()
 		return QuotaResult{Applies: true, Message: why}, nil
+	}
+	ad.BorrowedGPUs = borrowed
+	if borrowed > 0 {
+		metrics.QuotaDecisions.WithLabelValues("Borrowed").Inc()
+		return QuotaResult{Applies: true, Within: true, Borrowed: borrowed,
+			Message: fmt.Sprintf("the workspace borrows %d GPUs above its namespace's guarantee, from the unused guarantees of cohort %s", borrowed, sc.cohort)}, nil
 	}
 	metrics.QuotaDecisions.WithLabelValues("Within").Inc()
 	return QuotaResult{Applies: true, Within: true,
@@ -253,19 +327,27 @@ func (q *QuotaReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 	if err := q.Client.Get(ctx, req.NamespacedName, quota); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	held, waiting, err := namespaceUse(ctx, q.Client, quota.Namespace, "",
-		func(o *workspacesv1.WorkspaceDeployment) (*workspacesv1.Admission, workspacesv1.WorkspacePhase) {
-			return o.Status.Admission, o.Status.Phase
-		})
+	held, waiting, err := namespaceUse(ctx, q.Client, quota.Namespace, "", statusState)
 	if err != nil {
 		return reconcile.Result{}, err
+	}
+	cohort, err := cohortOf(ctx, q.Client, quota.Namespace)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	var others []cohortMember
+	if cohort != "" {
+		if others, err = cohortMembers(ctx, q.Client, cohort, quota.Namespace, statusState); err != nil {
+			return reconcile.Result{}, err
+		}
 	}
 	ports, err := portsHeld(ctx, q.Client, quota.Namespace)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
 	use, n := quotaUse(quota, held)
-	st := workspacesv1.WorkspaceQuotaStatus{ObservedGeneration: quota.Generation, GPUs: use, Workspaces: n,
+	cohortUse(quota, use, cohort, others)
+	st := workspacesv1.WorkspaceQuotaStatus{ObservedGeneration: quota.Generation, Cohort: cohort, GPUs: use, Workspaces: n,
 		TCPEndpoints: ports, Waiting: int32(len(waiting)), Summary: quotaSummary(quota, use, n)}
 	if l := quota.Spec.TCPEndpoints; l != nil {
 		st.Summary += fmt.Sprintf(", tcp endpoints %d/%d", ports, *l)
@@ -301,7 +383,8 @@ func portsHeld(ctx context.Context, c client.Reader, namespace string) (int32, e
 	return n, nil
 }
 
-// SetupWithManager watches the quotas and the workspaces of their namespaces.
+// SetupWithManager watches the quotas, the workspaces of their namespaces and the namespaces' cohort
+// labels: a workspace of one cohort member changes what the others have lent.
 func (q *QuotaReconciler) SetupWithManager(mgr manager.Manager) error {
 	return builder.ControllerManagedBy(mgr).
 		Named("workspacequota").
@@ -312,22 +395,63 @@ func (q *QuotaReconciler) SetupWithManager(mgr manager.Manager) error {
 				_, ok := o.GetLabels()[workspacesv1.WorkspaceNamespaceLabel]
 				return ok
 			}))).
+		Watches(&corev1.Namespace{}, handler.Funcs{
+			// A namespace that joins or leaves a cohort changes its own quotas' status and the
+			// statuses of both cohorts' members.
+			UpdateFunc: func(ctx context.Context, e event.UpdateEvent, wq workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				was, is := e.ObjectOld.GetLabels()[workspacesv1.CohortLabel], e.ObjectNew.GetLabels()[workspacesv1.CohortLabel]
+				if was == is {
+					return
+				}
+				for _, r := range q.forCohorts(ctx, e.ObjectNew.GetName(), was, is) {
+					wq.Add(r)
+				}
+			},
+		}).
 		Complete(q)
 }
 
-// forWorkspace maps a workspace (or its ServiceSet) to the quotas of its namespace.
+// forWorkspace maps a workspace (or its ServiceSet) to the quotas of its namespace and of the other
+// namespaces of its cohort.
 func (q *QuotaReconciler) forWorkspace(ctx context.Context, o client.Object) []reconcile.Request {
 	ns := o.GetNamespace()
 	if v := o.GetLabels()[workspacesv1.WorkspaceNamespaceLabel]; v != "" {
 		ns = v
 	}
-	quotas, err := listQuotas(ctx, q.Client, ns)
+	cohort, err := cohortOf(ctx, q.Client, ns)
 	if err != nil {
 		return nil
 	}
-	out := make([]reconcile.Request, 0, len(quotas))
-	for i := range quotas {
-		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&quotas[i])})
+	return q.forCohorts(ctx, ns, cohort)
+}
+
+// forCohorts maps a namespace and cohorts to the quotas of the namespace and of the cohorts' members.
+func (q *QuotaReconciler) forCohorts(ctx context.Context, namespace string, cohorts ...string) []reconcile.Request {
+	names := []string{namespace}
+	for _, c := range cohorts {
+		if c == "" {
+			continue
+		}
+		members, err := cohortNamespaces(ctx, q.Client, c)
+		if err != nil {
+			continue
+		}
+		names = append(names, members...)
+	}
+	seen := map[string]bool{}
+	var out []reconcile.Request
+	for _, ns := range names {
+		if seen[ns] {
+			continue
+		}
+		seen[ns] = true
+		quotas, err := listQuotas(ctx, q.Client, ns)
+		if err != nil {
+			continue
+		}
+		for i := range quotas {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&quotas[i])})
+		}
 	}
 	return out
 }

@@ -44,7 +44,7 @@ var (
 	// QuotaDecisions counts WorkspaceQuota checks by result.
 	QuotaDecisions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: bootstrap.MetricName(component.Name, "quota_decisions_total"),
-		Help: "WorkspaceQuota checks by result: Within, Exceeded.",
+		Help: "WorkspaceQuota checks by result: Within, Borrowed (admitted above the namespace's guarantee, from its cohort), Exceeded.",
 	}, []string{"result"})
 
 	// WaitSeconds observes the time a workspace spent Waiting.
@@ -231,7 +231,7 @@ type queueCollector struct {
 	reader client.Reader
 	now    func() time.Time
 
-	waiting, oldest, used, limit *prometheus.Desc
+	waiting, oldest, used, limit, guaranteed, borrowed, lent *prometheus.Desc
 }
 
 func newQueueCollector(reader client.Reader, now func() time.Time) *queueCollector {
@@ -247,6 +247,12 @@ func newQueueCollector(reader client.Reader, now func() time.Time) *queueCollect
 			"What a WorkspaceQuota's namespace uses: resource is workspaces, or gpu/<vendor>[/<model>].", []string{"namespace", "quota", "resource"}, nil),
 		limit: prometheus.NewDesc(bootstrap.MetricName(component.Name, "quota_limit"),
 			"A WorkspaceQuota's limit: resource is workspaces, or gpu/<vendor>[/<model>].", []string{"namespace", "quota", "resource"}, nil),
+		guaranteed: prometheus.NewDesc(bootstrap.MetricName(component.Name, "quota_guaranteed_gpus"),
+			"The GPUs a WorkspaceQuota entry guarantees its namespace (its limit unless spec.gpus[].guaranteed says less); resource is gpu/<vendor>[/<model>].", []string{"namespace", "quota", "resource"}, nil),
+		borrowed: prometheus.NewDesc(bootstrap.MetricName(component.Name, "quota_borrowed_gpus"),
+			"The GPUs a WorkspaceQuota's namespace holds above the entry's guarantee, borrowed from its cohort.", []string{"namespace", "quota", "resource"}, nil),
+		lent: prometheus.NewDesc(bootstrap.MetricName(component.Name, "quota_lent_gpus"),
+			"The namespace's share of the GPUs its cohort borrows, out of what the entry guarantees and the namespace does not use.", []string{"namespace", "quota", "resource"}, nil),
 	}
 }
 
@@ -256,6 +262,9 @@ func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.oldest
 	ch <- c.used
 	ch <- c.limit
+	ch <- c.guaranteed
+	ch <- c.borrowed
+	ch <- c.lent
 }
 
 // Collect implements prometheus.Collector.
@@ -298,12 +307,15 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 				if e.Model != "" {
 					res += "/" + e.Model
 				}
-				var used int64
+				var u workspacesv1.GPUUsage
 				if j < len(q.Status.GPUs) && q.Status.GPUs[j].Vendor == e.Vendor && q.Status.GPUs[j].Model == e.Model {
-					used = q.Status.GPUs[j].Used
+					u = q.Status.GPUs[j]
 				}
 				ch <- prometheus.MustNewConstMetric(c.limit, prometheus.GaugeValue, float64(e.Limit), q.Namespace, q.Name, res)
-				ch <- prometheus.MustNewConstMetric(c.used, prometheus.GaugeValue, float64(used), q.Namespace, q.Name, res)
+				ch <- prometheus.MustNewConstMetric(c.used, prometheus.GaugeValue, float64(u.Used), q.Namespace, q.Name, res)
+				ch <- prometheus.MustNewConstMetric(c.guaranteed, prometheus.GaugeValue, float64(e.GuaranteedGPUs()), q.Namespace, q.Name, res)
+				ch <- prometheus.MustNewConstMetric(c.borrowed, prometheus.GaugeValue, float64(u.Borrowed), q.Namespace, q.Name, res)
+				ch <- prometheus.MustNewConstMetric(c.lent, prometheus.GaugeValue, float64(u.Lent), q.Namespace, q.Name, res)
 			}
 		}
 	}

@@ -137,3 +137,155 @@ func TestPriorityCappedByNamespace(t *testing.T) {
 	waitPhase(t, older, workspacesv1.PhaseDeploying, "")
 	waitPhase(t, younger, workspacesv1.PhaseWaiting, workspacesv1.ReasonWaitingForGpuCapacity)
 }
+
+// joinCohort labels a namespace into a cohort.
+func joinCohort(t *testing.T, ns, cohort string) {
+	t.Helper()
+	obj := &corev1.Namespace{}
+	must(t, k8s.Get(ctxT(t), client.ObjectKey{Name: ns}, obj))
+	if obj.Labels == nil {
+		obj.Labels = map[string]string{}
+	}
+	obj.Labels[workspacesv1.CohortLabel] = cohort
+	must(t, k8s.Update(ctxT(t), obj))
+}
+
+// quotaGPUStatus waits until a quota's first GPU entry shows want and the summary sum.
+func quotaGPUStatus(t *testing.T, q *workspacesv1.WorkspaceQuota, cohort string, want workspacesv1.GPUUsage, summary string) {
+	t.Helper()
+	eventually(t, "status of WorkspaceQuota "+q.Namespace+"/"+q.Name, func() error {
+		got := &workspacesv1.WorkspaceQuota{}
+		if err := k8s.Get(ctxT(t), client.ObjectKeyFromObject(q), got); err != nil {
+			return err
+		}
+		st := got.Status
+		if st.Cohort != cohort || len(st.GPUs) != 1 || st.GPUs[0] != want || st.Summary != summary {
+			return fmt.Errorf("status %+v", st)
+		}
+		return nil
+	})
+}
+
+// TestCohortBorrowing: team a (guaranteed 1 of 8) borrows what team b's guarantee (3) leaves unused,
+// and no more; a workspace with preemptionPolicy Never does not borrow; both quotas show what is
+// borrowed and lent; b's own admissions within its guarantee go on while a borrows.
+func TestCohortBorrowing(t *testing.T) {
+	nsA, classA, cdA := gateFixture(t)
+	nsB, classB, cdB := gateFixture(t)
+	cohort := name("fleet")
+	joinCohort(t, nsA, cohort)
+	joinCohort(t, nsB, cohort)
+	model := name("h100")
+	pinnableNode(t, child.Client, gpu.ResourceNVIDIA, 8, model)
+	entry := func(limit, guaranteed int64) []workspacesv1.GPUQuota {
+		return []workspacesv1.GPUQuota{{Vendor: workspacesv1.GPUVendorNVIDIA, Limit: limit, Guaranteed: &guaranteed}}
+	}
+	qA := createQuota(t, nsA, workspacesv1.WorkspaceQuotaSpec{GPUs: entry(8, 1)})
+	qB := createQuota(t, nsB, workspacesv1.WorkspaceQuotaSpec{GPUs: entry(4, 3)})
+	gpus := func(n int32, policy workspacesv1.PreemptionPolicy) func(*workspacesv1.WorkspaceDeployment) {
+		return func(ws *workspacesv1.WorkspaceDeployment) {
+			ws.Spec.Resources = gpuResources(n, model)
+			ws.Spec.PreemptionPolicy = policy
+		}
+	}
+
+	within := createWorkspace(t, nsA, classA, cdA, gpus(1, ""))
+	if ws := waitPhase(t, within, workspacesv1.PhaseDeploying, ""); ws.Status.Admission.BorrowedGPUs != 0 {
+		t.Errorf("a workspace within its guarantee borrows %d GPUs", ws.Status.Admission.BorrowedGPUs)
+	}
+	never := createWorkspace(t, nsA, classA, cdA, gpus(1, workspacesv1.PreemptionNever))
+	ws := waitPhase(t, never, workspacesv1.PhaseWaiting, workspacesv1.ReasonQuotaExceeded)
+	if err := contains(meta.FindStatusCondition(ws.Status.Conditions, workspacesv1.ReadyCondition).Message, "with spec.preemptionPolicy Never it does not borrow"); err != nil {
+		t.Error(err)
+	}
+	must(t, k8s.Delete(ctxT(t), ws))
+
+	borrower := createWorkspace(t, nsA, classA, cdA, gpus(2, ""))
+	ws = waitPhase(t, borrower, workspacesv1.PhaseDeploying, "")
+	if ws.Status.Admission.BorrowedGPUs != 2 {
+		t.Errorf("admission borrows %d GPUs, want 2", ws.Status.Admission.BorrowedGPUs)
+	}
+	if c := meta.FindStatusCondition(ws.Status.Conditions, workspacesv1.WithinQuotaCondition); c == nil || contains(c.Message, "borrows 2 GPUs above its namespace's guarantee, from the unused guarantees of cohort "+cohort) != nil {
+		t.Errorf("WithinQuota condition %+v does not say what is borrowed", c)
+	}
+	// b leaves 3 unused and 2 are borrowed: a second borrower of 2 waits, naming the cohort.
+	over := createWorkspace(t, nsA, classA, cdA, gpus(2, ""))
+	ws = waitPhase(t, over, workspacesv1.PhaseWaiting, workspacesv1.ReasonQuotaExceeded)
+	if err := contains(meta.FindStatusCondition(ws.Status.Conditions, workspacesv1.ReadyCondition).Message,
+		"cohort "+cohort+" leaves 3 guaranteed NVIDIA GPUs unused and 2 of them are borrowed already"); err != nil {
+		t.Error(err)
+	}
+	quotaGPUStatus(t, qA, cohort, workspacesv1.GPUUsage{Vendor: workspacesv1.GPUVendorNVIDIA, Used: 3, Limit: 8, Guaranteed: 1, Borrowed: 2},
+		"NVIDIA 3/8 (guaranteed 1, borrowed 2), workspaces 2")
+	quotaGPUStatus(t, qB, cohort, workspacesv1.GPUUsage{Vendor: workspacesv1.GPUVendorNVIDIA, Used: 0, Limit: 4, Guaranteed: 3, Lent: 2},
+		"NVIDIA 0/4 (guaranteed 3, lent 2), workspaces 0")
+
+	// b's guarantee is its own: a workspace of b within it is admitted although a borrows.
+	mine := createWorkspace(t, nsB, classB, cdB, gpus(2, ""))
+	if ws := waitPhase(t, mine, workspacesv1.PhaseDeploying, ""); ws.Status.Admission.BorrowedGPUs != 0 {
+		t.Errorf("b's workspace within its guarantee borrows %d", ws.Status.Admission.BorrowedGPUs)
+	}
+	quotaGPUStatus(t, qB, cohort, workspacesv1.GPUUsage{Vendor: workspacesv1.GPUVendorNVIDIA, Used: 2, Limit: 4, Guaranteed: 3, Lent: 1},
+		"NVIDIA 2/4 (guaranteed 3, lent 1), workspaces 1")
+	eventually(t, "borrowed and lent gauges", func() error {
+		for _, m := range []struct {
+			name string
+			q    *workspacesv1.WorkspaceQuota
+			want float64
+		}{
+			{"exalsius_workspace_controller_quota_guaranteed_gpus", qA, 1},
+			{"exalsius_workspace_controller_quota_borrowed_gpus", qA, 2},
+			{"exalsius_workspace_controller_quota_lent_gpus", qA, 0},
+			{"exalsius_workspace_controller_quota_lent_gpus", qB, 1},
+			{"exalsius_workspace_controller_quota_borrowed_gpus", qB, 0},
+		} {
+			if v := metric(t, m.name, map[string]string{"namespace": m.q.Namespace, "quota": m.q.Name, "resource": "gpu/NVIDIA"}); v != m.want {
+				return fmt.Errorf("%s{%s} = %v, want %v", m.name, m.q.Namespace, v, m.want)
+			}
+		}
+		return nil
+	})
+}
+
+// TestCohortBurstNoOverBorrowing: two namespaces guaranteed nothing, on clusters of their own, borrow
+// at once what a third leaves unused (3 GPUs): exactly 3 of their 16 one-GPU workspaces are admitted,
+// however the decisions interleave (the cohort's one lock), and the rest wait with QuotaExceeded.
+func TestCohortBurstNoOverBorrowing(t *testing.T) {
+	// Each namespace's cluster is a child of its own, so that no cluster lock orders the decisions.
+	children := startChildren(t, "ca", "cb")
+	nsA, nsB, nsC := newNamespace(t), newNamespace(t), newNamespace(t)
+	classA, classB := createClass(t, classSpec(name("gpu")), nsA), createClass(t, classSpec(name("gpu")), nsB)
+	cdA, cdB := createCluster(t, nsA, children[0].Kubeconfig).Name, createCluster(t, nsB, children[1].Kubeconfig).Name
+	cohort := name("fleet")
+	for _, ns := range []string{nsA, nsB, nsC} {
+		joinCohort(t, ns, cohort)
+	}
+	model := name("h100")
+	pinnableNode(t, children[0].Client, gpu.ResourceNVIDIA, 8, model)
+	pinnableNode(t, children[1].Client, gpu.ResourceNVIDIA, 8, model)
+	entry := func(limit, guaranteed int64) []workspacesv1.GPUQuota {
+		return []workspacesv1.GPUQuota{{Vendor: workspacesv1.GPUVendorNVIDIA, Limit: limit, Guaranteed: &guaranteed}}
+	}
+	createQuota(t, nsA, workspacesv1.WorkspaceQuotaSpec{GPUs: entry(8, 0)})
+	createQuota(t, nsB, workspacesv1.WorkspaceQuotaSpec{GPUs: entry(8, 0)})
+	createQuota(t, nsC, workspacesv1.WorkspaceQuotaSpec{GPUs: entry(3, 3)})
+	var wg sync.WaitGroup
+	for i := range 16 {
+		ns, class, cd := nsA, classA, cdA
+		if i%2 == 1 {
+			ns, class, cd = nsB, classB, cdB
+		}
+		wg.Go(func() {
+			createWorkspace(t, ns, class, cd, func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Resources = gpuResources(1, model) })
+		})
+	}
+	wg.Wait()
+	eventually(t, "3 admitted and 13 over quota in the cohort", func() error {
+		a1, o1 := quotaCounts(t, nsA)
+		a2, o2 := quotaCounts(t, nsB)
+		if len(a1)+len(a2) != 3 || len(o1)+len(o2) != 13 {
+			return fmt.Errorf("%d+%d admitted, %d+%d over quota", len(a1), len(a2), len(o1), len(o2))
+		}
+		return nil
+	})
+}

@@ -90,6 +90,13 @@ type WorkspaceDeploymentSpec struct {
 	// +kubebuilder:validation:Maximum=1000
 	Priority int32 `json:"priority,omitempty"`
 
+	// PreemptionPolicy says whether the workspace's GPUs may be taken back. Reclaimable (the default)
+	// lets it borrow GPUs above its namespace's guarantee (WorkspaceQuota spec.gpus[].guaranteed);
+	// Never keeps it within the guarantee, never borrowing.
+	// +optional
+	// +kubebuilder:validation:Enum=Reclaimable;Never
+	PreemptionPolicy PreemptionPolicy `json:"preemptionPolicy,omitempty"`
+
 	// Resources override the class's defaultResources, field by field.
 	// +optional
 	Resources *ResourceOverrides `json:"resources,omitempty"`
@@ -313,7 +320,21 @@ type Admission struct {
 	// AdmittedAt is when the gate admitted the workspace.
 	// +optional
 	AdmittedAt *metav1.Time `json:"admittedAt,omitempty"`
+	// BorrowedGPUs is how many of the admitted GPUs are borrowed: above the guarantee of the
+	// namespace's WorkspaceQuota, from the unused guarantees of its cohort (see WorkspaceQuota).
+	// +optional
+	BorrowedGPUs int64 `json:"borrowedGPUs,omitempty"`
 }
+
+// PreemptionPolicy says whether a workspace's GPUs may be taken back.
+type PreemptionPolicy string
+
+const (
+	// PreemptionReclaimable lets the workspace borrow GPUs of its cohort.
+	PreemptionReclaimable PreemptionPolicy = "Reclaimable"
+	// PreemptionNever keeps the workspace within its namespace's guarantee.
+	PreemptionNever PreemptionPolicy = "Never"
+)
 
 // Placement records the cluster a workspace was placed on.
 type Placement struct {

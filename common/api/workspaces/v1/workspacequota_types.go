@@ -4,7 +4,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// GPUQuota caps the GPUs of one vendor, or of one model of that vendor.
+// GPUQuota caps the GPUs of one vendor, or of one model of that vendor, and says how many of them
+// the namespace is guaranteed and may borrow within its cohort (see CohortLabel).
+// +kubebuilder:validation:XValidation:rule="!has(self.guaranteed) || self.guaranteed <= self.limit",message="spec.gpus[].guaranteed may not exceed limit"
 type GPUQuota struct {
 	// Vendor of the GPUs counted.
 	// +required
@@ -19,6 +21,36 @@ type GPUQuota struct {
 	// +required
 	// +kubebuilder:validation:Minimum=0
 	Limit int64 `json:"limit"`
+	// Guaranteed is the share of limit the namespace may always use: it is admitted up to it whenever a
+	// cluster has the GPUs free, and lends what it does not use to the other namespaces of its cohort.
+	// Above it, the namespace's workspaces borrow, up to borrowingLimit, what the guarantees of the
+	// cohort's other namespaces leave unused. Defaults to limit: nothing borrowed, as without a cohort.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Guaranteed *int64 `json:"guaranteed,omitempty"`
+	// BorrowingLimit is the most GPUs the namespace may hold above guaranteed, borrowed from its cohort;
+	// defaults to limit minus guaranteed. A namespace outside any cohort borrows nothing.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	BorrowingLimit *int64 `json:"borrowingLimit,omitempty"`
+}
+
+// GuaranteedGPUs is the entry's guaranteed GPUs: spec.gpus[].guaranteed, else the limit.
+func (e GPUQuota) GuaranteedGPUs() int64 {
+	if e.Guaranteed != nil && *e.Guaranteed < e.Limit {
+		return *e.Guaranteed
+	}
+	return e.Limit
+}
+
+// Ceiling is the most GPUs the entry lets the namespace hold: its limit, and at most guaranteed plus
+// borrowingLimit.
+func (e GPUQuota) Ceiling() int64 {
+	g := e.GuaranteedGPUs()
+	if e.BorrowingLimit != nil && g+*e.BorrowingLimit < e.Limit {
+		return g + *e.BorrowingLimit
+	}
+	return e.Limit
 }
 
 // WorkspaceQuotaSpec caps what the workspaces of a namespace hold across all clusters.
@@ -62,6 +94,17 @@ type GPUUsage struct {
 	Used int64 `json:"used"`
 	// Limit repeats the entry's limit.
 	Limit int64 `json:"limit"`
+	// Guaranteed repeats the entry's guarantee (its limit when spec.gpus[].guaranteed is not set).
+	// +optional
+	Guaranteed int64 `json:"guaranteed,omitempty"`
+	// Borrowed is the GPUs the namespace holds above its guarantee, borrowed from its cohort.
+	// +optional
+	Borrowed int64 `json:"borrowed,omitempty"`
+	// Lent is this namespace's share of the GPUs the cohort's other namespaces borrow: of its unused
+	// guarantee, what covers their borrowing (shared among the lenders in proportion to what each
+	// leaves unused).
+	// +optional
+	Lent int64 `json:"lent,omitempty"`
 }
 
 // WorkspaceQuotaStatus is what the namespace uses.
@@ -69,6 +112,9 @@ type WorkspaceQuotaStatus struct {
 	// ObservedGeneration is the generation of the spec this status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Cohort is the cohort of the namespace (its workspaces.exalsius.ai/cohort label), when it has one.
+	// +optional
+	Cohort string `json:"cohort,omitempty"`
 	// GPUs is the use of each spec.gpus entry, in the same order.
 	// +optional
 	// +listType=atomic
@@ -88,6 +134,11 @@ type WorkspaceQuotaStatus struct {
 	// +optional
 	Summary string `json:"summary,omitempty"`
 }
+
+// CohortLabel on a Namespace puts the namespace's WorkspaceQuotas into the cohort it names: the
+// namespaces of a cohort lend one another the guaranteed GPUs they do not use (spec.gpus[].guaranteed
+// and borrowingLimit). Namespaces are cluster-scoped, so only the platform team sets it.
+const CohortLabel = "workspaces.exalsius.ai/cohort"
 
 // WorkspaceQuota caps the GPUs (per vendor, optionally per model) and the number of workspaces the
 // WorkspaceDeployments of its namespace hold across all clusters, and the priority they may ask for.
