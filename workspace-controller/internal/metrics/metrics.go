@@ -69,6 +69,7 @@ func Register(reader client.Reader, childClients func() int) error {
 	collectors := []prometheus.Collector{
 		newWorkspaceCollector(cachedWorkspaces(reader)),
 		newQueueCollector(reader, time.Now),
+		newGPUSecondsCollector(cachedWorkspaces(reader), time.Now),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: bootstrap.MetricName(component.Name, "child_clients"),
 			Help: "Child-cluster clients held in the cache.",
