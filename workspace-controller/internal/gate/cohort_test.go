@@ -65,7 +65,7 @@ func TestQuotaViolationBorrowing(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, borrowed := quotaViolation(tc.sc, tc.held, ch(nv, "", tc.req), tc.policy)
+			got, borrowed, _ := quotaViolation(tc.sc, tc.held, ch(nv, "", tc.req), tc.policy)
 			if got != tc.want || borrowed != tc.wantBorrowed {
 				t.Errorf("quotaViolation = %q, %d; want %q, %d", got, borrowed, tc.want, tc.wantBorrowed)
 			}

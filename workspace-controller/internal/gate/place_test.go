@@ -123,7 +123,7 @@ func TestChargeOf(t *testing.T) {
 	// A request spread over two models is refused by the model it would take over the limit.
 	held := []quotaCharge{ch(nv, "a10", 7)}
 	want := "WorkspaceQuota q: 7 of 8 NVIDIA a10 GPUs are used and the workspace asks for 2 (spec.gpus[1])"
-	if got, _ := quotaViolation(quotaScope{quotas: []workspacesv1.WorkspaceQuota{quota("q", nil, h100, a10)}}, held, c, ""); got != want {
+	if got, _, _ := quotaViolation(quotaScope{quotas: []workspacesv1.WorkspaceQuota{quota("q", nil, h100, a10)}}, held, c, ""); got != want {
 		t.Errorf("quotaViolation = %q, want %q", got, want)
 	}
 }
@@ -171,7 +171,7 @@ func TestQuotaViolation(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got, _ := quotaViolation(quotaScope{quotas: tc.quotas}, held, tc.req, ""); got != tc.want {
+			if got, _, _ := quotaViolation(quotaScope{quotas: tc.quotas}, held, tc.req, ""); got != tc.want {
 				t.Errorf("quotaViolation = %q, want %q", got, tc.want)
 			}
 		})

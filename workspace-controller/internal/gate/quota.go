@@ -116,16 +116,15 @@ type quotaScope struct {
 
 // quotaViolation says which quota the request would take the namespace over, with the limit and what
 // is used, or "" when every quota leaves room; and how many of the requested GPUs are borrowed (above
-// an entry's guarantee, from the unused guarantees of the cohort's other members). held are the
-// charges of the namespace's admitted workspaces (and of the quota waiters ahead of the request); a
-// request with preemption policy Never is never admitted above a guarantee.
-func quotaViolation(sc quotaScope, held []quotaCharge, req quotaCharge, policy workspacesv1.PreemptionPolicy) (string, int64) {
-	var borrowed int64
+// an entry's guarantee, from the unused guarantees of the cohort's other members) and above which
+// guarantee. held are the charges of the namespace's admitted workspaces (and of the quota waiters
+// ahead of the request); a request with preemption policy Never is never admitted above a guarantee.
+func quotaViolation(sc quotaScope, held []quotaCharge, req quotaCharge, policy workspacesv1.PreemptionPolicy) (why string, borrowed int64, above string) {
 	for i := range sc.quotas {
 		q := &sc.quotas[i]
 		use, n := quotaUse(q, held)
 		if w := q.Spec.Workspaces; w != nil && n+1 > *w {
-			return fmt.Sprintf("WorkspaceQuota %s: %d of %d workspaces are used; one more would exceed spec.workspaces", q.Name, n, *w), 0
+			return fmt.Sprintf("WorkspaceQuota %s: %d of %d workspaces are used; one more would exceed spec.workspaces", q.Name, n, *w), 0, ""
 		}
 		for j, e := range q.Spec.GPUs {
 			n := counted(e, req)
@@ -139,7 +138,7 @@ func quotaViolation(sc quotaScope, held []quotaCharge, req quotaCharge, policy w
 			}
 			if used+n > e.Limit {
 				return fmt.Sprintf("WorkspaceQuota %s: %d of %d %s GPUs are used and the workspace asks for %d (spec.gpus[%d])",
-					q.Name, used, e.Limit, what, n, j), 0
+					q.Name, used, e.Limit, what, n, j), 0, ""
 			}
 			g := e.GuaranteedGPUs()
 			if used+n <= g {
@@ -151,21 +150,24 @@ func quotaViolation(sc quotaScope, held []quotaCharge, req quotaCharge, policy w
 				q.Name, used, g, what, n, j)
 			switch {
 			case policy == workspacesv1.PreemptionNever:
-				return head + "; with spec.preemptionPolicy Never it does not borrow", 0
+				return head + "; with spec.preemptionPolicy Never it does not borrow", 0, ""
 			case used+n > e.Ceiling():
-				return fmt.Sprintf("%s; the namespace may borrow at most %d above it (spec.gpus[%d].borrowingLimit)", head, e.Ceiling()-g, j), 0
+				return fmt.Sprintf("%s; the namespace may borrow at most %d above it (spec.gpus[%d].borrowingLimit)", head, e.Ceiling()-g, j), 0, ""
 			case sc.cohort == "":
-				return fmt.Sprintf("%s; the namespace is in no cohort to borrow from (label %s on the namespace)", head, workspacesv1.CohortLabel), 0
+				return fmt.Sprintf("%s; the namespace is in no cohort to borrow from (label %s on the namespace)", head, workspacesv1.CohortLabel), 0, ""
 			}
 			b := cohortBalance(sc.others, e.Vendor, e.Model)
 			if satAdd(satAdd(b.borrowed, max(0, used-g)), borrow) > b.lendable {
 				return fmt.Sprintf("%s; cohort %s leaves %d guaranteed %s GPUs unused and %d of them are borrowed already",
-					head, sc.cohort, b.lendable, what, satAdd(b.borrowed, max(0, used-g))), 0
+					head, sc.cohort, b.lendable, what, satAdd(b.borrowed, max(0, used-g))), 0, ""
 			}
-			borrowed = max(borrowed, borrow)
+			if borrow > borrowed {
+				borrowed = borrow
+				above = fmt.Sprintf("WorkspaceQuota %s guarantees %d %s GPUs (spec.gpus[%d].guaranteed) and %d are used", q.Name, g, what, j, used)
+			}
 		}
 	}
-	return "", borrowed
+	return "", borrowed, above
 }
 
 // quotaSummary is a quota's use in one line.
@@ -294,13 +296,13 @@ func (g *Gate) checkQuota(ctx context.Context, ws *workspacesv1.WorkspaceDeploym
 			break
 		}
 		if c, ok := waiterCharge(o); ok {
-			if why, _ := quotaViolation(sc, held, c, o.Spec.PreemptionPolicy); why == "" {
+			if why, _, _ := quotaViolation(sc, held, c, o.Spec.PreemptionPolicy); why == "" {
 				held = append(held, c)
 			}
 		}
 	}
 	req := chargeOf(self, ad)
-	why, borrowed := quotaViolation(sc, held, req, ws.Spec.PreemptionPolicy)
+	why, borrowed, above := quotaViolation(sc, held, req, ws.Spec.PreemptionPolicy)
 	if why != "" {
 		metrics.QuotaDecisions.WithLabelValues("Exceeded").Inc()
 		return QuotaResult{Applies: true, Message: why}, nil
@@ -309,7 +311,7 @@ func (g *Gate) checkQuota(ctx context.Context, ws *workspacesv1.WorkspaceDeploym
 	if borrowed > 0 {
 		metrics.QuotaDecisions.WithLabelValues("Borrowed").Inc()
 		return QuotaResult{Applies: true, Within: true, Borrowed: borrowed,
-			Message: fmt.Sprintf("the workspace borrows %d GPUs above its namespace's guarantee, from the unused guarantees of cohort %s", borrowed, sc.cohort)}, nil
+			Message: fmt.Sprintf("the workspace borrows %d GPUs above its namespace's guarantee (%s), from the unused guarantees of cohort %s", borrowed, above, sc.cohort)}, nil
 	}
 	metrics.QuotaDecisions.WithLabelValues("Within").Inc()
 	return QuotaResult{Applies: true, Within: true,

@@ -205,7 +205,7 @@ func TestCohortBorrowing(t *testing.T) {
 	if ws.Status.Admission.BorrowedGPUs != 2 {
 		t.Errorf("admission borrows %d GPUs, want 2", ws.Status.Admission.BorrowedGPUs)
 	}
-	if c := meta.FindStatusCondition(ws.Status.Conditions, workspacesv1.WithinQuotaCondition); c == nil || contains(c.Message, "borrows 2 GPUs above its namespace's guarantee, from the unused guarantees of cohort "+cohort) != nil {
+	if c := meta.FindStatusCondition(ws.Status.Conditions, workspacesv1.WithinQuotaCondition); c == nil || contains(c.Message, "borrows 2 GPUs above its namespace's guarantee (WorkspaceQuota "+qA.Name+" guarantees 1 NVIDIA GPUs (spec.gpus[0].guaranteed) and 1 are used), from the unused guarantees of cohort "+cohort) != nil {
 		t.Errorf("WithinQuota condition %+v does not say what is borrowed", c)
 	}
 	// b leaves 3 unused and 2 are borrowed: a second borrower of 2 waits, naming the cohort.

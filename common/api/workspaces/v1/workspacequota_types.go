@@ -47,7 +47,7 @@ func (e GPUQuota) GuaranteedGPUs() int64 {
 // borrowingLimit.
 func (e GPUQuota) Ceiling() int64 {
 	g := e.GuaranteedGPUs()
-	if e.BorrowingLimit != nil && g+*e.BorrowingLimit < e.Limit {
+	if e.BorrowingLimit != nil && *e.BorrowingLimit < e.Limit-g { // g <= limit: no overflow
 		return g + *e.BorrowingLimit
 	}
 	return e.Limit
