@@ -215,3 +215,24 @@ func satAdd(a, b int64) int64 {
 	}
 	return a + b
 }
+
+// CohortPeers lists the other namespaces of a namespace's cohort, none when it is in none (or its
+// cohort cannot be read): what one member holds changes what the others may borrow, so a release in
+// one brings back the quota waiters of the others.
+func CohortPeers(ctx context.Context, c client.Reader, namespace string) []string {
+	cohort, err := cohortOf(ctx, c, namespace)
+	if err != nil || cohort == "" {
+		return nil
+	}
+	names, err := cohortNamespaces(ctx, c, cohort)
+	if err != nil {
+		return nil
+	}
+	out := names[:0]
+	for _, n := range names {
+		if n != namespace {
+			out = append(out, n)
+		}
+	}
+	return out
+}

@@ -53,7 +53,7 @@ func (r *Reconciler) forColony(ctx context.Context, o client.Object) []reconcile
 
 // forQuota brings back the namespace's waiting workspaces when a quota changes: a raised limit frees
 // room, a changed maxPriority reorders the queues (the waiters of other namespaces in those queues
-// are brought back by forPriorityCap).
+// are brought back by forPriorityCap); and the quota waiters of the other members of its cohort.
 func (r *Reconciler) forQuota(ctx context.Context, o client.Object) []reconcile.Request {
 	var list workspacesv1.WorkspaceDeploymentList
 	if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.UnsafeDisableDeepCopy); err != nil { // read-only
@@ -64,6 +64,10 @@ func (r *Reconciler) forQuota(ctx context.Context, o client.Object) []reconcile.
 		if w := &list.Items[i]; w.Status.Phase == workspacesv1.PhaseWaiting || gate.Unplaced(w) {
 			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(w)})
 		}
+	}
+	// A guarantee changed in a cohort changes what the other members may borrow.
+	for _, peer := range gate.CohortPeers(ctx, r.Client, o.GetNamespace()) {
+		out = append(out, r.namespaceWaiters(ctx, peer, client.ObjectKey{})...)
 	}
 	return out
 }

@@ -289,3 +289,29 @@ func TestCohortBurstNoOverBorrowing(t *testing.T) {
 		return nil
 	})
 }
+
+// TestCohortReleaseWakesBorrowers: a workspace waiting to borrow is admitted when another member of
+// its cohort frees the guarantee it waits for (no event of its own namespace brings it back).
+func TestCohortReleaseWakesBorrowers(t *testing.T) {
+	nsA, classA, cdA := gateFixture(t)
+	nsB, classB, cdB := gateFixture(t)
+	cohort := name("fleet")
+	joinCohort(t, nsA, cohort)
+	joinCohort(t, nsB, cohort)
+	model := name("h100")
+	pinnableNode(t, child.Client, gpu.ResourceNVIDIA, 8, model)
+	entry := func(limit, guaranteed int64) []workspacesv1.GPUQuota {
+		return []workspacesv1.GPUQuota{{Vendor: workspacesv1.GPUVendorNVIDIA, Limit: limit, Guaranteed: &guaranteed}}
+	}
+	createQuota(t, nsA, workspacesv1.WorkspaceQuotaSpec{GPUs: entry(4, 0)})
+	createQuota(t, nsB, workspacesv1.WorkspaceQuotaSpec{GPUs: entry(2, 2)})
+	gpus := func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Resources = gpuResources(1, model) }
+	lender := createWorkspace(t, nsB, classB, cdB, func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Resources = gpuResources(2, model) })
+	waitPhase(t, lender, workspacesv1.PhaseDeploying, "")
+	borrower := createWorkspace(t, nsA, classA, cdA, gpus)
+	waitPhase(t, borrower, workspacesv1.PhaseWaiting, workspacesv1.ReasonQuotaExceeded)
+	must(t, k8s.Delete(ctxT(t), getWS(t, lender)))
+	if ws := waitPhase(t, borrower, workspacesv1.PhaseDeploying, ""); ws.Status.Admission.BorrowedGPUs != 1 {
+		t.Errorf("admission borrows %d GPUs, want 1", ws.Status.Admission.BorrowedGPUs)
+	}
+}

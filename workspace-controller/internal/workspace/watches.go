@@ -252,7 +252,8 @@ func (releasesGPUs) Update(e event.UpdateEvent) bool {
 			!equality.Semantic.DeepEqual(o.Status.ResolvedResources, n.Status.ResolvedResources)))
 }
 
-// forWaiters brings back the other Waiting workspaces on the workspace's cluster.
+// forWaiters brings back the other Waiting workspaces on the workspace's cluster, the quota waiters
+// and unplaced workspaces of its namespace, and the quota waiters of the other members of its cohort.
 func (r *Reconciler) forWaiters(ctx context.Context, o client.Object) []reconcile.Request {
 	ws, ok := o.(*workspacesv1.WorkspaceDeployment)
 	if !ok {
@@ -265,6 +266,10 @@ func (r *Reconciler) forWaiters(ctx context.Context, o client.Object) []reconcil
 	out = append(out, r.namespaceWaiters(ctx, ws.Namespace, self)...)
 	if cd.Namespace != "" && cd.Namespace != ws.Namespace {
 		out = append(out, r.namespaceWaiters(ctx, cd.Namespace, self)...)
+	}
+	// In a cohort, GPUs a member holds or frees change what the other members may borrow.
+	for _, peer := range gate.CohortPeers(ctx, r.Client, ws.Namespace) {
+		out = append(out, r.namespaceWaiters(ctx, peer, self)...)
 	}
 	return out
 }
