@@ -57,7 +57,9 @@ const About = "`make chaos` rolls out 200 workspaces per round for 20 rounds, a 
 	"on. After each round it checks: exactly one ServiceSet per workspace; no ServiceSet, `ws-` namespace\n" +
 	"or Helm release without its workspace; no Running workspace without its ServiceSet; GPUs admitted\n" +
 	"(Running and Deploying, not being deleted) never above a cluster's GPUs, sampled twice a second\n" +
-	"during the whole round; no pod holding a GPU on the child of a workspace that says Stopped, sampled\n" +
+	"during the whole round (an admission whose nodes are all gone from the child holds no GPU and is left\n" +
+	"out: its replicas are pinned there by hostname); no pod holding a GPU on the child of a workspace\n" +
+	"that says Stopped, sampled\n" +
 	"every second while stopped; the workspaces waiting in a cluster's GPU queue when the fault ends (for\n" +
 	"the cordon: before the nodes come back) admitted in queue order (a smaller request behind may use\n" +
 	"GPUs a larger one ahead cannot use yet); every workspace Running, or Waiting\n" +
