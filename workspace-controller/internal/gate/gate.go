@@ -424,8 +424,8 @@ func (g *Gate) lock(ctx context.Context, namespace string, clusters ...string) (
 	cohort := ""
 	if quotas, err := listQuotas(ctx, g.client, namespace); err != nil || len(quotas) > 0 {
 		// On a cache error the lock is taken: counting too carefully is safe. A namespace in a cohort
-		// takes the cohort's lock, since its members count one another's use; an unreadable namespace
-		// takes its own, and its decision then fails on the same read (checkQuota).
+		// takes the cohort's lock, since its members count one another's use; a namespace the cache
+		// cannot read takes its own and counts as in no cohort (it borrows nothing).
 		cohort, _ = cohortOf(ctx, g.client, namespace)
 		unlocks = append(unlocks, g.mem.lock(quotaLockKey(cohort, namespace)))
 	}
