@@ -41,6 +41,9 @@ var (
 	credentialName      = k0rdentsim.CredentialName
 )
 
+// eventuallyCallTimeout bounds one call of an eventually condition.
+const eventuallyCallTimeout = 30 * time.Second
+
 func mgmt() client.Client { return tgt.Client() }
 
 func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
@@ -48,12 +51,16 @@ func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
 func yamlToJSON(b []byte) ([]byte, error) { return yaml.YAMLToJSON(b) }
 
 // eventually polls cond until it returns true; on timeout the test fails with the last state cond
-// described.
+// described. Each call of cond gets a context of its own, bounded by eventuallyCallTimeout, not the
+// poll's deadline: a call made just before that deadline would otherwise fail on the deadline (a
+// client's rate limiter refuses to wait past it) and the failure would show that error, not the state.
 func eventually(ctx context.Context, t *testing.T, what string, timeout time.Duration, cond func(ctx context.Context) (bool, string)) {
 	t.Helper()
 	last := ""
-	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		ok, state := cond(ctx)
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		cctx, cancel := context.WithTimeout(ctx, eventuallyCallTimeout)
+		defer cancel()
+		ok, state := cond(cctx)
 		last = state
 		return ok, nil
 	})

@@ -246,14 +246,20 @@ func TestSimulatorLikeKCM(t *testing.T) {
 			if err := child.Client().Create(ctx, pod); err != nil {
 				t.Fatal(err)
 			}
-			eventually(ctx, t, "claim Bound and pod Running", time.Minute, func(ctx context.Context) (bool, string) {
+			eventually(ctx, t, "claim Bound and pod Running", 2*time.Minute, func(ctx context.Context) (bool, string) {
 				if err := child.Client().Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err != nil {
 					return false, err.Error()
 				}
 				if err := child.Client().Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
 					return false, err.Error()
 				}
-				return pvc.Status.Phase == corev1.ClaimBound && pod.Status.Phase == corev1.PodRunning, string(pvc.Status.Phase) + "/" + string(pod.Status.Phase)
+				state := fmt.Sprintf("claim %s (volume %q), pod %s on node %q", pvc.Status.Phase, pvc.Spec.VolumeName, pod.Status.Phase, pod.Spec.NodeName)
+				for _, c := range pod.Status.Conditions {
+					if c.Status != corev1.ConditionTrue {
+						state += fmt.Sprintf("; %s=%s %s %s", c.Type, c.Status, c.Reason, c.Message)
+					}
+				}
+				return pvc.Status.Phase == corev1.ClaimBound && pod.Status.Phase == corev1.PodRunning, state
 			})
 			return ctx
 		}).

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -44,6 +45,8 @@ type ChildCluster struct {
 	stopProvisioner context.CancelFunc
 	// stopKwokSupervisor ends superviseKwok and waits for it.
 	stopKwokSupervisor func()
+	// restarts counts the restarts of kube-scheduler and kwok by superviseKwok.
+	restarts atomic.Int64
 }
 
 // ChildOptions tune StartChildWith.

@@ -25,6 +25,9 @@ func (w *World) DumpChildren(out io.Writer, events int) {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if n := c.restarts.Load(); n > 0 {
+			_, _ = fmt.Fprintf(out, "\n===== child %s: kube-scheduler and kwok restarted %d time(s) after its API server did not answer =====\n", name, n)
+		}
 		err := dumpChild(ctx, out, name, c.Client(), events)
 		cancel()
 		if err != nil {

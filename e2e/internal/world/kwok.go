@@ -8,8 +8,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// kwokProbeInterval is how often superviseKwok asks the child's API server whether it answers.
-const kwokProbeInterval = 500 * time.Millisecond
+// kwokProbeInterval is how often superviseKwok asks the child's API server whether it answers, and
+// kwokOutageProbes how many probes in a row must go unanswered before it counts as an outage: on a
+// loaded machine one read can take longer than the probe's second, and restarting kube-scheduler and
+// kwok for that only sets them back (each restart lists every node and pod again).
+const (
+	kwokProbeInterval = 500 * time.Millisecond
+	kwokOutageProbes  = 3
+)
 
 // superviseKwok keeps the child's pods scheduled and staged across outages of the child's API server
 // (ChildCluster.Restart, or Pause and Resume of its Env, as the chaos suite does). kube-scheduler and
@@ -22,7 +28,7 @@ const kwokProbeInterval = 500 * time.Millisecond
 func (c *ChildCluster) superviseKwok(ctx context.Context, procs ...*Process) {
 	t := time.NewTicker(kwokProbeInterval)
 	defer t.Stop()
-	down := false
+	down, missed := false, 0
 	for {
 		select {
 		case <-ctx.Done():
@@ -34,9 +40,12 @@ func (c *ChildCluster) superviseKwok(ctx context.Context, procs ...*Process) {
 			return
 		}
 		if !up {
-			down = true
+			if missed++; missed >= kwokOutageProbes {
+				down = true
+			}
 			continue
 		}
+		missed = 0
 		for _, p := range procs {
 			if !down && p.Running() {
 				continue
@@ -44,6 +53,7 @@ func (c *ChildCluster) superviseKwok(ctx context.Context, procs ...*Process) {
 			if err := p.Restart(StopGrace); err != nil {
 				continue // tried again on the next probe: it is not running
 			}
+			c.restarts.Add(1)
 		}
 		down = false
 	}
