@@ -33,6 +33,9 @@ type WorldOptions struct {
 	ImagesDir string
 	// Out receives progress lines; nil discards them.
 	Out io.Writer
+	// WaitForNode is how long to wait while another local world's node runs on this machine (one
+	// node per machine); 0 fails at once.
+	WaitForNode time.Duration
 }
 
 // World is the local world with a real node instead of component processes: the management cluster
@@ -80,7 +83,7 @@ func StartWorld(ctx context.Context, o WorldOptions) (w *World, err error) {
 		return w, err
 	}
 	w.progress("run folder: %s", w.RunDir)
-	if w.unlock, err = Prepare(); err != nil {
+	if w.unlock, err = Prepare(o.WaitForNode, out); err != nil {
 		return w, fmt.Errorf("this machine cannot run the node: %w", err)
 	}
 	if w.World, err = world.Start(ctx, world.Options{RunDir: w.RunDir, Out: out, Management: ManagementOptions()}); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -63,8 +64,10 @@ type Node struct {
 
 // Prepare takes the machine-wide node lock, creates the bridge with the node's address and the
 // sysctls pods need, and points testenv at the node's address. Call it before the world starts;
-// ManagementOptions are the management API server flags the node needs.
-func Prepare() (unlock func(), err error) {
+// ManagementOptions are the management API server flags the node needs. One node runs on a machine:
+// while another holds the lock, Prepare waits for it up to wait (0: it fails at once), saying so on
+// out once.
+func Prepare(wait time.Duration, out io.Writer) (unlock func(), err error) {
 	if err := Preflight(); err != nil {
 		return nil, err
 	}
@@ -75,9 +78,9 @@ func Prepare() (unlock func(), err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if err := lockWithin(f, wait, out); err != nil {
 		_ = f.Close()
-		return nil, fmt.Errorf("another local world's node runs on this machine (lock %s held): one node per machine", f.Name())
+		return nil, err
 	}
 	if err := setupBridge(); err != nil {
 		_ = f.Close()
@@ -88,6 +91,31 @@ func Prepare() (unlock func(), err error) {
 		return nil, err
 	}
 	return func() { _ = os.Unsetenv(testenv.EnvServingAddress); _ = f.Close() }, nil
+}
+
+// lockPoll is how often lockWithin tries the node lock again.
+const lockPoll = 2 * time.Second
+
+// lockWithin takes an exclusive lock on f, trying again until wait has passed.
+func lockWithin(f *os.File, wait time.Duration, out io.Writer) error {
+	deadline := time.Now().Add(wait)
+	for said := false; ; {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			return fmt.Errorf("locking %s: %w", f.Name(), err)
+		}
+		if !time.Now().Before(deadline) {
+			return fmt.Errorf("another local world's node runs on this machine (lock %s held, waited %s): one node per machine", f.Name(), wait)
+		}
+		if !said && out != nil {
+			_, _ = fmt.Fprintf(out, "another local world's node runs on this machine (lock %s held): waiting up to %s for it to end\n", f.Name(), wait)
+			said = true
+		}
+		time.Sleep(lockPoll)
+	}
 }
 
 // ManagementOptions are the management API server settings a node needs: no CRDs of the project (the
