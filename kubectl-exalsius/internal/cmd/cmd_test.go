@@ -301,3 +301,61 @@ func equalRows(a, b [][]string) bool {
 	}
 	return true
 }
+
+// TestExplainWaitInACohort: a quota waiter in a cohort is told who borrows in the cohort; a tenant
+// who may read only its own namespace still learns its cohort from its WorkspaceQuota, and is told
+// that no borrower it may list exists.
+func TestExplainWaitInACohort(t *testing.T) {
+	ctx, c := context.Background(), mgmt.Client
+	for _, ns := range []string{"cohort-x", "cohort-y"} {
+		must(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+		q := &workspacesv1.WorkspaceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "q"}}
+		must(t, c.Create(ctx, q))
+		q.Status.Cohort = "fleet"
+		must(t, c.Status().Update(ctx, q))
+	}
+	mk := func(ns, name string, st workspacesv1.WorkspaceDeploymentStatus) {
+		ws := &workspacesv1.WorkspaceDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: workspacesv1.WorkspaceDeploymentSpec{WorkspaceClassRef: "jupyter", ClusterDeploymentRef: workspacesv1.ClusterDeploymentRef{Name: "gpu"}}}
+		must(t, c.Create(ctx, ws))
+		ws.Status = st
+		must(t, c.Status().Update(ctx, ws))
+	}
+	at := metav1.NewTime(time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC))
+	mk("cohort-y", "borrower", workspacesv1.WorkspaceDeploymentStatus{Phase: workspacesv1.PhaseRunning,
+		Conditions: []metav1.Condition{{Type: workspacesv1.WithinQuotaCondition, Status: metav1.ConditionTrue, Reason: workspacesv1.ReasonWithinQuota,
+			Message: "borrows above spec.gpus[0].guaranteed", LastTransitionTime: at}},
+		Admission: &workspacesv1.Admission{Cluster: "cohort-y/gpu", Replicas: 1, GPUs: 4, BorrowedGPUs: 3, AdmittedAt: &at}})
+	mk("cohort-x", "waiter", workspacesv1.WorkspaceDeploymentStatus{Phase: workspacesv1.PhaseWaiting,
+		Conditions: []metav1.Condition{{Type: workspacesv1.WithinQuotaCondition, Status: metav1.ConditionFalse, Reason: workspacesv1.ReasonQuotaExceeded,
+			Message: "cohort fleet leaves 3 guaranteed NVIDIA GPUs unused and 3 of them are borrowed already", LastTransitionTime: at}}})
+
+	out := mustRun(t, "-n", "cohort-x", "explain-wait", "waiter")
+	for _, want := range []string{"Borrowing in cohort fleet", "cohort-y/borrower borrows 3 GPUs (preemptionPolicy Reclaimable, admitted 2026-03-01T09:00:00Z)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("explain-wait lacks %q:\n%s", want, out)
+		}
+	}
+	if out := mustRun(t, "-n", "cohort-y", "explain-wait", "borrower"); !strings.Contains(out, "It borrows 3 of its 4 GPUs from cohort fleet") {
+		t.Errorf("explain-wait of a borrower:\n%s", out)
+	}
+
+	if _, err := mgmt.Tenant(ctx, "cohort-x", "carol", []rbacv1.PolicyRule{{APIGroups: []string{workspacesv1.GroupVersion.Group},
+		Resources: []string{"workspacedeployments", "workspacequotas"}, Verbs: []string{"get", "list"}}}); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, err := run(t, "--as", "carol", "-n", "cohort-x", "explain-wait", "waiter")
+	if err != nil {
+		t.Fatalf("explain-wait as a tenant: %v\n%s", err, errOut)
+	}
+	if !strings.Contains(out, "No workspace of the other members of cohort fleet that you may list borrows GPUs.") {
+		t.Errorf("explain-wait as a tenant:\n%s", out)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

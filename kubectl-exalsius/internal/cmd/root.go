@@ -116,24 +116,27 @@ func (o *options) getWorkspace(ctx context.Context, name string) (*workspacesv1.
 // queueContext lists what a queue is derived from: the workspaces of every namespace (a cluster's
 // queue spans tenants) and the WorkspaceQuotas' priority caps. A user who may not list them
 // cluster-wide gets the namespace's workspaces and no caps; notes says so.
-func (o *options) queueContext(ctx context.Context, ns string) (all []workspacesv1.WorkspaceDeployment, caps report.PriorityCaps, notes []string, err error) {
+func (o *options) queueContext(ctx context.Context, ns string) (all []workspacesv1.WorkspaceDeployment, caps report.PriorityCaps, cohorts report.Cohorts, notes []string, err error) {
 	if all, notes, err = o.listWorkspaces(ctx, ns); err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	c, err := o.connect()
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	var quotas workspacesv1.WorkspaceQuotaList
 	if err := c.List(ctx, &quotas); err != nil {
 		if !apierrors.IsForbidden(err) {
-			return nil, nil, nil, fmt.Errorf("listing WorkspaceQuotas: %w", err)
+			return nil, nil, nil, nil, fmt.Errorf("listing WorkspaceQuotas: %w", err)
 		}
 		notes = append(notes, "priorities are taken as written (listing WorkspaceQuotas is forbidden)")
-	} else {
-		caps = report.CapsOf(quotas.Items)
+		// The namespace's own quotas still say its cohort.
+		if err := c.List(ctx, &quotas, client.InNamespace(ns)); err != nil && !apierrors.IsForbidden(err) {
+			return nil, nil, nil, nil, fmt.Errorf("listing the WorkspaceQuotas of namespace %s: %w", ns, err)
+		}
+		return all, nil, report.CohortsOf(quotas.Items), notes, nil
 	}
-	return all, caps, notes, nil
+	return all, report.CapsOf(quotas.Items), report.CohortsOf(quotas.Items), notes, nil
 }
 
 // listWorkspaces lists the WorkspaceDeployments of every namespace, or of ns alone when the user may

@@ -29,7 +29,7 @@ func newStatus(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			all, caps, notes, err := o.queueContext(ctx, ns)
+			all, caps, _, notes, err := o.queueContext(ctx, ns)
 			if err != nil {
 				return err
 			}
@@ -230,18 +230,18 @@ func patchEach(o *options, cmd *cobra.Command, names []string, patch []byte, don
 func newExplainWait(o *options) *cobra.Command {
 	return &cobra.Command{
 		Use:   "explain-wait WORKSPACE",
-		Short: "Why a workspace is not running yet: its blocking conditions, the GPU gate's numbers and the waiters ahead",
+		Short: "Why a workspace is not running yet: its blocking conditions, the GPU gate's numbers, the waiters ahead and, in a cohort, who borrows",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ws, err := o.getWorkspace(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
-			all, caps, notes, err := o.queueContext(cmd.Context(), ws.Namespace)
+			all, caps, cohorts, notes, err := o.queueContext(cmd.Context(), ws.Namespace)
 			if err != nil {
 				return err
 			}
-			e := report.ExplainWait(ws, all, caps)
+			e := report.ExplainWait(ws, all, caps, cohorts)
 			if o.output != outputTable {
 				return printData(o.streams.Out, o.output, e)
 			}

@@ -145,7 +145,7 @@ func TestExplainWait(t *testing.T) {
 			Message: "1/2 replicas fit"})
 	me.Status.Feasibility = &workspacesv1.Feasibility{Reason: workspacesv1.ReasonWaitingForGpuCapacity, MatchingNodes: 2, FreeGPUs: 4, FittingReplicas: 1}
 	older := ws("b", "older", "a/cd", 5, 0, workspacesv1.PhaseWaiting, workspacesv1.ReasonWaitingForGpuCapacity, 1, 4, h100)
-	e := ExplainWait(&me, []workspacesv1.WorkspaceDeployment{me, older}, nil)
+	e := ExplainWait(&me, []workspacesv1.WorkspaceDeployment{me, older}, nil, nil)
 	if !e.Waiting || len(e.Blocking) != 1 || e.Blocking[0].Type != workspacesv1.FeasibleCondition {
 		t.Fatalf("explanation = %+v, want waiting with Feasible blocking", e)
 	}
@@ -163,8 +163,80 @@ func TestExplainWait(t *testing.T) {
 	}
 
 	run := ws("a", "run", "cd", 0, 0, workspacesv1.PhaseRunning, workspacesv1.ReasonRunning, 1, 1, nil)
-	if e := ExplainWait(&run, nil, nil); e.Waiting || len(e.Lines) != 1 || !strings.Contains(e.Lines[0], "not waiting") {
+	if e := ExplainWait(&run, nil, nil, nil); e.Waiting || len(e.Lines) != 1 || !strings.Contains(e.Lines[0], "not waiting") {
 		t.Fatalf("running: %+v", e)
+	}
+}
+
+func TestExplainWaitCohort(t *testing.T) {
+	cohorts := CohortsOf([]workspacesv1.WorkspaceQuota{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a"}, Status: workspacesv1.WorkspaceQuotaStatus{Cohort: "fleet"}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "team-b"}, Status: workspacesv1.WorkspaceQuotaStatus{Cohort: "fleet"}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "team-c"}, Status: workspacesv1.WorkspaceQuotaStatus{Cohort: "fleet"}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "other"}, Status: workspacesv1.WorkspaceQuotaStatus{Cohort: "elsewhere"}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "alone"}},
+	})
+	if !reflect.DeepEqual(cohorts, Cohorts{"team-a": "fleet", "team-b": "fleet", "team-c": "fleet", "other": "elsewhere"}) {
+		t.Fatalf("cohorts = %v", cohorts)
+	}
+	borrower := func(ns, name string, borrowed int64, minutes int, policy workspacesv1.PreemptionPolicy) workspacesv1.WorkspaceDeployment {
+		w := ws(ns, name, "cd", 0, 0, workspacesv1.PhaseRunning, workspacesv1.ReasonRunning, 1, 4, nil)
+		at := metav1.NewTime(t0.Add(time.Duration(minutes) * time.Minute))
+		w.Status.Admission = &workspacesv1.Admission{Cluster: ns + "/cd", GPUs: 4, Replicas: 1, BorrowedGPUs: borrowed, AdmittedAt: &at}
+		w.Spec.PreemptionPolicy = policy
+		w.Status.Conditions = []metav1.Condition{{Type: workspacesv1.WithinQuotaCondition, Status: metav1.ConditionTrue,
+			Reason: workspacesv1.ReasonWithinQuota, Message: "borrows above spec.gpus[0].guaranteed"}}
+		return w
+	}
+	b1 := borrower("team-b", "small", 1, 10, "")
+	b2 := borrower("team-c", "big", 3, 5, workspacesv1.PreemptionReclaimable)
+	b3 := borrower("team-b", "young", 3, 20, "")
+	foreign := borrower("other", "not-ours", 4, 1, "")
+	own := borrower("team-a", "mine", 2, 1, "")
+	waiter := ws("team-a", "waits", "cd", 30, 0, workspacesv1.PhaseWaiting, workspacesv1.ReasonQuotaExceeded, 1, 2, nil)
+	waiter.Status.Conditions = []metav1.Condition{{Type: workspacesv1.WithinQuotaCondition, Status: metav1.ConditionFalse,
+		Reason: workspacesv1.ReasonQuotaExceeded, Message: "cohort fleet leaves 2 guaranteed NVIDIA GPUs unused and 2 of them are borrowed already"}}
+	all := []workspacesv1.WorkspaceDeployment{b1, b2, b3, foreign, own, waiter}
+
+	e := ExplainWait(&waiter, all, nil, cohorts)
+	var got []string
+	for _, b := range e.Borrowers {
+		got = append(got, b.Namespace+"/"+b.Name)
+	}
+	// Most borrowed first, then the youngest admission; not the waiter's own namespace, not another cohort.
+	if want := []string{"team-b/young", "team-c/big", "team-b/small"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("borrowers = %v, want %v", got, want)
+	}
+	text := strings.Join(e.Lines, "\n")
+	for _, want := range []string{
+		"Borrowing in cohort fleet (GPUs above their namespace's guarantee):",
+		"team-b/young borrows 3 GPUs (preemptionPolicy Reclaimable, admitted 2026-01-01T12:20:00Z)",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("explanation lacks %q:\n%s", want, text)
+		}
+	}
+
+	// Alone in its cohort (or others not listable), the waiter is told so.
+	if e := ExplainWait(&waiter, []workspacesv1.WorkspaceDeployment{waiter, own}, nil, cohorts); len(e.Borrowers) != 0 ||
+		!strings.Contains(strings.Join(e.Lines, "\n"), "No workspace of the other members of cohort fleet") {
+		t.Errorf("no borrowers: %+v", e)
+	}
+	// Outside a cohort nothing is said of borrowing.
+	if e := ExplainWait(&waiter, all, nil, nil); len(e.Borrowers) != 0 || strings.Contains(strings.Join(e.Lines, "\n"), "cohort fleet (") {
+		t.Errorf("without cohorts: %+v", e)
+	}
+
+	// A running borrower says what it borrows and above which guarantee.
+	e = ExplainWait(&b3, all, nil, cohorts)
+	text = strings.Join(e.Lines, "\n")
+	for _, want := range []string{
+		"It borrows 3 of its 4 GPUs from cohort fleet: they are above the guarantee of namespace team-b's WorkspaceQuota.",
+		"borrows above spec.gpus[0].guaranteed",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("borrower's explanation lacks %q:\n%s", want, text)
+		}
 	}
 }
 
