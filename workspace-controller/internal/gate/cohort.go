@@ -40,11 +40,13 @@ func quotaLockKey(cohort, namespace string) string {
 	return "quota:" + namespace
 }
 
-// cohortMember is one namespace of a cohort: its WorkspaceQuotas and what its workspaces hold.
+// cohortMember is one namespace of a cohort: its WorkspaceQuotas, what its workspaces hold, and its
+// workspaces waiting for its quota.
 type cohortMember struct {
 	namespace string
 	quotas    []workspacesv1.WorkspaceQuota
 	held      []quotaCharge
+	waiting   []workspacesv1.WorkspaceDeployment
 }
 
 // entry is the member's GPU quota entry of a vendor and model (model "" is the vendor-wide entry):
@@ -134,13 +136,56 @@ func cohortMembers(ctx context.Context, c client.Reader, cohort, self string, st
 		if len(quotas) == 0 {
 			continue
 		}
-		held, _, err := namespaceUse(ctx, c, ns, "", state)
+		held, waiting, err := namespaceUse(ctx, c, ns, "", state)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, cohortMember{namespace: ns, quotas: quotas, held: held})
+		out = append(out, cohortMember{namespace: ns, quotas: quotas, held: held, waiting: waiting})
 	}
 	return out, nil
+}
+
+// chargeWaitersAhead charges to their members, as if admitted, the quota waiters ahead of ws that
+// their quotas (and, in a cohort, what the cohort leaves unused) admit now, in the order of one queue
+// over all members: higher effective priority first (each namespace's cap applies), then older. So
+// freed quota, and in a cohort freed guarantees, go to the next in line whichever member it is in: a
+// younger borrower never takes the GPUs an older one of another member waits for. members[0] is ws's
+// namespace; the others are the cohort's other members (none outside a cohort).
+func chargeWaitersAhead(members []cohortMember, cohort string, ws *workspacesv1.WorkspaceDeployment) {
+	var quotas []workspacesv1.WorkspaceQuota
+	type waiter struct {
+		member int
+		ws     *workspacesv1.WorkspaceDeployment
+	}
+	var queue []waiter
+	for i := range members {
+		quotas = append(quotas, members[i].quotas...)
+		for j := range members[i].waiting {
+			queue = append(queue, waiter{member: i, ws: &members[i].waiting[j]})
+		}
+	}
+	caps := capsOf(quotas)
+	sort.SliceStable(queue, func(i, j int) bool { return caps.ahead(queue[i].ws, queue[j].ws) })
+	others := make([]cohortMember, 0, len(members))
+	for _, w := range queue {
+		if !caps.ahead(w.ws, ws) {
+			break
+		}
+		c, ok := waiterCharge(w.ws)
+		if !ok {
+			continue
+		}
+		others = others[:0]
+		for k := range members {
+			if k != w.member {
+				others = append(others, members[k])
+			}
+		}
+		m := &members[w.member]
+		if why, _, _ := quotaViolation(quotaScope{quotas: m.quotas, cohort: cohort, others: others}, m.held, c, w.ws.Spec.PreemptionPolicy); why == "" {
+			m.held = append(m.held, c)
+		}
+	}
 }
 
 // cohortUse fills the guaranteed, borrowed and lent GPUs of a quota's entries (use, as quotaUse

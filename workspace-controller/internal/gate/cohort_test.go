@@ -3,6 +3,9 @@ package gate
 import (
 	"math"
 	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 )
@@ -151,5 +154,76 @@ func TestQuotaLockKey(t *testing.T) {
 	}
 	if quotaLockKey("a", "x") == quotaLockKey("", "a") {
 		t.Error("a cohort's lock is a namespace's lock of the same name")
+	}
+}
+
+// quotaWaiter is a workspace of ns waiting for its quota, created minutes after a fixed time, asking
+// gpus NVIDIA GPUs.
+func quotaWaiter(ns, name string, minutes int, priority int32, gpus int32) workspacesv1.WorkspaceDeployment {
+	w := workspacesv1.WorkspaceDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
+		CreationTimestamp: metav1.NewTime(time.Date(2026, 1, 1, 0, minutes, 0, 0, time.UTC))}}
+	w.Spec.Priority = priority
+	w.Status.Phase = workspacesv1.PhaseWaiting
+	w.Status.ResolvedResources = &workspacesv1.ResolvedResources{Replicas: 1,
+		PerReplica: workspacesv1.PerReplicaResources{GPUCount: &gpus, GPUVendor: workspacesv1.GPUVendorNVIDIA}}
+	return w
+}
+
+// TestChargeWaitersAhead: the quota waiters of every cohort member are one queue; those ahead of a
+// workspace that their quotas and the cohort admit now take what the cohort leaves unused first.
+func TestChargeWaitersAhead(t *testing.T) {
+	nv := workspacesv1.GPUVendorNVIDIA
+	borrower := func(ns string) cohortMember { return member(ns, guaranteed(4, 0, -1), 0) }
+	lender := member("lender", guaranteed(2, 2, -1), 0) // lends 2
+	decide := func(members []cohortMember, ws *workspacesv1.WorkspaceDeployment, gpus int64) string {
+		chargeWaitersAhead(members, "fleet", ws)
+		why, _, _ := quotaViolation(quotaScope{quotas: members[0].quotas, cohort: "fleet", others: members[1:]}, members[0].held, ch(nv, "", gpus), "")
+		return why
+	}
+
+	me := quotaWaiter("b", "me", 10, 0, 2)
+	older := quotaWaiter("a", "older", 5, 0, 2)
+	a := borrower("a")
+	a.waiting = []workspacesv1.WorkspaceDeployment{older}
+	if why := decide([]cohortMember{borrower("b"), a, lender}, &me, 2); why == "" {
+		t.Error("an older borrower of another member waits for the 2 lendable GPUs: the younger one must not take them")
+	}
+	if why := decide([]cohortMember{borrower("b"), borrower("a"), lender}, &me, 2); why != "" {
+		t.Errorf("alone in the queue the borrower is admitted: %s", why)
+	}
+
+	// A younger waiter of another member with a higher priority is ahead too.
+	// (A priority counts up to its namespace's spec.maxPriority, 0 without one.)
+	capAt := func(m cohortMember, ns string, max int32) cohortMember {
+		m.quotas[0].Namespace, m.quotas[0].Spec.MaxPriority = ns, &max
+		return m
+	}
+	urgent := quotaWaiter("a", "urgent", 20, 5, 2)
+	a = capAt(borrower("a"), "a", 10)
+	a.waiting = []workspacesv1.WorkspaceDeployment{urgent}
+	if why := decide([]cohortMember{borrower("b"), a, lender}, &me, 2); why == "" {
+		t.Error("a higher-priority borrower of another member is ahead")
+	}
+	// ... but not when its namespace's cap lowers its priority to ours.
+	capped := capAt(borrower("a"), "a", 0)
+	capped.waiting = []workspacesv1.WorkspaceDeployment{urgent}
+	if why := decide([]cohortMember{borrower("b"), capped, lender}, &me, 2); why != "" {
+		t.Errorf("the other member's cap (maxPriority 0) puts its younger waiter behind: %s", why)
+	}
+
+	// A waiter its own quota refuses (it asks for more than its limit) takes nothing.
+	tooBig := quotaWaiter("a", "too-big", 5, 0, 6)
+	a = borrower("a")
+	a.waiting = []workspacesv1.WorkspaceDeployment{tooBig}
+	if why := decide([]cohortMember{borrower("b"), a, lender}, &me, 2); why != "" {
+		t.Errorf("a waiter over its own limit is not admitted and takes nothing: %s", why)
+	}
+
+	// Outside a cohort only the namespace's own waiters count, as before.
+	own := []cohortMember{member("b", workspacesv1.GPUQuota{Vendor: nv, Limit: 2}, 0)}
+	own[0].waiting = []workspacesv1.WorkspaceDeployment{quotaWaiter("b", "first", 1, 0, 2)}
+	chargeWaitersAhead(own, "", &me)
+	if why, _, _ := quotaViolation(quotaScope{quotas: own[0].quotas}, own[0].held, ch(nv, "", 2), ""); why == "" {
+		t.Error("the namespace's older waiter takes its 2 GPUs first")
 	}
 }

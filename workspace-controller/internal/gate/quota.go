@@ -3,7 +3,6 @@ package gate
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -265,8 +264,9 @@ type QuotaResult struct {
 // checkQuota checks the admission the gate is about to grant against the namespace's
 // WorkspaceQuotas and, in a cohort, against the cohort's unused guarantees; the caller holds the
 // namespace's quota lock, or the cohort's (lock, which says which cohort). The quota waiters ahead of the
-// workspace (higher priority, then older) that the quotas could admit now count first, so that freed
-// quota goes to the next in line.
+// workspace (higher priority, then older), of its namespace and of the cohort's other members, that
+// the quotas could admit now count first, so that freed quota goes to the next in line
+// (chargeWaitersAhead).
 func (g *Gate) checkQuota(ctx context.Context, ws *workspacesv1.WorkspaceDeployment, ad *workspacesv1.Admission, cohort string) (QuotaResult, error) {
 	quotas, err := listQuotas(ctx, g.client, ws.Namespace)
 	if err != nil {
@@ -288,19 +288,9 @@ func (g *Gate) checkQuota(ctx context.Context, ws *workspacesv1.WorkspaceDeploym
 	if err != nil {
 		return QuotaResult{}, err
 	}
-	caps := capsOf(quotas)
-	sort.Slice(waiting, func(i, j int) bool { return caps.ahead(&waiting[i], &waiting[j]) })
-	for i := range waiting {
-		o := &waiting[i]
-		if !caps.ahead(o, ws) {
-			break
-		}
-		if c, ok := waiterCharge(o); ok {
-			if why, _, _ := quotaViolation(sc, held, c, o.Spec.PreemptionPolicy); why == "" {
-				held = append(held, c)
-			}
-		}
-	}
+	members := append([]cohortMember{{namespace: ws.Namespace, quotas: quotas, held: held, waiting: waiting}}, sc.others...)
+	chargeWaitersAhead(members, sc.cohort, ws)
+	held, sc.others = members[0].held, members[1:]
 	req := chargeOf(self, ad)
 	why, borrowed, above := quotaViolation(sc, held, req, ws.Spec.PreemptionPolicy)
 	if why != "" {

@@ -231,7 +231,8 @@ func (r *Reconciler) forNamespace(ctx context.Context, o client.Object) []reconc
 // deleted or being deleted, its admission changed or dropped, it failed, or its suspension changed (a
 // suspended waiter keeps no place in the queue); and those after which a waiter behind another may
 // go first: a waiter leaves its cluster's queue (admitted, Pending, Failed, or Waiting for its
-// namespace's quota instead), or a waiter lowers its priority or changes its request (a smaller or
+// namespace's quota instead) or its quota's queue (the quota waiters behind it, in its namespace and
+// its cohort, count it ahead while their quotas would admit it: gate.chargeWaitersAhead), or a waiter lowers its priority or changes its request (a smaller or
 // another request reserves less of what the waiters behind it need; priority.go).
 type releasesGPUs struct{ predicate.Funcs }
 
@@ -248,6 +249,7 @@ func (releasesGPUs) Update(e event.UpdateEvent) bool {
 		!equality.Semantic.DeepEqual(o.Status.Admission, n.Status.Admission) ||
 		(o.Status.Phase != n.Status.Phase && (n.Status.Phase == workspacesv1.PhaseFailed || o.Status.Phase == workspacesv1.PhaseWaiting)) ||
 		(gate.Queued(&o.Status) && !gate.Queued(&n.Status)) ||
+		(gate.WaitingForQuota(o) && !gate.WaitingForQuota(n)) ||
 		(gate.Queued(&n.Status) && (o.Spec.Priority != n.Spec.Priority ||
 			!equality.Semantic.DeepEqual(o.Status.ResolvedResources, n.Status.ResolvedResources)))
 }
