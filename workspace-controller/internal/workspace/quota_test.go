@@ -14,6 +14,7 @@ import (
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/gpu"
 	"github.com/exalsius/exalsius-operator/common/testing/childtest"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -313,5 +314,42 @@ func TestCohortReleaseWakesBorrowers(t *testing.T) {
 	must(t, k8s.Delete(ctxT(t), getWS(t, lender)))
 	if ws := waitPhase(t, borrower, workspacesv1.PhaseDeploying, ""); ws.Status.Admission.BorrowedGPUs != 1 {
 		t.Errorf("admission borrows %d GPUs, want 1", ws.Status.Admission.BorrowedGPUs)
+	}
+}
+
+// TestCohortWaitersOneQueue: when a lender frees its guarantee, the borrower first in line in one
+// member gets it (older; at equal creation seconds, by namespace), not the other one waiting in another
+// member (the members' quota waiters are one queue). Without one queue the first decision to run wins.
+func TestCohortWaitersOneQueue(t *testing.T) {
+	nsA, classA, cdA := gateFixture(t)
+	nsB, classB, cdB := gateFixture(t)
+	nsC, classC, cdC := gateFixture(t)
+	cohort := name("fleet")
+	for _, ns := range []string{nsA, nsB, nsC} {
+		joinCohort(t, ns, cohort)
+	}
+	model := name("h100")
+	pinnableNode(t, child.Client, gpu.ResourceNVIDIA, 8, model)
+	entry := func(limit, guaranteed int64) []workspacesv1.GPUQuota {
+		return []workspacesv1.GPUQuota{{Vendor: workspacesv1.GPUVendorNVIDIA, Limit: limit, Guaranteed: &guaranteed}}
+	}
+	createQuota(t, nsA, workspacesv1.WorkspaceQuotaSpec{GPUs: entry(2, 0)})
+	createQuota(t, nsB, workspacesv1.WorkspaceQuotaSpec{GPUs: entry(2, 0)})
+	createQuota(t, nsC, workspacesv1.WorkspaceQuotaSpec{GPUs: entry(2, 2)})
+	two := func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Resources = gpuResources(2, model) }
+	lender := createWorkspace(t, nsC, classC, cdC, two)
+	waitPhase(t, lender, workspacesv1.PhaseDeploying, "")
+	older := createWorkspace(t, nsB, classB, cdB, two)
+	waitPhase(t, older, workspacesv1.PhaseWaiting, workspacesv1.ReasonQuotaExceeded)
+	younger := createWorkspace(t, nsA, classA, cdA, two)
+	waitPhase(t, younger, workspacesv1.PhaseWaiting, workspacesv1.ReasonQuotaExceeded)
+	if !owned.Older(getWS(t, older), getWS(t, younger)) {
+		older, younger = younger, older // created in the same second, and nsA sorts first
+	}
+
+	must(t, k8s.Delete(ctxT(t), getWS(t, lender)))
+	waitPhase(t, older, workspacesv1.PhaseDeploying, "")
+	if ws := waitPhase(t, younger, workspacesv1.PhaseWaiting, workspacesv1.ReasonQuotaExceeded); ws.Status.Admission != nil {
+		t.Fatalf("the borrower behind holds an admission: %+v", ws.Status.Admission)
 	}
 }
