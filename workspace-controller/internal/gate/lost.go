@@ -32,9 +32,9 @@ func ChildReplaced(ad *workspacesv1.Admission, id types.UID) bool {
 //     replicas are pinned to (a replaced node);
 //   - no pod of the release (namespace releaseNamespace) is bound to it, and it cannot take them: it is
 //     cordoned, NotReady, allocates fewer GPUs than the admission counted on it, or the pods bound to
-//     it have taken the GPUs counted for the workspace (a release that failed and was retried by
-//     k0rdent after its reservation lapsed, a pod that did not pass the gate): whoever holds the GPUs
-//     on the child keeps them, and the workspace that cannot get them is gated again.
+//     it have taken the GPUs counted for the workspace (a pod that did not pass the gate, or a late
+//     pod of a release being uninstalled, whose reservation lapsed): whoever holds the GPUs on the
+//     child keeps them, and the workspace that cannot get them is gated again.
 //
 // A node that still runs one of the release's pods holds, cordoned (a drain) or NotReady (a kubelet
 // restart) alike: the workspace keeps running there until the pod goes. pods are the child's pods;

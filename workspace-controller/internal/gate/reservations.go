@@ -29,13 +29,20 @@ func holdsGPUs(o *workspacesv1.WorkspaceDeployment, ad *workspacesv1.Admission, 
 }
 
 // bindsNoMore reports whether an admitted workspace's replicas that are not bound yet will not be
-// bound by its release any more: it is being deleted (its release is uninstalled), or it failed (its
-// release failed, or its deploy timeout passed). Its bound pods still hold their GPUs, and the nodes
-// show them as used; its unbound replicas no longer reserve GPUs or keep others off their nodes, so
-// that a release whose pods can never bind (a chart that fails, a request no node has, an
-// untolerated taint) does not block every admission on its nodes for as long as it exists.
-func bindsNoMore(o *workspacesv1.WorkspaceDeployment, phase workspacesv1.WorkspacePhase) bool {
-	return !o.DeletionTimestamp.IsZero() || phase == workspacesv1.PhaseFailed
+// bound by its release any more: it is being deleted (its release is uninstalled). Its bound pods
+// still hold their GPUs, and the nodes show them as used; its unbound replicas no longer reserve GPUs
+// or keep others off their nodes, so that a deletion waiting for k0rdent's uninstall does not block
+// the admissions on its nodes.
+//
+// A Failed workspace is not one of them while its ServiceSet exists (holdsGPUs): k0rdent retries a
+// failed release with backoff, and a later Deployed heals the workspace, its pods bound onto the GPUs
+// its admission counted. k0rdent fails the releases on a child whose API server cannot be reached
+// until it is back; the replicas of those whose pods the child had not made yet counted as free, and
+// the first decision after the outage admitted another workspace onto them (seen in make chaos: GPUs
+// admitted twice after a child API outage). A release whose pods can never bind keeps its GPUs until
+// the workspace is stopped or deleted.
+func bindsNoMore(o *workspacesv1.WorkspaceDeployment) bool {
+	return !o.DeletionTimestamp.IsZero()
 }
 
 // reservations returns the GPUs held by other workspaces on the site's child cluster (through its
@@ -107,7 +114,7 @@ func (g *Gate) reservations(ctx context.Context, ws *workspacesv1.WorkspaceDeplo
 			ad = nil
 		}
 		switch {
-		case holdsGPUs(o, ad, phase, hasSet) && !bindsNoMore(o, phase):
+		case holdsGPUs(o, ad, phase, hasSet) && !bindsNoMore(o):
 			admitted = append(admitted, admittedReservations(key, ad, bound[owned.ReleaseNamespace(o)])...)
 			if !pinnedAdmission(ad) {
 				unpinned[key] = true

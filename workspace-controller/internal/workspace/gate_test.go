@@ -228,15 +228,67 @@ func spreadWorkspace(t *testing.T, n int32) (spread, waiter types.NamespacedName
 	return spread, waiter, client.ObjectKeyFromObject(ss)
 }
 
-// TestFailedSpreadWorkspaceStopsBlocking: a spread workspace whose pods never bind reserves its GPUs
-// while its release may still bind them; once the release failed, its unbound replicas no longer
-// keep a waiter off the nodes, and the waiter is admitted while the failed ServiceSet still exists.
-func TestFailedSpreadWorkspaceStopsBlocking(t *testing.T) {
-	spread, waiter, ssKey := spreadWorkspace(t, 5)
-	setServiceState(t, ssKey, k0rdentv1beta1.ServiceStateFailed, "pods never became ready")
-	waitPhase(t, spread, workspacesv1.PhaseFailed, "")
-	waitPhase(t, waiter, workspacesv1.PhaseDeploying, "")
-	dropFinalizers(t, ssKey)
+// TestFailedReleaseDuringChildOutageKeepsReservation: k0rdent reports a release Failed while it
+// cannot reach the child's API server, and keeps reporting it until its retry after the outage; the
+// workspace, admitted onto a node with its pods not made yet, is Failed once the child is back.
+// k0rdent's retry may still bind its pods there, and a later Deployed heals it: its replicas that are
+// not bound yet still reserve their GPUs, so a workspace gated after the outage waits instead of
+// being admitted onto them (seen in make chaos, round 16: a node's GPUs admitted twice after a child
+// API outage).
+func TestFailedReleaseDuringChildOutageKeepsReservation(t *testing.T) {
+	other, err := testenv.StartChild("outage")
+	must(t, err)
+	t.Cleanup(func() { _ = other.Resume(); _ = other.Stop() })
+	model := name("gb200")
+	node := gpuNode(t, other.Client, gpu.ResourceNVIDIA, 4, modelLabels(model))
+	gpuPod(t, other.Client, "busy", node, gpu.ResourceNVIDIA, 2) // a running workspace's pod
+	ns := newNamespace(t)
+	class := createClass(t, classSpec(name("outage")), ns)
+	cd := createCluster(t, ns, other.Kubeconfig).Name
+	two := func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Resources = gpuResources(2, model) }
+	admitted := createWorkspace(t, ns, class, cd, two)
+	ss := waitServiceSet(t, waitPhase(t, admitted, workspacesv1.PhaseDeploying, ""))
+
+	must(t, other.Pause())
+	setServiceState(t, client.ObjectKeyFromObject(ss), k0rdentv1beta1.ServiceStateFailed, "cannot reach the cluster: connection refused")
+	eventually(t, "the outage and the failed release seen by the workspace's pass", func() error {
+		ws := getWS(t, admitted)
+		if c := condition(ws, workspacesv1.ReleaseNamespaceReadyCondition); c.Reason != workspacesv1.ReasonClusterUnreachable {
+			return fmt.Errorf("ReleaseNamespaceReady %s: %s", c.Reason, c.Message)
+		}
+		if c := condition(ws, workspacesv1.HelmReleaseReadyCondition); c.Reason != workspacesv1.ReasonHelmReleaseFailed {
+			return fmt.Errorf("HelmReleaseReady %s: %s", c.Reason, c.Message)
+		}
+		return nil
+	})
+	must(t, other.Resume())
+	if ws := waitPhase(t, admitted, workspacesv1.PhaseFailed, ""); ws.Status.Admission == nil {
+		t.Fatal("a failed workspace whose ServiceSet exists dropped its admission")
+	}
+
+	next := createWorkspace(t, ns, class, cd, two)
+	var ws *workspacesv1.WorkspaceDeployment
+	eventually(t, "the next workspace gated", func() error {
+		ws = getWS(t, next)
+		if ws.Status.Phase != workspacesv1.PhaseWaiting && ws.Status.Phase != workspacesv1.PhaseDeploying {
+			return fmt.Errorf("phase %s: %s", ws.Status.Phase, ws.Status.Message)
+		}
+		return nil
+	})
+	if ws.Status.Phase != workspacesv1.PhaseWaiting || ws.Status.Admission != nil {
+		t.Fatalf("the next workspace is %s with admission %+v: admitted onto the failed workspace's GPUs (%s)",
+			ws.Status.Phase, ws.Status.Admission, ws.Status.Message)
+	}
+	if err := contains(ws.Status.Feasibility.Message, "2 reserved"); err != nil {
+		t.Errorf("feasibility: %v", err)
+	}
+
+	// k0rdent's retry deploys the release: the failed workspace heals.
+	setServiceState(t, client.ObjectKeyFromObject(ss), k0rdentv1beta1.ServiceStateDeployed, "")
+	waitPhase(t, admitted, workspacesv1.PhaseDeploying, "")
+	if p := getWS(t, next).Status.Phase; p != workspacesv1.PhaseWaiting {
+		t.Errorf("the next workspace is %s, want Waiting", p)
+	}
 }
 
 // TestDeletedSpreadWorkspaceReleasesAtOnce: a workspace being deleted whose pods hold no GPU on the

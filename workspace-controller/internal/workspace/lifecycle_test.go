@@ -358,8 +358,8 @@ func TestFailedBeforeInstallReleasesGPUs(t *testing.T) {
 }
 
 // TestAdmissionSurvivesRestart: a workspace admitted and still installing holds its GPUs through its
-// admission; after a controller restart a second workspace is still not admitted onto them. Once the
-// release failed, its replicas that never bound hold nothing, and the second one is admitted.
+// admission; after a controller restart a second workspace is still not admitted onto them. A failed
+// release keeps them (k0rdent retries it); the first workspace's deletion frees them for the second.
 func TestAdmissionSurvivesRestart(t *testing.T) {
 	ns := newNamespace(t)
 	model := name("h20")
@@ -381,12 +381,14 @@ func TestAdmissionSurvivesRestart(t *testing.T) {
 	if err := contains(got.Status.Feasibility.Message, "1 reserved"); err != nil {
 		t.Error(err)
 	}
-	// The release fails with its pod never bound: the GPU is free for the waiter.
+	// The release fails with its pod never bound: k0rdent may still install it, so the GPU stays
+	// reserved until the workspace is deleted.
 	setServiceState(t, client.ObjectKeyFromObject(ss), k0rdentv1beta1.ServiceStateFailed, "crash loop")
 	ws = waitPhase(t, a, workspacesv1.PhaseFailed, workspacesv1.ReasonHelmReleaseFailed)
 	if ws.Status.Admission == nil {
 		t.Fatal("a failed workspace whose ServiceSet exists dropped its admission")
 	}
+	must(t, k8s.Delete(ctxT(t), ws))
 	waitPhase(t, b, workspacesv1.PhaseDeploying, "")
 }
 
