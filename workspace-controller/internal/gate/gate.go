@@ -193,7 +193,7 @@ func (g *Gate) Admit(ctx context.Context, req Request) (Decision, error) {
 		return Decision{Outcome: Unreachable, Cluster: req.Cluster, Reason: workspacesv1.ReasonClusterUnreachable,
 			Message: fmt.Sprintf("cannot reach the child cluster of ClusterDeployment %s: %v", req.Cluster, err)}, nil
 	}
-	gd, others, err := g.decide(ctx, req.Workspace, req.Resources, st, nodes, pods)
+	gd, others, err := g.decide(ctx, req.Workspace, req.Resources, st, nodes, pods, req.Now)
 	if err != nil {
 		return Decision{}, err
 	}
@@ -326,11 +326,11 @@ func (g *Gate) keepEarlierAdmission(ctx context.Context, req Request) (Decision,
 }
 
 // decide runs the gate's math for the workspace on the cluster, from the child's nodes and pods and
-// the reservations of the other workspaces there; the caller holds the cluster's gate lock. It also
+// the reservations of the other workspaces there at now; the caller holds the cluster's gate lock. It also
 // returns the pods of the other workspaces. Place runs it for each candidate cluster, so that a
 // placement never disagrees with the admission.
 func (g *Gate) decide(ctx context.Context, ws *workspacesv1.WorkspaceDeployment, res *workspacesv1.ResolvedResources,
-	st site, nodes []corev1.Node, pods []corev1.Pod) (gpu.Decision, []corev1.Pod, error) {
+	st site, nodes []corev1.Node, pods []corev1.Pod, now time.Time) (gpu.Decision, []corev1.Pod, error) {
 	own := owned.ReleaseNamespaceOn(ws, st.cd)
 	others := make([]corev1.Pod, 0, len(pods))
 	for i := range pods {
@@ -341,7 +341,7 @@ func (g *Gate) decide(ctx context.Context, ws *workspacesv1.WorkspaceDeployment,
 	var held heldGPUs
 	if GPUs(res) > 0 {
 		var err error
-		if held, err = g.reservations(ctx, ws, res, st, nodes, pods); err != nil {
+		if held, err = g.reservations(ctx, ws, res, st, nodes, pods, now); err != nil {
 			return gpu.Decision{}, nil, err
 		}
 	}

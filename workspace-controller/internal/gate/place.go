@@ -105,7 +105,7 @@ func (g *Gate) evaluate(ctx context.Context, req Request, st site) (candidate, e
 		c.unreachable = "cannot be reached: " + err.Error()
 		return c, nil
 	}
-	d, _, err := g.decide(ctx, req.Workspace, req.Resources, st, nodes, pods)
+	d, _, err := g.decide(ctx, req.Workspace, req.Resources, st, nodes, pods, req.Now)
 	if err != nil {
 		return c, err
 	}

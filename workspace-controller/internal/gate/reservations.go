@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -29,33 +30,88 @@ func holdsGPUs(o *workspacesv1.WorkspaceDeployment, ad *workspacesv1.Admission, 
 }
 
 // bindsNoMore reports whether an admitted workspace's replicas that are not bound yet will not be
-// bound by its release any more: it is being deleted (its release is uninstalled). Its bound pods
-// still hold their GPUs, and the nodes show them as used; its unbound replicas no longer reserve GPUs
-// or keep others off their nodes, so that a deletion waiting for k0rdent's uninstall does not block
-// the admissions on its nodes.
+// bound by its release any more: it is being deleted (its release is uninstalled), or the current
+// rollout of its release (set: its ServiceSet) was never deployed and its deploy deadline passed
+// (rolloutLapsed). Its bound pods still hold their GPUs, and the nodes show them as used; its unbound
+// replicas no longer reserve GPUs or keep others off their nodes, so that a deletion waiting for
+// k0rdent's uninstall, or a release whose pods can never bind (a chart that fails, a request no node
+// can take), does not block the admissions on its nodes.
 //
-// A Failed workspace is not one of them while its ServiceSet exists (holdsGPUs): k0rdent retries a
-// failed release with backoff, and a later Deployed heals the workspace, its pods bound onto the GPUs
-// its admission counted. k0rdent fails the releases on a child whose API server cannot be reached
-// until it is back; the replicas of those whose pods the child had not made yet counted as free, and
-// the first decision after the outage admitted another workspace onto them (seen in make chaos: GPUs
-// admitted twice after a child API outage). A release whose pods can never bind keeps its GPUs until
-// the workspace is stopped or deleted.
-func bindsNoMore(o *workspacesv1.WorkspaceDeployment) bool {
-	return !o.DeletionTimestamp.IsZero()
+// A Failed workspace within its deploy deadline is not one of them: k0rdent retries a failed release
+// with backoff, and a later Deployed heals the workspace, its pods bound onto the GPUs its admission
+// counted. k0rdent fails the releases on a child whose API server cannot be reached until it is back;
+// the replicas of those whose pods the child had not made yet counted as free, and the first decision
+// after the outage admitted another workspace onto them (seen in make chaos: GPUs admitted twice
+// after a child API outage). timeout is the deployTimeout of the workspace's class, 0 when not known
+// (then the replicas keep reserving).
+func bindsNoMore(o *workspacesv1.WorkspaceDeployment, set *k0rdentv1beta1.ServiceSet, timeout time.Duration, now time.Time) bool {
+	return !o.DeletionTimestamp.IsZero() || rolloutLapsed(set, timeout, now)
+}
+
+// rolloutLapsed reports whether the current rollout of a release (set: its ServiceSet; nil when there
+// is none) passed its deploy deadline, timeout after it started (owned.AnnotationRolloutStarted),
+// without k0rdent and the child confirming it deployed (owned.AnnotationRolloutDeployed). A rollout
+// that was deployed once stays counted: a replica that is not bound then is a pod being replaced, and
+// its GPUs are its own. A ServiceSet without a rollout stamp, or an unknown timeout (0), never lapses.
+func rolloutLapsed(set *k0rdentv1beta1.ServiceSet, timeout time.Duration, now time.Time) bool {
+	started, ok := undeployedRollout(set)
+	return ok && timeout > 0 && !now.Before(started.Add(timeout))
+}
+
+// undeployedRollout returns when the current rollout of set started, when it has a stamp and was not
+// confirmed deployed.
+func undeployedRollout(set *k0rdentv1beta1.ServiceSet) (time.Time, bool) {
+	if set == nil {
+		return time.Time{}, false
+	}
+	stamp := set.Annotations[owned.AnnotationRolloutStarted]
+	started, err := time.Parse(time.RFC3339, stamp)
+	if err != nil || set.Annotations[owned.AnnotationRolloutDeployed] == stamp {
+		return time.Time{}, false
+	}
+	return started, true
+}
+
+// deployTimeouts reads the deployTimeout of workspaces' classes from the cache, once per class in
+// one decision; only the workspaces whose rollout was not deployed ask (bindsNoMore).
+type deployTimeouts struct {
+	client  client.Client
+	byClass map[string]time.Duration
+}
+
+// of returns the deployTimeout of o's class, or 0 when the class cannot be read (its replicas then
+// keep reserving: the safe side).
+func (d *deployTimeouts) of(ctx context.Context, o *workspacesv1.WorkspaceDeployment, set *k0rdentv1beta1.ServiceSet) time.Duration {
+	if _, ok := undeployedRollout(set); !ok {
+		return 0
+	}
+	name := o.Spec.WorkspaceClassRef
+	if t, ok := d.byClass[name]; ok {
+		return t
+	}
+	var class workspacesv1.WorkspaceClass
+	var t time.Duration
+	if err := d.client.Get(ctx, types.NamespacedName{Name: name}, &class); err == nil {
+		t = class.Spec.DeployTimeoutOrDefault()
+	}
+	if d.byClass == nil {
+		d.byClass = map[string]time.Duration{}
+	}
+	d.byClass[name] = t
+	return t
 }
 
 // reservations returns the GPUs held by other workspaces on the site's child cluster (through its
 // ClusterDeployment or any other that reaches the same child: site) that the child's pods do not
 // show yet: the admissions that still hold GPUs (see holdsGPUs) and whose release may still bind
-// replicas (see bindsNoMore), each replica charged to the node it was counted on, less the replicas
+// replicas (see bindsNoMore: not being deleted, within the deploy deadline or deployed once), each replica charged to the node it was counted on, less the replicas
 // bound there; then the workspaces waiting for the same GPUs that
 // are ahead of this one in the cluster's queue (higher priority, then older; priority.go) and not
 // suspended. A waiter that holds an admission too (a resize waiting for more GPUs, or an admission
 // gated again) reserves what the admission cannot give it (growthReservations). want are the resources of ws, the workspace
 // asking; nodes and pods are the child's.
 func (g *Gate) reservations(ctx context.Context, ws *workspacesv1.WorkspaceDeployment, want *workspacesv1.ResolvedResources, st site,
-	nodes []corev1.Node, pods []corev1.Pod) (heldGPUs, error) {
+	nodes []corev1.Node, pods []corev1.Pod, now time.Time) (heldGPUs, error) {
 	self := ws.Namespace + "/" + ws.Name
 	var list workspacesv1.WorkspaceDeploymentList
 	var err error
@@ -100,6 +156,7 @@ func (g *Gate) reservations(ctx context.Context, ws *workspacesv1.WorkspaceDeplo
 	}
 	bound := boundPodsByNamespace(pods, nodes)
 	lost := newLostView(nodes, pods) // read once: asked for every admitted workspace ahead
+	timeouts := deployTimeouts{client: g.client}
 	var admitted, waiting []gpu.Reservation
 	for i := range list.Items {
 		o := &list.Items[i]
@@ -114,7 +171,7 @@ func (g *Gate) reservations(ctx context.Context, ws *workspacesv1.WorkspaceDeplo
 			ad = nil
 		}
 		switch {
-		case holdsGPUs(o, ad, phase, hasSet) && !bindsNoMore(o):
+		case holdsGPUs(o, ad, phase, hasSet) && !bindsNoMore(o, set, timeouts.of(ctx, o, set), now):
 			admitted = append(admitted, admittedReservations(key, ad, bound[owned.ReleaseNamespace(o)])...)
 			if !pinnedAdmission(ad) {
 				unpinned[key] = true

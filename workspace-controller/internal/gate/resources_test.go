@@ -8,8 +8,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/gpu"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 )
 
 func resources(gpus int32, replicas int32, gpuType string) *workspacesv1.ResolvedResources {
@@ -126,15 +128,45 @@ func TestHoldsGPUs(t *testing.T) {
 }
 
 // TestBindsNoMore: an admitted workspace's unbound replicas stop reserving GPUs once it is being
-// deleted, and only then: a Failed workspace's release may still bind them (k0rdent retries it).
+// deleted, or once the current rollout of its release passed its deploy deadline without being
+// deployed; not while k0rdent may still bind them (a Failed release within the deadline: k0rdent
+// retries it), and not for a rollout deployed once (a replica not bound then is a pod being
+// replaced).
 func TestBindsNoMore(t *testing.T) {
-	ws := &workspacesv1.WorkspaceDeployment{}
-	if bindsNoMore(ws) {
-		t.Error("not being deleted: its release may still bind replicas")
+	start := time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC)
+	stamp := start.Format(time.RFC3339)
+	set := func(ann map[string]string) *k0rdentv1beta1.ServiceSet {
+		return &k0rdentv1beta1.ServiceSet{ObjectMeta: metav1.ObjectMeta{Annotations: ann}}
 	}
-	now := metav1.Now()
-	ws.DeletionTimestamp = &now
-	if !bindsNoMore(ws) {
-		t.Error("being deleted: its release binds no more replicas")
+	undeployed := set(map[string]string{owned.AnnotationRolloutStarted: stamp})
+	deployed := set(map[string]string{owned.AnnotationRolloutStarted: stamp, owned.AnnotationRolloutDeployed: stamp})
+	earlierDeployed := set(map[string]string{owned.AnnotationRolloutStarted: stamp,
+		owned.AnnotationRolloutDeployed: start.Add(-time.Hour).Format(time.RFC3339)})
+	live := &workspacesv1.WorkspaceDeployment{}
+	gone := &workspacesv1.WorkspaceDeployment{ObjectMeta: metav1.ObjectMeta{DeletionTimestamp: &metav1.Time{Time: start}}}
+	timeout := 15 * time.Minute
+	for _, c := range []struct {
+		name    string
+		o       *workspacesv1.WorkspaceDeployment
+		set     *k0rdentv1beta1.ServiceSet
+		timeout time.Duration
+		at      time.Duration // after the rollout started
+		want    bool
+	}{
+		{"within the deadline", live, undeployed, timeout, timeout - time.Second, false},
+		{"at the deadline", live, undeployed, timeout, timeout, true},
+		{"past the deadline", live, undeployed, timeout, 2 * timeout, true},
+		{"deployed once, past the deadline", live, deployed, timeout, 2 * timeout, false},
+		{"an earlier rollout deployed, this one past the deadline", live, earlierDeployed, timeout, 2 * timeout, true},
+		{"timeout not known", live, undeployed, 0, 2 * timeout, false},
+		{"no ServiceSet", live, nil, timeout, 2 * timeout, false},
+		{"no rollout stamp", live, set(nil), timeout, 2 * timeout, false},
+		{"a stamp that is no time", live, set(map[string]string{owned.AnnotationRolloutStarted: "yesterday"}), timeout, 2 * timeout, false},
+		{"being deleted", gone, undeployed, timeout, 0, true},
+		{"being deleted, deployed", gone, deployed, 0, 0, true},
+	} {
+		if got := bindsNoMore(c.o, c.set, c.timeout, start.Add(c.at)); got != c.want {
+			t.Errorf("%s: binds no more %v, want %v", c.name, got, c.want)
+		}
 	}
 }

@@ -3,6 +3,7 @@ package workspace
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -289,6 +290,53 @@ func TestFailedReleaseDuringChildOutageKeepsReservation(t *testing.T) {
 	if p := getWS(t, next).Status.Phase; p != workspacesv1.PhaseWaiting {
 		t.Errorf("the next workspace is %s, want Waiting", p)
 	}
+}
+
+// TestFailedReleaseReservesUntilDeployDeadline: a spread workspace whose release k0rdent reports
+// Failed (its pods never bind) keeps its replicas not bound yet reserved while its rollout is within
+// its class's deployTimeout (k0rdent retries it), and no longer once the deadline passed: the
+// workspace says so, and a waiter behind it (of another class, on no event of its own) is brought
+// back and admitted onto the GPUs the failed one never took.
+func TestFailedReleaseReservesUntilDeployDeadline(t *testing.T) {
+	ns := newNamespace(t)
+	model := name("a30")
+	gpuNode(t, child.Client, gpu.ResourceNVIDIA, 2, modelLabels(model))
+	gpuNode(t, child.Client, gpu.ResourceNVIDIA, 2, modelLabels(model))
+	spec := classSpec(name("deadline"))
+	spec.DeployTimeout = &metav1.Duration{Duration: time.Hour}
+	class := createClass(t, spec, ns)
+	waiterClass := createClass(t, classSpec(name("waiter")), ns)
+	cd := createCluster(t, ns, child.Kubeconfig).Name
+	stuck := createWorkspace(t, ns, class, cd, func(ws *workspacesv1.WorkspaceDeployment) {
+		ws.Spec.Resources = gpuResources(2, model)
+		r := int32(2)
+		ws.Spec.Resources.Replicas = &r
+	})
+	ss := waitServiceSet(t, waitPhase(t, stuck, workspacesv1.PhaseDeploying, ""))
+	setServiceState(t, client.ObjectKeyFromObject(ss), k0rdentv1beta1.ServiceStateFailed, "pods were not scheduled")
+	waitPhase(t, stuck, workspacesv1.PhaseFailed, "")
+
+	waiter := createWorkspace(t, ns, waiterClass, cd, func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Resources = gpuResources(1, model) })
+	ws := waitPhase(t, waiter, workspacesv1.PhaseWaiting, workspacesv1.ReasonWaitingForGpuCapacity)
+	if err := contains(ws.Status.Feasibility.Message, "4 reserved"); err != nil {
+		t.Errorf("within the deadline: %v", err)
+	}
+
+	// Two hours later (the rollout's start moved back, as the class's spec cannot change): its
+	// deadline passed.
+	ss = &k0rdentv1beta1.ServiceSet{}
+	must(t, k8s.Get(ctxT(t), client.ObjectKeyFromObject(waitServiceSet(t, getWS(t, stuck))), ss))
+	patch := client.MergeFrom(ss.DeepCopy())
+	ss.Annotations[owned.AnnotationRolloutStarted] = time.Now().Add(-2 * time.Hour).UTC().Format(time.RFC3339)
+	must(t, k8s.Patch(ctxT(t), ss, patch))
+	eventually(t, "the failed release past its deploy deadline", func() error {
+		c := condition(getWS(t, stuck), workspacesv1.HelmReleaseReadyCondition)
+		if c.Reason != workspacesv1.ReasonDeployTimeout {
+			return fmt.Errorf("HelmReleaseReady %s: %s", c.Reason, c.Message)
+		}
+		return contains(c.Message, "hold no GPUs")
+	})
+	waitPhase(t, waiter, workspacesv1.PhaseDeploying, "")
 }
 
 // TestDeletedSpreadWorkspaceReleasesAtOnce: a workspace being deleted whose pods hold no GPU on the

@@ -181,6 +181,16 @@ func (r *Reconciler) readiness(ctx context.Context, s *scope) (stepResult, error
 		if why := r.podRefusal(ctx, s); why.Found() {
 			msg, reason = msg+"; "+why.Message, why.Reason
 		}
+		// k0rdent retries a failed release, and the gate keeps the GPUs of its replicas not bound yet
+		// until the rollout's deadline (gate: bindsNoMore). Past it, the condition says so (the
+		// waiters behind it are woken by that change: releasesGPUs); until then a pass comes at it.
+		if !ro.DeployedBefore {
+			if s.now.Before(rd.Deadline) {
+				s.requeueAfter = rd.Deadline.Sub(s.now)
+			} else {
+				msg, reason = fmt.Sprintf("%s; not deployed within deployTimeout %s: its replicas not bound hold no GPUs any more", msg, timeout), workspacesv1.ReasonDeployTimeout
+			}
+		}
 		s.failed(workspacesv1.HelmReleaseReadyCondition, reason, msg)
 		s.snapshot = true
 		return next, nil

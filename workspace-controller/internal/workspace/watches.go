@@ -228,12 +228,14 @@ func (r *Reconciler) forNamespace(ctx context.Context, o client.Object) []reconc
 }
 
 // releasesGPUs passes the workspace events after which GPUs may be free for a waiter: a workspace
-// deleted or being deleted, its admission changed or dropped, it failed, or its suspension changed (a
-// suspended waiter keeps no place in the queue); and those after which a waiter behind another may
-// go first: a waiter leaves its cluster's queue (admitted, Pending, Failed, or Waiting for its
-// namespace's quota instead) or its quota's queue (the quota waiters behind it, in its namespace and
-// its cohort, count it ahead while their quotas would admit it: gate.chargeWaitersAhead), or a waiter lowers its priority or changes its request (a smaller or
-// another request reserves less of what the waiters behind it need; priority.go).
+// deleted or being deleted, its admission changed or dropped, it failed or its failed release passed
+// its deploy deadline (deployTimedOut), or its suspension changed (a suspended waiter keeps no place
+// in the queue); and those after which a waiter behind another may go first: a waiter leaves its
+// cluster's queue (admitted, Pending, Failed, or Waiting for its namespace's quota instead) or its
+// quota's queue (the quota waiters behind it, in its namespace and its cohort, count it ahead while
+// their quotas would admit it: gate.chargeWaitersAhead), or a waiter lowers its priority or changes
+// its request (a smaller or another request reserves less of what the waiters behind it need;
+// priority.go).
 type releasesGPUs struct{ predicate.Funcs }
 
 func (releasesGPUs) Create(event.CreateEvent) bool   { return false }
@@ -248,10 +250,23 @@ func (releasesGPUs) Update(e event.UpdateEvent) bool {
 	return o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero() || o.Spec.Suspend != n.Spec.Suspend ||
 		!equality.Semantic.DeepEqual(o.Status.Admission, n.Status.Admission) ||
 		(o.Status.Phase != n.Status.Phase && (n.Status.Phase == workspacesv1.PhaseFailed || o.Status.Phase == workspacesv1.PhaseWaiting)) ||
-		(gate.Queued(&o.Status) && !gate.Queued(&n.Status)) ||
+		(gate.Queued(&o.Status) && !gate.Queued(&n.Status)) || deployTimedOut(o, n) ||
 		(gate.WaitingForQuota(o) && !gate.WaitingForQuota(n)) ||
 		(gate.Queued(&n.Status) && (o.Spec.Priority != n.Spec.Priority ||
 			!equality.Semantic.DeepEqual(o.Status.ResolvedResources, n.Status.ResolvedResources)))
+}
+
+// deployTimedOut reports whether a Failed workspace's release passed its deploy deadline in this
+// update (HelmReleaseReady turned DeployTimeout): its replicas not bound yet stopped reserving GPUs
+// (gate: bindsNoMore).
+func deployTimedOut(o, n *workspacesv1.WorkspaceDeployment) bool {
+	reason := func(ws *workspacesv1.WorkspaceDeployment) string {
+		if c := meta.FindStatusCondition(ws.Status.Conditions, workspacesv1.HelmReleaseReadyCondition); c != nil {
+			return c.Reason
+		}
+		return ""
+	}
+	return n.Status.Phase == workspacesv1.PhaseFailed && reason(n) == workspacesv1.ReasonDeployTimeout && reason(o) != workspacesv1.ReasonDeployTimeout
 }
 
 // forWaiters brings back the other Waiting workspaces on the workspace's cluster, the quota waiters
