@@ -1,12 +1,19 @@
 package gate
 
 import (
+	"context"
+	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
+	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/gpu"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 )
 
 // Reclaim by stop (docs/design/fair-sharing.md): a workspace that waits for GPUs within its
@@ -111,4 +118,148 @@ func fitsWithout(req gpu.Request, nodes []corev1.Node, pods []corev1.Pod, reserv
 		}
 	}
 	return gpu.Gate(req, nodes, keptPods, keptRes).Outcome == gpu.Admit
+}
+
+// Reclaims returns the reclaim a workspace's status records while it waits in its cluster's queue
+// (status.reclaiming), nil otherwise: the borrowers it names are stopped for it.
+func Reclaims(ws *workspacesv1.WorkspaceDeployment) *workspacesv1.Reclaiming {
+	if rc := ws.Status.Reclaiming; rc != nil && ws.DeletionTimestamp.IsZero() && !ws.Spec.Suspend && Queued(&ws.Status) {
+		return rc
+	}
+	return nil
+}
+
+// reclaimingOn is a workspace's reclaim on a cluster: its status.reclaiming while it waits there for
+// GPUs its borrowers are to give back; nil otherwise.
+func reclaimingOn(ws *workspacesv1.WorkspaceDeployment, cluster string) *workspacesv1.Reclaiming {
+	if rc := ws.Status.Reclaiming; rc != nil && rc.Cluster == cluster && Queued(&ws.Status) {
+		return rc
+	}
+	return nil
+}
+
+// aheadOn reports whether a comes before b in the GPU queue of a cluster: a workspace reclaiming its
+// guarantee there comes before every other (the GPUs its borrowers free are held for it; of two, the
+// earlier reclaim first), then the queue's order (ahead).
+func (c priorityCaps) aheadOn(a, b *workspacesv1.WorkspaceDeployment, cluster string) bool {
+	ra, rb := reclaimingOn(a, cluster), reclaimingOn(b, cluster)
+	switch {
+	case ra != nil && rb == nil:
+		return true
+	case ra == nil && rb != nil:
+		return false
+	case ra != nil && !ra.Since.Equal(&rb.Since):
+		return ra.Since.Before(&rb.Since)
+	}
+	return c.ahead(a, b)
+}
+
+// reclaim decides whether a workspace the gate told to wait on st reclaims GPUs its cohort borrows
+// there: its request is within its namespace's guarantees (the quota check admits it without
+// borrowing), and stopping borrowers of the other members (chooseBorrowers: admissions on the cluster
+// with borrowed GPUs, not spec.preemptionPolicy Never, not stopped or being deleted) makes it fit on
+// the cluster, counting what stays: the admitted reservations and the holds of earlier reclaims. It
+// returns the reclaim to record in the workspace's status, with the borrowers named before keeping
+// their time (a reclaim decided again never moves a borrower's stop), and the words of the decision;
+// nil when it does not reclaim. The caller holds the cluster's lock and the cohort's.
+func (g *Gate) reclaim(ctx context.Context, req Request, st site, cohort string, gd gpu.Decision,
+	nodes []corev1.Node, others []corev1.Pod) (*workspacesv1.Reclaiming, string, error) {
+	ws := req.Workspace
+	if cohort == "" || !ws.DeletionTimestamp.IsZero() || ws.Spec.Suspend || GPUs(req.Resources) == 0 {
+		return nil, "", nil
+	}
+	ad := newAdmission(req.Cluster.String(), req.Resources, gd, nil, req.Now)
+	q, err := g.quotaCheck(ctx, ws, ad, cohort)
+	if err != nil || !q.Applies || !q.Within || q.Borrowed > 0 {
+		return nil, "", err
+	}
+	members, err := cohortMembers(ctx, g.client, cohort, ws.Namespace, g.mem.state)
+	if err != nil {
+		return nil, "", err
+	}
+	borrowing := map[string]int64{}
+	for i := range members {
+		m := &members[i]
+		e, ok := m.entry(ad.GPUVendor, ad.GPUModel)
+		if !ok {
+			e, ok = m.entry(ad.GPUVendor, "")
+		}
+		if ok {
+			borrowing[m.namespace] = max(0, m.used(e)-e.GuaranteedGPUs())
+		}
+	}
+	list, err := g.workspacesOn(ctx, st)
+	if err != nil {
+		return nil, "", err
+	}
+	caps, err := g.priorityCaps(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	self, cluster := req.key(), req.Cluster.String()
+	var cands []borrower
+	byKey := map[string]*workspacesv1.WorkspaceDeployment{}
+	var resv []gpu.Reservation
+	bound := boundPodsByNamespace(others, nodes)
+	for i := range list {
+		o := &list[i]
+		key := o.Namespace + "/" + o.Name
+		if key == self {
+			continue
+		}
+		cur, _ := g.mem.state(o)
+		if cur != nil && st.counts(cur) && cur.GPUsPerReplica > 0 {
+			// What stays whatever is stopped, unless it is a borrower chosen: every admission's
+			// replicas not bound yet.
+			resv = append(resv, admittedReservations(key, cur, bound[owned.ReleaseNamespace(o)])...)
+		}
+		if rc := reclaimingOn(o, cluster); rc != nil && caps.aheadOn(o, ws, cluster) && o.Status.ResolvedResources != nil {
+			res := o.Status.ResolvedResources
+			resv = append(resv, gpu.Reservation{Key: key, Vendor: res.PerReplica.GPUVendor,
+				Selector: gpu.Selector(gpuRequest(key, res)), GPUsPerReplica: GPUs(res), Replicas: res.Replicas})
+		}
+		if borrowing[o.Namespace] <= 0 || cur == nil || cur.BorrowedGPUs <= 0 || !st.counts(cur) || cur.GPUVendor != ad.GPUVendor ||
+			o.Spec.PreemptionPolicy == workspacesv1.PreemptionNever || o.Spec.Stopped || !o.DeletionTimestamp.IsZero() ||
+			(o.Status.Reclaim != nil && o.Status.Reclaim.StoppedAt != nil) {
+			continue
+		}
+		at := time.Time{}
+		if cur.AdmittedAt != nil {
+			at = cur.AdmittedAt.Time
+		}
+		byKey[key] = o
+		cands = append(cands, borrower{key: key, namespace: o.Namespace, releaseNamespace: owned.ReleaseNamespace(o),
+			priority: caps.effective(o), admittedAt: at, gpus: cur.GPUs})
+	}
+	chosen := chooseBorrowers(gpuRequest(self, req.Resources), nodes, others, resv, cands, borrowing)
+	if chosen == nil {
+		return nil, "", nil
+	}
+	quotas, err := listQuotas(ctx, g.client, ws.Namespace)
+	if err != nil {
+		return nil, "", err
+	}
+	now := metav1.NewTime(req.Now.UTC().Truncate(time.Second))
+	out := &workspacesv1.Reclaiming{Cluster: cluster, Since: now}
+	named := map[types.UID]metav1.Time{}
+	if prev := ws.Status.Reclaiming; prev != nil && prev.Cluster == cluster {
+		out.Since = prev.Since
+		for _, b := range prev.Borrowers {
+			named[b.UID] = b.At
+		}
+	}
+	grace := workspacesv1.ReclaimGracePeriodOf(quotas)
+	var names []string
+	for _, b := range chosen {
+		o := byKey[b.key]
+		at, ok := named[o.UID]
+		if !ok {
+			at = metav1.NewTime(now.Add(grace))
+		}
+		out.Borrowers = append(out.Borrowers, workspacesv1.ReclaimedWorkspace{Namespace: o.Namespace, Name: o.Name, UID: o.UID, GPUs: b.gpus, At: at})
+		names = append(names, fmt.Sprintf("%s (%d GPUs, at %s)", b.key, b.gpus, at.UTC().Format(time.RFC3339)))
+	}
+	msg := fmt.Sprintf("the workspace is within its namespace's guarantee and the GPUs it needs are lent to cohort %s: stopping %s; the GPUs they free are held for it",
+		cohort, strings.Join(names, ", "))
+	return out, msg, nil
 }

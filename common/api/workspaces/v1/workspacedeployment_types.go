@@ -477,7 +477,7 @@ type WorkspaceDeploymentStatus struct {
 	Reclaim *ReclaimNotice `json:"reclaim,omitempty"`
 
 	// Reclaiming is set on a workspace that waits for GPUs within its namespace's guarantee while
-	// they are lent to other members of its cohort: the borrowers it stops and when. The GPUs they
+	// they are lent to other members of its cohort: the borrowers it stops, each with its time. The GPUs they
 	// free are held for it until it is admitted.
 	// +optional
 	Reclaiming *Reclaiming `json:"reclaiming,omitempty"`
@@ -502,9 +502,8 @@ type ReclaimNotice struct {
 type Reclaiming struct {
 	// Cluster is the ClusterDeployment (namespace/name) whose GPUs are claimed back.
 	Cluster string `json:"cluster"`
-	// At is when the borrowers are stopped.
-	At metav1.Time `json:"at"`
-	// Since is when the reclaim was decided.
+	// Since is when the reclaim was first decided; among reclaims of the same GPUs, the earlier goes
+	// first.
 	Since metav1.Time `json:"since"`
 	// Borrowers are the workspaces stopped for it.
 	// +listType=atomic
@@ -522,6 +521,8 @@ type ReclaimedWorkspace struct {
 	UID types.UID `json:"uid"`
 	// GPUs the workspace's admission holds.
 	GPUs int64 `json:"gpus"`
+	// At is when the workspace is stopped: when it was first named plus the grace period.
+	At metav1.Time `json:"at"`
 }
 
 // SpecChange records when the controller first saw a generation of the spec.
