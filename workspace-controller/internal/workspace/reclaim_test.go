@@ -1,0 +1,146 @@
+package workspace
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/common/gpu"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
+)
+
+// reclaimFixture is two namespaces of one cohort sharing a node of 4 GPUs: a guarantees nothing and
+// may borrow 4; b guarantees 4 and tells borrowers grace before it stops them.
+func reclaimFixture(t *testing.T, grace time.Duration) (nsA, classA, cdA, nsB, classB, cdB, node, model string) {
+	t.Helper()
+	nsA, classA, cdA = gateFixture(t)
+	nsB, classB, cdB = gateFixture(t)
+	cohort := name("fleet")
+	joinCohort(t, nsA, cohort)
+	joinCohort(t, nsB, cohort)
+	model = name("l40s")
+	node = pinnableNode(t, child.Client, gpu.ResourceNVIDIA, 4, model)
+	zero, four := int64(0), int64(4)
+	createQuota(t, nsA, workspacesv1.WorkspaceQuotaSpec{GPUs: []workspacesv1.GPUQuota{{Vendor: workspacesv1.GPUVendorNVIDIA, Limit: 4, Guaranteed: &zero, BorrowingLimit: &four}}})
+	createQuota(t, nsB, workspacesv1.WorkspaceQuotaSpec{GPUs: []workspacesv1.GPUQuota{{Vendor: workspacesv1.GPUVendorNVIDIA, Limit: 4, Guaranteed: &four}},
+		ReclaimGracePeriod: &metav1.Duration{Duration: grace}})
+	return
+}
+
+// TestReclaimByStop: a borrower holds the GPUs another member guarantees; that member's workspace
+// arrives, the borrower gets its notice (status.reclaim, the Reclaiming condition), is stopped at the
+// notice's time with reason Reclaimed and its spec untouched, the reclaimer is admitted on the freed
+// GPUs (never the borrower again first), and the borrower starts again once the reclaimer is gone.
+func TestReclaimByStop(t *testing.T) {
+	nsA, classA, cdA, nsB, classB, cdB, node, model := reclaimFixture(t, 3*time.Second)
+	four := func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Resources = gpuResources(4, model) }
+
+	borrower := createWorkspace(t, nsA, classA, cdA, four)
+	ws := waitPhase(t, borrower, workspacesv1.PhaseDeploying, "")
+	if ws.Status.Admission.BorrowedGPUs != 4 {
+		t.Fatalf("the borrower borrows %d GPUs, want 4", ws.Status.Admission.BorrowedGPUs)
+	}
+	syncQuota(t, child.Client, owned.LocalReleaseNamespace(borrower.Name))
+	gpuPod(t, child.Client, owned.LocalReleaseNamespace(borrower.Name), node, gpu.ResourceNVIDIA, 4)
+
+	reclaimer := createWorkspace(t, nsB, classB, cdB, four)
+	ws = waitPhase(t, reclaimer, workspacesv1.PhaseWaiting, "")
+	eventually(t, "the reclaim recorded", func() error {
+		ws = getWS(t, reclaimer)
+		rc := ws.Status.Reclaiming
+		if rc == nil || len(rc.Borrowers) != 1 || rc.Borrowers[0].Name != borrower.Name {
+			return fmt.Errorf("status.reclaiming %+v (%s)", rc, ws.Status.Message)
+		}
+		return contains(condition(ws, workspacesv1.FeasibleCondition).Reason, workspacesv1.ReasonWaitingForReclaim)
+	})
+
+	eventually(t, "the borrower's notice", func() error {
+		ws = getWS(t, borrower)
+		if ws.Status.Reclaim == nil && condition(ws, workspacesv1.ReadyCondition).Reason == workspacesv1.ReasonReclaimed {
+			return nil // the notice's time came before this poll: the stop is checked below
+		}
+		if ws.Status.Reclaim == nil {
+			return fmt.Errorf("no status.reclaim: %s", ws.Status.Message)
+		}
+		return contains(ws.Status.Reclaim.For, "namespace "+nsB)
+	})
+
+	ws = waitPhase(t, borrower, workspacesv1.PhaseStopped, workspacesv1.ReasonReclaimed)
+	if ws.Spec.Stopped {
+		t.Error("the reclaim wrote spec.stopped")
+	}
+	if ws.Status.Reclaim == nil || ws.Status.Reclaim.StoppedAt == nil {
+		t.Errorf("status.reclaim %+v: want stoppedAt", ws.Status.Reclaim)
+	}
+	ws = waitPhase(t, reclaimer, workspacesv1.PhaseDeploying, "")
+	if ws.Status.Reclaiming != nil {
+		t.Errorf("the admitted reclaimer keeps status.reclaiming %+v", ws.Status.Reclaiming)
+	}
+	syncQuota(t, child.Client, owned.LocalReleaseNamespace(reclaimer.Name))
+	pod := gpuPod(t, child.Client, owned.LocalReleaseNamespace(reclaimer.Name), node, gpu.ResourceNVIDIA, 4)
+	if ws := getWS(t, borrower); ws.Status.Phase != workspacesv1.PhaseStopped {
+		t.Errorf("the reclaimed workspace is %s while the reclaimer holds the GPUs", ws.Status.Phase)
+	}
+
+	// The reclaimer ends: the borrower starts again through the queue.
+	must(t, k8s.Delete(ctxT(t), getWS(t, reclaimer)))
+	must(t, child.Client.Delete(ctxT(t), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: owned.LocalReleaseNamespace(reclaimer.Name), Name: pod}}))
+	ws = waitPhase(t, borrower, workspacesv1.PhaseDeploying, "")
+	if ws.Status.Reclaim != nil {
+		t.Errorf("the restarted workspace keeps status.reclaim %+v", ws.Status.Reclaim)
+	}
+}
+
+// TestReclaimWithdrawn: a reclaimer deleted before the notice's time withdraws it; the borrower is
+// not stopped.
+func TestReclaimWithdrawn(t *testing.T) {
+	nsA, classA, cdA, nsB, classB, cdB, node, model := reclaimFixture(t, time.Hour)
+	four := func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Resources = gpuResources(4, model) }
+	borrower := createWorkspace(t, nsA, classA, cdA, four)
+	waitPhase(t, borrower, workspacesv1.PhaseDeploying, "")
+	syncQuota(t, child.Client, owned.LocalReleaseNamespace(borrower.Name))
+	gpuPod(t, child.Client, owned.LocalReleaseNamespace(borrower.Name), node, gpu.ResourceNVIDIA, 4)
+	reclaimer := createWorkspace(t, nsB, classB, cdB, four)
+	eventually(t, "the borrower's notice", func() error {
+		ws := getWS(t, borrower)
+		if ws.Status.Reclaim == nil || condition(ws, workspacesv1.ReclaimingCondition).Status != metav1.ConditionTrue {
+			return fmt.Errorf("status.reclaim %+v, Reclaiming %+v", ws.Status.Reclaim, condition(ws, workspacesv1.ReclaimingCondition))
+		}
+		return nil
+	})
+	must(t, k8s.Delete(ctxT(t), getWS(t, reclaimer)))
+	eventually(t, "the notice withdrawn", func() error {
+		ws := getWS(t, borrower)
+		if ws.Status.Reclaim != nil || condition(ws, workspacesv1.ReclaimingCondition).Type != "" {
+			return fmt.Errorf("status.reclaim %+v, Reclaiming %+v", ws.Status.Reclaim, condition(ws, workspacesv1.ReclaimingCondition))
+		}
+		return nil
+	})
+	if p := getWS(t, borrower).Status.Phase; p != workspacesv1.PhaseDeploying {
+		t.Errorf("the borrower is %s, want Deploying", p)
+	}
+}
+
+// TestReclaimNeverStopsWithinGuarantee: a workspace within its own guarantee is never stopped, and a
+// workspace above its namespace's guarantee reclaims nothing: it waits as any other.
+func TestReclaimNeverStopsWithinGuarantee(t *testing.T) {
+	_, _, _, nsB, classB, cdB, node, model := reclaimFixture(t, time.Second)
+	four := func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Resources = gpuResources(4, model) }
+	mine := createWorkspace(t, nsB, classB, cdB, four)
+	waitPhase(t, mine, workspacesv1.PhaseDeploying, "")
+	syncQuota(t, child.Client, owned.LocalReleaseNamespace(mine.Name))
+	gpuPod(t, child.Client, owned.LocalReleaseNamespace(mine.Name), node, gpu.ResourceNVIDIA, 4)
+	// Over b's guarantee: it would borrow, and a (guarantee 0) lends nothing.
+	more := createWorkspace(t, nsB, classB, cdB, four)
+	ws := waitPhase(t, more, workspacesv1.PhaseWaiting, "")
+	if ws.Status.Reclaiming != nil {
+		t.Errorf("a workspace above its guarantee reclaims %+v", ws.Status.Reclaiming)
+	}
+	if p := getWS(t, mine).Status.Phase; p != workspacesv1.PhaseDeploying {
+		t.Errorf("the workspace within its guarantee is %s", p)
+	}
+}
