@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/gpu"
@@ -45,7 +46,7 @@ func TestReclaimByStop(t *testing.T) {
 		t.Fatalf("the borrower borrows %d GPUs, want 4", ws.Status.Admission.BorrowedGPUs)
 	}
 	syncQuota(t, child.Client, owned.LocalReleaseNamespace(borrower.Name))
-	gpuPod(t, child.Client, owned.LocalReleaseNamespace(borrower.Name), node, gpu.ResourceNVIDIA, 4)
+	held := gpuPod(t, child.Client, owned.LocalReleaseNamespace(borrower.Name), node, gpu.ResourceNVIDIA, 4)
 
 	reclaimer := createWorkspace(t, nsB, classB, cdB, four)
 	ws = waitPhase(t, reclaimer, workspacesv1.PhaseWaiting, "")
@@ -69,6 +70,14 @@ func TestReclaimByStop(t *testing.T) {
 		return contains(ws.Status.Reclaim.For, "namespace "+nsB)
 	})
 
+	// Stopping: its pod still holds the GPUs, and the reclaimer is not admitted on them.
+	waitPhase(t, borrower, workspacesv1.PhaseStopped, workspacesv1.ReasonStopping)
+	if p := getWS(t, reclaimer).Status.Phase; p != workspacesv1.PhaseWaiting {
+		t.Errorf("the reclaimer is %s while the borrower's pod holds the GPUs", p)
+	}
+	// The kubelet stops the pod.
+	must(t, child.Client.Delete(ctxT(t), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: owned.LocalReleaseNamespace(borrower.Name), Name: held}},
+		client.GracePeriodSeconds(0)))
 	ws = waitPhase(t, borrower, workspacesv1.PhaseStopped, workspacesv1.ReasonReclaimed)
 	if ws.Spec.Stopped {
 		t.Error("the reclaim wrote spec.stopped")
@@ -88,7 +97,8 @@ func TestReclaimByStop(t *testing.T) {
 
 	// The reclaimer ends: the borrower starts again through the queue.
 	must(t, k8s.Delete(ctxT(t), getWS(t, reclaimer)))
-	must(t, child.Client.Delete(ctxT(t), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: owned.LocalReleaseNamespace(reclaimer.Name), Name: pod}}))
+	must(t, child.Client.Delete(ctxT(t), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: owned.LocalReleaseNamespace(reclaimer.Name), Name: pod}},
+		client.GracePeriodSeconds(0)))
 	ws = waitPhase(t, borrower, workspacesv1.PhaseDeploying, "")
 	if ws.Status.Reclaim != nil {
 		t.Errorf("the restarted workspace keeps status.reclaim %+v", ws.Status.Reclaim)
@@ -108,7 +118,8 @@ func TestReclaimWithdrawn(t *testing.T) {
 	eventually(t, "the borrower's notice", func() error {
 		ws := getWS(t, borrower)
 		if ws.Status.Reclaim == nil || condition(ws, workspacesv1.ReclaimingCondition).Status != metav1.ConditionTrue {
-			return fmt.Errorf("status.reclaim %+v, Reclaiming %+v", ws.Status.Reclaim, condition(ws, workspacesv1.ReclaimingCondition))
+			r := getWS(t, reclaimer)
+			return fmt.Errorf("status.reclaim %+v, Reclaiming %+v; the reclaimer: %s %s %+v", ws.Status.Reclaim, condition(ws, workspacesv1.ReclaimingCondition), r.Status.Phase, r.Status.Message, r.Status.Reclaiming)
 		}
 		return nil
 	})
