@@ -336,6 +336,7 @@ var waitingReasons = map[string]bool{
 	workspacesv1.ReasonQuotaExceeded:         true,
 	workspacesv1.ReasonWaitingForGpuCapacity: true,
 	workspacesv1.ReasonWaitingForGpuNodes:    true,
+	workspacesv1.ReasonWaitingForReclaim:     true,
 	workspacesv1.ReasonNoClusterFitsNow:      true,
 	workspacesv1.ReasonClusterUnreachable:    true,
 }
