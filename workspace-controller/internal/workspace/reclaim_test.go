@@ -155,3 +155,38 @@ func TestReclaimNeverStopsWithinGuarantee(t *testing.T) {
 		t.Errorf("the workspace within its guarantee is %s", p)
 	}
 }
+
+// TestReclaimSurvivesRestart: the controller is down from before the notice's time to after it; once
+// it is back, the borrower is stopped and the reclaimer gets the GPUs: everything the reclaim decided
+// was in the two statuses.
+func TestReclaimSurvivesRestart(t *testing.T) {
+	nsA, classA, cdA, nsB, classB, cdB, node, model := reclaimFixture(t, 2*time.Second)
+	four := func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Resources = gpuResources(4, model) }
+	borrower := createWorkspace(t, nsA, classA, cdA, four)
+	waitPhase(t, borrower, workspacesv1.PhaseDeploying, "")
+	release := owned.LocalReleaseNamespace(borrower.Name)
+	syncQuota(t, child.Client, release)
+	held := gpuPod(t, child.Client, release, node, gpu.ResourceNVIDIA, 4)
+	reclaimer := createWorkspace(t, nsB, classB, cdB, four)
+	var at time.Time
+	eventually(t, "the borrower's notice", func() error {
+		ws := getWS(t, borrower)
+		if ws.Status.Reclaim == nil {
+			return fmt.Errorf("no status.reclaim: %s", ws.Status.Message)
+		}
+		at = ws.Status.Reclaim.At.Time
+		return nil
+	})
+	must(t, stopControllers())
+	eventually(t, "the notice's time passed while the controller is down", func() error {
+		if now := time.Now(); now.Before(at) {
+			return fmt.Errorf("now %s, the notice's time %s", now.Format(time.RFC3339), at.Format(time.RFC3339))
+		}
+		return nil
+	})
+	must(t, startControllers())
+	waitPhase(t, borrower, workspacesv1.PhaseStopped, workspacesv1.ReasonStopping)
+	must(t, child.Client.Delete(ctxT(t), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: release, Name: held}}, client.GracePeriodSeconds(0)))
+	waitPhase(t, borrower, workspacesv1.PhaseStopped, workspacesv1.ReasonReclaimed)
+	waitPhase(t, reclaimer, workspacesv1.PhaseDeploying, "")
+}
