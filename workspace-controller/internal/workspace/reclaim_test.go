@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
@@ -14,22 +15,46 @@ import (
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 )
 
-// reclaimFixture is two namespaces of one cohort sharing a node of 4 GPUs: a guarantees nothing and
-// may borrow 4; b guarantees 4 and tells borrowers grace before it stops them.
-func reclaimFixture(t *testing.T, grace time.Duration) (nsA, classA, cdA, nsB, classB, cdB, node, model string) {
+// reclaimWorld is two namespaces of one cohort sharing a node of 4 GPUs: a guarantees nothing and
+// may borrow 4; b guarantees 4 and tells borrowers its grace period before it stops them.
+type reclaimWorld struct {
+	nsA, classA, cdA, nsB, classB, cdB, node, model string
+}
+
+func reclaimFixture(t *testing.T, grace time.Duration) reclaimWorld {
 	t.Helper()
-	nsA, classA, cdA = gateFixture(t)
-	nsB, classB, cdB = gateFixture(t)
+	var w reclaimWorld
+	w.nsA, w.classA, w.cdA = gateFixture(t)
+	w.nsB, w.classB, w.cdB = gateFixture(t)
 	cohort := name("fleet")
-	joinCohort(t, nsA, cohort)
-	joinCohort(t, nsB, cohort)
-	model = name("l40s")
-	node = pinnableNode(t, child.Client, gpu.ResourceNVIDIA, 4, model)
+	joinCohort(t, w.nsA, cohort)
+	joinCohort(t, w.nsB, cohort)
+	w.model = name("l40s")
+	w.node = pinnableNode(t, child.Client, gpu.ResourceNVIDIA, 4, w.model)
 	zero, four := int64(0), int64(4)
-	createQuota(t, nsA, workspacesv1.WorkspaceQuotaSpec{GPUs: []workspacesv1.GPUQuota{{Vendor: workspacesv1.GPUVendorNVIDIA, Limit: 4, Guaranteed: &zero, BorrowingLimit: &four}}})
-	createQuota(t, nsB, workspacesv1.WorkspaceQuotaSpec{GPUs: []workspacesv1.GPUQuota{{Vendor: workspacesv1.GPUVendorNVIDIA, Limit: 4, Guaranteed: &four}},
+	createQuota(t, w.nsA, workspacesv1.WorkspaceQuotaSpec{GPUs: []workspacesv1.GPUQuota{{Vendor: workspacesv1.GPUVendorNVIDIA, Limit: 4, Guaranteed: &zero, BorrowingLimit: &four}}})
+	createQuota(t, w.nsB, workspacesv1.WorkspaceQuotaSpec{GPUs: []workspacesv1.GPUQuota{{Vendor: workspacesv1.GPUVendorNVIDIA, Limit: 4, Guaranteed: &four}},
 		ReclaimGracePeriod: &metav1.Duration{Duration: grace}})
-	return
+	return w
+}
+
+// four is a workspace of 4 GPUs of the world's model.
+func (w reclaimWorld) four(ws *workspacesv1.WorkspaceDeployment) {
+	ws.Spec.Resources = gpuResources(4, w.model)
+}
+
+// running creates a workspace of 4 GPUs in a or b, waits for its admission and binds its pod on the
+// node (the test plays the child's controllers); it returns the workspace and its pod.
+func (w reclaimWorld) running(t *testing.T, inB bool) (types.NamespacedName, string) {
+	t.Helper()
+	ns, class, cd := w.nsA, w.classA, w.cdA
+	if inB {
+		ns, class, cd = w.nsB, w.classB, w.cdB
+	}
+	key := createWorkspace(t, ns, class, cd, w.four)
+	waitPhase(t, key, workspacesv1.PhaseDeploying, "")
+	syncQuota(t, child.Client, owned.LocalReleaseNamespace(key.Name))
+	return key, gpuPod(t, child.Client, owned.LocalReleaseNamespace(key.Name), w.node, gpu.ResourceNVIDIA, 4)
 }
 
 // TestReclaimByStop: a borrower holds the GPUs another member guarantees; that member's workspace
@@ -37,18 +62,14 @@ func reclaimFixture(t *testing.T, grace time.Duration) (nsA, classA, cdA, nsB, c
 // notice's time with reason Reclaimed and its spec untouched, the reclaimer is admitted on the freed
 // GPUs (never the borrower again first), and the borrower starts again once the reclaimer is gone.
 func TestReclaimByStop(t *testing.T) {
-	nsA, classA, cdA, nsB, classB, cdB, node, model := reclaimFixture(t, 3*time.Second)
-	four := func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Resources = gpuResources(4, model) }
-
-	borrower := createWorkspace(t, nsA, classA, cdA, four)
-	ws := waitPhase(t, borrower, workspacesv1.PhaseDeploying, "")
+	w := reclaimFixture(t, 3*time.Second)
+	borrower, held := w.running(t, false)
+	ws := getWS(t, borrower)
 	if ws.Status.Admission.BorrowedGPUs != 4 {
 		t.Fatalf("the borrower borrows %d GPUs, want 4", ws.Status.Admission.BorrowedGPUs)
 	}
-	syncQuota(t, child.Client, owned.LocalReleaseNamespace(borrower.Name))
-	held := gpuPod(t, child.Client, owned.LocalReleaseNamespace(borrower.Name), node, gpu.ResourceNVIDIA, 4)
 
-	reclaimer := createWorkspace(t, nsB, classB, cdB, four)
+	reclaimer := createWorkspace(t, w.nsB, w.classB, w.cdB, w.four)
 	ws = waitPhase(t, reclaimer, workspacesv1.PhaseWaiting, "")
 	eventually(t, "the reclaim recorded", func() error {
 		ws = getWS(t, reclaimer)
@@ -67,7 +88,7 @@ func TestReclaimByStop(t *testing.T) {
 		if ws.Status.Reclaim == nil {
 			return fmt.Errorf("no status.reclaim: %s", ws.Status.Message)
 		}
-		return contains(ws.Status.Reclaim.For, "namespace "+nsB)
+		return contains(ws.Status.Reclaim.For, "namespace "+w.nsB)
 	})
 
 	// Stopping: its pod still holds the GPUs, and the reclaimer is not admitted on them.
@@ -90,7 +111,7 @@ func TestReclaimByStop(t *testing.T) {
 		t.Errorf("the admitted reclaimer keeps status.reclaiming %+v", ws.Status.Reclaiming)
 	}
 	syncQuota(t, child.Client, owned.LocalReleaseNamespace(reclaimer.Name))
-	pod := gpuPod(t, child.Client, owned.LocalReleaseNamespace(reclaimer.Name), node, gpu.ResourceNVIDIA, 4)
+	pod := gpuPod(t, child.Client, owned.LocalReleaseNamespace(reclaimer.Name), w.node, gpu.ResourceNVIDIA, 4)
 	if ws := getWS(t, borrower); ws.Status.Phase != workspacesv1.PhaseStopped {
 		t.Errorf("the reclaimed workspace is %s while the reclaimer holds the GPUs", ws.Status.Phase)
 	}
@@ -108,13 +129,9 @@ func TestReclaimByStop(t *testing.T) {
 // TestReclaimWithdrawn: a reclaimer deleted before the notice's time withdraws it; the borrower is
 // not stopped.
 func TestReclaimWithdrawn(t *testing.T) {
-	nsA, classA, cdA, nsB, classB, cdB, node, model := reclaimFixture(t, time.Hour)
-	four := func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Resources = gpuResources(4, model) }
-	borrower := createWorkspace(t, nsA, classA, cdA, four)
-	waitPhase(t, borrower, workspacesv1.PhaseDeploying, "")
-	syncQuota(t, child.Client, owned.LocalReleaseNamespace(borrower.Name))
-	gpuPod(t, child.Client, owned.LocalReleaseNamespace(borrower.Name), node, gpu.ResourceNVIDIA, 4)
-	reclaimer := createWorkspace(t, nsB, classB, cdB, four)
+	w := reclaimFixture(t, time.Hour)
+	borrower, _ := w.running(t, false)
+	reclaimer := createWorkspace(t, w.nsB, w.classB, w.cdB, w.four)
 	eventually(t, "the borrower's notice", func() error {
 		ws := getWS(t, borrower)
 		if ws.Status.Reclaim == nil || condition(ws, workspacesv1.ReclaimingCondition).Status != metav1.ConditionTrue {
@@ -139,14 +156,10 @@ func TestReclaimWithdrawn(t *testing.T) {
 // TestReclaimNeverStopsWithinGuarantee: a workspace within its own guarantee is never stopped, and a
 // workspace above its namespace's guarantee reclaims nothing: it waits as any other.
 func TestReclaimNeverStopsWithinGuarantee(t *testing.T) {
-	_, _, _, nsB, classB, cdB, node, model := reclaimFixture(t, time.Second)
-	four := func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Resources = gpuResources(4, model) }
-	mine := createWorkspace(t, nsB, classB, cdB, four)
-	waitPhase(t, mine, workspacesv1.PhaseDeploying, "")
-	syncQuota(t, child.Client, owned.LocalReleaseNamespace(mine.Name))
-	gpuPod(t, child.Client, owned.LocalReleaseNamespace(mine.Name), node, gpu.ResourceNVIDIA, 4)
+	w := reclaimFixture(t, time.Second)
+	mine, _ := w.running(t, true)
 	// Over b's guarantee: it would borrow, and a (guarantee 0) lends nothing.
-	more := createWorkspace(t, nsB, classB, cdB, four)
+	more := createWorkspace(t, w.nsB, w.classB, w.cdB, w.four)
 	ws := waitPhase(t, more, workspacesv1.PhaseWaiting, "")
 	if ws.Status.Reclaiming != nil {
 		t.Errorf("a workspace above its guarantee reclaims %+v", ws.Status.Reclaiming)
@@ -160,14 +173,10 @@ func TestReclaimNeverStopsWithinGuarantee(t *testing.T) {
 // it is back, the borrower is stopped and the reclaimer gets the GPUs: everything the reclaim decided
 // was in the two statuses.
 func TestReclaimSurvivesRestart(t *testing.T) {
-	nsA, classA, cdA, nsB, classB, cdB, node, model := reclaimFixture(t, 2*time.Second)
-	four := func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Resources = gpuResources(4, model) }
-	borrower := createWorkspace(t, nsA, classA, cdA, four)
-	waitPhase(t, borrower, workspacesv1.PhaseDeploying, "")
+	w := reclaimFixture(t, 2*time.Second)
+	borrower, held := w.running(t, false)
 	release := owned.LocalReleaseNamespace(borrower.Name)
-	syncQuota(t, child.Client, release)
-	held := gpuPod(t, child.Client, release, node, gpu.ResourceNVIDIA, 4)
-	reclaimer := createWorkspace(t, nsB, classB, cdB, four)
+	reclaimer := createWorkspace(t, w.nsB, w.classB, w.cdB, w.four)
 	var at time.Time
 	eventually(t, "the borrower's notice", func() error {
 		ws := getWS(t, borrower)
