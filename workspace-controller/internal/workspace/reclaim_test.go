@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -198,4 +199,34 @@ func TestReclaimSurvivesRestart(t *testing.T) {
 	must(t, child.Client.Delete(ctxT(t), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: release, Name: held}}, client.GracePeriodSeconds(0)))
 	waitPhase(t, borrower, workspacesv1.PhaseStopped, workspacesv1.ReasonReclaimed)
 	waitPhase(t, reclaimer, workspacesv1.PhaseDeploying, "")
+}
+
+// TestTenantCannotForgeAReclaim: status.reclaiming stops the workspaces it names, so only the
+// controller may write it. A tenant of another namespace that creates a workspace with a forged
+// status.reclaiming naming a running borrower (the API server drops the status of a create) and then
+// patches its status (the chart's tenant role has no status verbs) stops nothing.
+func TestTenantCannotForgeAReclaim(t *testing.T) {
+	w := reclaimFixture(t, time.Second)
+	borrower, _ := w.running(t, false)
+	nsC, classC, cdC := gateFixture(t)
+	forged := &workspacesv1.Reclaiming{Cluster: w.nsA + "/" + w.cdA, Since: metav1.NewTime(time.Now()),
+		Borrowers: []workspacesv1.ReclaimedWorkspace{{Namespace: borrower.Namespace, Name: borrower.Name, UID: getWS(t, borrower).UID, GPUs: 4,
+			At: metav1.NewTime(time.Now())}}}
+	tenant, key := tenantWorkspace(t, nsC, classC, nsC, cdC, name("forger"), func(ws *workspacesv1.WorkspaceDeployment) {
+		ws.Status.Phase = workspacesv1.PhaseWaiting
+		ws.Status.Reclaiming = forged
+	})
+	ws := waitPhase(t, key, workspacesv1.PhaseDeploying, "")
+	if ws.Status.Reclaiming != nil {
+		t.Fatalf("the status of a tenant's create kept status.reclaiming %+v", ws.Status.Reclaiming)
+	}
+	patch := client.MergeFrom(ws.DeepCopy())
+	ws.Status.Phase = workspacesv1.PhaseWaiting
+	ws.Status.Reclaiming = forged
+	if err := tenant.Status().Patch(ctxT(t), ws, patch); err == nil || !apierrors.IsForbidden(err) {
+		t.Fatalf("a tenant patched its workspace's status: %v, want forbidden", err)
+	}
+	if got := getWS(t, borrower); got.Status.Reclaim != nil || got.Status.Phase != workspacesv1.PhaseDeploying {
+		t.Errorf("the borrower is %s with status.reclaim %+v after a forged reclaim", got.Status.Phase, got.Status.Reclaim)
+	}
 }
