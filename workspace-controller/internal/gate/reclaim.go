@@ -218,9 +218,11 @@ func (g *Gate) reclaim(ctx context.Context, req Request, st site, cohort string,
 			resv = append(resv, gpu.Reservation{Key: key, Vendor: res.PerReplica.GPUVendor,
 				Selector: gpu.Selector(gpuRequest(key, res)), GPUsPerReplica: GPUs(res), Replicas: res.Replicas})
 		}
+		// A borrower being stopped (by this reclaim, or by its user) still holds its admission until
+		// its pods are gone: it stays a candidate, so that deciding again while it stops keeps the
+		// same choice and the hold (a borrower that gave its GPUs back has no admission).
 		if borrowing[o.Namespace] <= 0 || cur == nil || cur.BorrowedGPUs <= 0 || !st.counts(cur) || cur.GPUVendor != ad.GPUVendor ||
-			o.Spec.PreemptionPolicy == workspacesv1.PreemptionNever || o.Spec.Stopped || !o.DeletionTimestamp.IsZero() ||
-			(o.Status.Reclaim != nil && o.Status.Reclaim.StoppedAt != nil) {
+			o.Spec.PreemptionPolicy == workspacesv1.PreemptionNever || !o.DeletionTimestamp.IsZero() {
 			continue
 		}
 		at := time.Time{}

@@ -92,8 +92,20 @@ func TestReclaimByStop(t *testing.T) {
 		return contains(ws.Status.Reclaim.For, "namespace "+w.nsB)
 	})
 
-	// Stopping: its pod still holds the GPUs, and the reclaimer is not admitted on them.
+	// Stopping: its pod still holds the GPUs, and the reclaimer is not admitted on them. Decided
+	// again meanwhile (a pass of its own), the reclaimer keeps its reclaim, and with it the hold.
 	waitPhase(t, borrower, workspacesv1.PhaseStopped, workspacesv1.ReasonStopping)
+	r := getWS(t, reclaimer)
+	patch := client.MergeFrom(r.DeepCopy())
+	r.Spec.StopAfter = &metav1.Duration{Duration: 8 * time.Hour} // a spec change the gate does not read
+	must(t, k8s.Patch(ctxT(t), r, patch))
+	eventually(t, "the reclaimer decided again", func() error {
+		r := getWS(t, reclaimer)
+		if r.Status.ObservedGeneration != r.Generation || r.Status.Reclaiming == nil {
+			return fmt.Errorf("observed %d of %d, reclaiming %+v", r.Status.ObservedGeneration, r.Generation, r.Status.Reclaiming)
+		}
+		return nil
+	})
 	if p := getWS(t, reclaimer).Status.Phase; p != workspacesv1.PhaseWaiting {
 		t.Errorf("the reclaimer is %s while the borrower's pod holds the GPUs", p)
 	}
