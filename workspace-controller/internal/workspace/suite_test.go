@@ -302,7 +302,8 @@ func gpuPod(t *testing.T, c client.Client, ns, node string, res corev1.ResourceN
 	podName := name("pod")
 	eventually(t, "creating pod "+ns+"/"+podName, func() error {
 		err := childtest.CreatePod(ctxT(t), c, childtest.Pod{Namespace: ns, Name: podName, Node: node, Requests: childtest.Requests(res, n)})
-		if err != nil && !(apierrors.IsForbidden(err) && strings.Contains(err.Error(), "exceeded quota")) {
+		quotaRefusal := apierrors.IsForbidden(err) && strings.Contains(err.Error(), "exceeded quota")
+		if err != nil && !quotaRefusal {
 			t.Fatal(err)
 		}
 		return err
