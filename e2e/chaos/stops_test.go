@@ -95,7 +95,7 @@ func (s *suite) stopStart(ctx context.Context, r int) error {
 	reported := map[string]bool{}
 	for until := time.Now().Add(s.set.hold); time.Now().Before(until) && ctx.Err() == nil; {
 		for _, name := range picked {
-			if held := s.stoppedHolding(ctx, name); held != "" {
+			if held := s.stoppedHolding(ctx, name, stoppedAndFree); held != "" {
 				s.mu.Lock()
 				s.fig.StoppedHoldingGPUs++
 				s.mu.Unlock()
@@ -112,12 +112,13 @@ func (s *suite) stopStart(ctx context.Context, r int) error {
 }
 
 // stoppedHolding returns what holds a GPU in the release namespace of a workspace that says it is
-// Stopped (a pod that requests one and has not ended, terminating ones included: they hold it until
-// the kubelet has stopped them), or "" when nothing does or the workspace does not say Stopped. The
+// Stopped (stopped: stoppedAndFree, or reclaimStopped): a pod that requests one and has not ended,
+// terminating ones included (they hold it until the kubelet has stopped them); "" when nothing does
+// or the workspace does not say Stopped. The
 // workspace is read again after its pods, so a start in between is not taken for a finding.
-func (s *suite) stoppedHolding(ctx context.Context, name string) string {
+func (s *suite) stoppedHolding(ctx context.Context, name string, stopped func(*workspacesv1.WorkspaceDeployment) bool) string {
 	ws, err := s.workspace(ctx, name)
-	if err != nil || ws == nil || !stoppedAndFree(ws) {
+	if err != nil || ws == nil || !stopped(ws) {
 		return ""
 	}
 	child := s.st.World.Child(k0rdentsim.ChildName(s.ns, ws.Spec.ClusterDeploymentRef.Name))
@@ -142,7 +143,7 @@ func (s *suite) stoppedHolding(ctx context.Context, name string) string {
 		return ""
 	}
 	again, err := s.workspace(ctx, name)
-	if err != nil || again == nil || !stoppedAndFree(again) {
+	if err != nil || again == nil || !stopped(again) {
 		return ""
 	}
 	return strings.Join(holding, ", ")

@@ -268,8 +268,14 @@ func (g *Gate) Admit(ctx context.Context, req Request) (Decision, error) {
 func (g *Gate) waitOrReclaim(ctx context.Context, req Request, st site, cohort string, gd gpu.Decision,
 	nodes []corev1.Node, others []corev1.Pod, d Decision) (Decision, error) {
 	rc, msg, err := g.reclaim(ctx, req, st, cohort, gd, nodes, others)
-	if err != nil || rc == nil {
+	if err != nil {
 		return d, err
+	}
+	if rc == nil {
+		if msg != "" {
+			d.Message = msg + "; " + d.Message
+		}
+		return d, nil
 	}
 	d.Reclaiming, d.Reason = rc, workspacesv1.ReasonWaitingForReclaim
 	d.Message = msg + "; " + d.Message

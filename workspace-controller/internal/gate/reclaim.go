@@ -235,7 +235,7 @@ func (g *Gate) reclaim(ctx context.Context, req Request, st site, cohort string,
 	}
 	chosen := chooseBorrowers(gpuRequest(self, req.Resources), nodes, others, resv, cands, borrowing)
 	if chosen == nil {
-		return nil, "", nil
+		return nil, noReclaim(cohort, borrowing, cands), nil
 	}
 	quotas, err := listQuotas(ctx, g.client, ws.Namespace)
 	if err != nil {
@@ -264,4 +264,24 @@ func (g *Gate) reclaim(ctx context.Context, req Request, st site, cohort string,
 	msg := fmt.Sprintf("the workspace is within its namespace's guarantee and the GPUs it needs are lent to cohort %s: stopping %s; the GPUs they free are held for it",
 		cohort, strings.Join(names, ", "))
 	return out, msg, nil
+}
+
+// noReclaim says why a workspace within its namespace's guarantee, waiting on its cluster, stops no
+// borrower there although members of its cohort borrow (borrowing: what each holds above its
+// guarantees; cands: the admissions on the cluster a reclaim could stop); "" when nobody borrows. It
+// names no count, so that the cohort's other admissions do not rewrite the waiter's status.
+func noReclaim(cohort string, borrowing map[string]int64, cands []borrower) string {
+	var lent int64
+	for _, n := range borrowing {
+		lent += n
+	}
+	switch {
+	case lent <= 0:
+		return ""
+	case len(cands) == 0:
+		return fmt.Sprintf("the workspace is within its namespace's guarantee, but no admission on this cluster borrows from cohort %s (admissions within their own guarantee are never stopped): it waits here as any other, and would reclaim on a cluster where the cohort borrows",
+			cohort)
+	}
+	return fmt.Sprintf("the workspace is within its namespace's guarantee, but stopping every admission on this cluster that borrows from cohort %s would not make room for it: it waits here as any other",
+		cohort)
 }

@@ -2,6 +2,7 @@ package gate
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -150,4 +151,28 @@ func FuzzChooseBorrowers(f *testing.F) {
 			left[b.namespace] -= b.gpus
 		}
 	})
+}
+
+// TestNoReclaim: a waiter within its guarantee says why it stops nobody only while its cohort borrows,
+// and whether no borrower is on its cluster or those there are too few.
+func TestNoReclaim(t *testing.T) {
+	some := []borrower{{key: "a/x", namespace: "a", gpus: 2}}
+	for _, tc := range []struct {
+		name      string
+		borrowing map[string]int64
+		cands     []borrower
+		want      string
+	}{
+		{"nobody borrows", map[string]int64{"a": 0}, nil, ""},
+		{"no member", nil, nil, ""},
+		{"borrowed elsewhere", map[string]int64{"a": 4}, nil, "no admission on this cluster borrows from cohort fleet"},
+		{"too few here", map[string]int64{"a": 4}, some, "stopping every admission on this cluster that borrows from cohort fleet would not make room"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := noReclaim("fleet", tc.borrowing, tc.cands)
+			if tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
+				t.Errorf("noReclaim = %q, want %q", got, tc.want)
+			}
+		})
+	}
 }

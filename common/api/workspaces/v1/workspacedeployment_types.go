@@ -488,8 +488,9 @@ type ReclaimNotice struct {
 	// At is when the workspace is stopped: the notice's time plus the reclaimGracePeriod of the
 	// WorkspaceQuota whose guarantee is claimed back.
 	At metav1.Time `json:"at"`
-	// For names the workspace the GPUs are given back for: namespace/name when both are in one
-	// namespace, else the namespace only.
+	// For names who the GPUs are given back for: "workspace <namespace>/<name>" when that workspace is
+	// in this workspace's namespace, else "a workspace of namespace <namespace>" (another team's
+	// workspace names are not shown).
 	For string `json:"for"`
 	// NoticedAt is when the workspace was told.
 	NoticedAt metav1.Time `json:"noticedAt"`
