@@ -643,8 +643,13 @@ func (s *suite) converge(ctx context.Context, r int, byName map[string]planned, 
 }
 
 func (s *suite) roundWorkspaces(ctx context.Context, r int) ([]workspacesv1.WorkspaceDeployment, error) {
+	return s.workspacesOfRound(ctx, s.ns, r)
+}
+
+// workspacesOfRound lists the workspaces of round r in namespace ns.
+func (s *suite) workspacesOfRound(ctx context.Context, ns string, r int) ([]workspacesv1.WorkspaceDeployment, error) {
 	var list workspacesv1.WorkspaceDeploymentList
-	if err := s.c.List(ctx, &list, client.InNamespace(s.ns)); err != nil {
+	if err := s.c.List(ctx, &list, client.InNamespace(ns)); err != nil {
 		return nil, err
 	}
 	prefix := fmt.Sprintf("r%02d-", r)

@@ -128,18 +128,7 @@ func (s *suite) setupCohort(ctx context.Context) {
 
 // teamWorkspaces lists the second team's workspaces of round r.
 func (s *suite) teamWorkspaces(ctx context.Context, r int) ([]workspacesv1.WorkspaceDeployment, error) {
-	var list workspacesv1.WorkspaceDeploymentList
-	if err := s.c.List(ctx, &list, client.InNamespace(teamNS)); err != nil {
-		return nil, err
-	}
-	prefix := fmt.Sprintf("r%02d-", r)
-	var out []workspacesv1.WorkspaceDeployment
-	for _, ws := range list.Items {
-		if strings.HasPrefix(ws.Name, prefix) {
-			out = append(out, ws)
-		}
-	}
-	return out, nil
+	return s.workspacesOfRound(ctx, teamNS, r)
 }
 
 // reclaimStopped reports whether a workspace says a reclaim stopped it: phase Stopped, Ready reason
@@ -234,22 +223,7 @@ func (s *suite) reclaim(ctx context.Context, r int) error {
 	reclaimed := s.checkReclaimed(ctx, r)
 
 	// While the second team runs, no reclaimed workspace may hold a GPU on its child.
-	reported := map[string]bool{}
-	for until := time.Now().Add(s.set.hold); time.Now().Before(until) && ctx.Err() == nil; {
-		for _, name := range reclaimed {
-			if held := s.stoppedHolding(ctx, name, reclaimStopped); held != "" {
-				s.mu.Lock()
-				s.fig.StoppedHoldingGPUs++
-				s.mu.Unlock()
-				if !reported[name] {
-					reported[name] = true
-					s.finding(r, "workspace %s says Reclaimed while %s", name, held)
-				}
-			}
-		}
-		hold(ctx, time.Second)
-	}
-
+	s.sampleStopped(ctx, r, reclaimed, reclaimStopped, "Reclaimed")
 	return nil
 }
 
