@@ -6,7 +6,7 @@
 // `make chaos` (CHAOS=full, which also writes the figures into docs/benchmarks.md). CHAOS_SEED
 // replays a run; CHAOS_ROUNDS and CHAOS_WORKSPACES override the size, CHAOS_FAULTS (comma-separated:
 // kill-<component>, child-stop, credential, mgmt-restart, webhook-outage, cordon, node-replaced,
-// stop-start, cd-recreated) the faults and their order.
+// stop-start, cd-recreated, reclaim) the faults and their order.
 package chaos
 
 import (
@@ -52,6 +52,7 @@ const (
 	faultReplace    = "GPU node replaced under a new name"
 	faultStopStart  = "workspaces of a fixed-replica chart stopped then started"
 	faultRecreate   = "ClusterDeployment deleted and re-created by its Colony"
+	faultReclaim    = "borrowed GPUs reclaimed by stop, the workspace controller killed between notice and stop"
 )
 
 const (
@@ -86,7 +87,7 @@ func kills() []string {
 // faultKeys names the faults for CHAOS_FAULTS.
 func faultKeys() map[string]string {
 	m := map[string]string{"child-stop": faultChildStop, "credential": faultCredential, "mgmt-restart": faultMgmt, "webhook-outage": faultWebhook,
-		"cordon": faultCordon, "node-replaced": faultReplace, "stop-start": faultStopStart, "cd-recreated": faultRecreate}
+		"cordon": faultCordon, "node-replaced": faultReplace, "stop-start": faultStopStart, "cd-recreated": faultRecreate, "reclaim": faultReclaim}
 	for _, c := range stack.Components {
 		m["kill-"+c] = faultKill + c
 	}
@@ -114,7 +115,7 @@ func loadSettings(t *testing.T) settings {
 			faults: []string{faultKill + "workspace-controller", faultChildStop, faultMgmt, faultWebhook}}
 	case "full":
 		s = settings{mode: mode, rounds: 20, n: 200, childOutage: 60 * time.Second, hold: 30 * time.Second, converge: 20 * time.Minute, gpusA: 8, gpusB: 4,
-			faults: append(kills(), faultChildStop, faultCredential, faultMgmt, faultWebhook, faultCordon, faultReplace, faultStopStart, faultRecreate)}
+			faults: append(kills(), faultChildStop, faultCredential, faultMgmt, faultWebhook, faultCordon, faultReplace, faultStopStart, faultRecreate, faultReclaim)}
 	default:
 		t.Fatalf("CHAOS=%q: want short or full", mode)
 	}
@@ -403,6 +404,9 @@ func (s *suite) setup(ctx context.Context) {
 		t.Fatalf("the chaos Colony and classes are not ready: %s", last)
 	}
 	s.progress("Colony %s/%s Ready: %s", s.ns, colonyName, fmtGPUs(s.gpus))
+	if s.hasFault(faultReclaim) {
+		s.setupCohort(ctx)
+	}
 }
 
 func className(p planned) string {
@@ -586,8 +590,10 @@ func (s *suite) converge(ctx context.Context, r int, byName map[string]planned, 
 			switch ws.Status.Phase {
 			case workspacesv1.PhaseRunning, workspacesv1.PhaseFailed:
 				continue
-			case workspacesv1.PhaseWaiting:
-				if p.gpus > 0 && admitted[p.cluster]+p.gpus > s.gpus[p.cluster] {
+			case workspacesv1.PhaseWaiting, workspacesv1.PhaseStopped:
+				// A workspace a reclaim stopped says Stopped (Reclaimed) until it is admitted again.
+				waits := ws.Status.Phase == workspacesv1.PhaseWaiting || reclaimStopped(&ws)
+				if waits && p.gpus > 0 && admitted[p.cluster]+p.gpus > s.gpus[p.cluster] {
 					continue
 				}
 			}
@@ -637,8 +643,13 @@ func (s *suite) converge(ctx context.Context, r int, byName map[string]planned, 
 }
 
 func (s *suite) roundWorkspaces(ctx context.Context, r int) ([]workspacesv1.WorkspaceDeployment, error) {
+	return s.workspacesOfRound(ctx, s.ns, r)
+}
+
+// workspacesOfRound lists the workspaces of round r in namespace ns.
+func (s *suite) workspacesOfRound(ctx context.Context, ns string, r int) ([]workspacesv1.WorkspaceDeployment, error) {
 	var list workspacesv1.WorkspaceDeploymentList
-	if err := s.c.List(ctx, &list, client.InNamespace(s.ns)); err != nil {
+	if err := s.c.List(ctx, &list, client.InNamespace(ns)); err != nil {
 		return nil, err
 	}
 	prefix := fmt.Sprintf("r%02d-", r)
@@ -796,20 +807,33 @@ type sampler struct {
 func (s *suite) startSampler(ctx context.Context, r int, byName map[string]planned) *sampler {
 	ctx, cancel := context.WithCancel(ctx)
 	smp := &sampler{cancel: cancel, done: make(chan struct{})}
+	// The second team's workspaces (the reclaim fault) count on the clusters as the round's do.
+	all := map[string]planned{}
+	for name, p := range byName {
+		all[name] = p
+	}
+	for _, p := range s.teamPlan(r) {
+		all[p.name] = p
+	}
 	go func() {
 		defer close(smp.done)
 		for ctx.Err() == nil {
 			list, err := s.roundWorkspaces(ctx, r)
+			var team []workspacesv1.WorkspaceDeployment
+			if err == nil && s.hasFault(faultReclaim) {
+				team, err = s.teamWorkspaces(ctx, r)
+			}
 			if err == nil {
 				smp.samples++
-				for cd, n := range admittedGPUsOn(list, byName, s.childNodes(ctx)) {
+				list = append(list, team...)
+				for cd, n := range admittedGPUsOn(list, all, s.childNodes(ctx)) {
 					if n > s.gpus[cd] {
 						smp.violations++
 						if len(smp.firstViolations) < 3 {
-							smp.firstViolations = append(smp.firstViolations, fmt.Sprintf("%s at %s: %d GPUs admitted (Running and Deploying) of %d: %s", cd, time.Now().UTC().Format("15:04:05"), n, s.gpus[cd], admittedNames(list, byName, cd)))
+							smp.firstViolations = append(smp.firstViolations, fmt.Sprintf("%s at %s: %d GPUs admitted (Running and Deploying) of %d: %s", cd, time.Now().UTC().Format("15:04:05"), n, s.gpus[cd], admittedNames(list, all, cd)))
 						}
 						if len(smp.details) == 0 {
-							smp.details = s.violationDetails(ctx, list, byName, cd)
+							smp.details = s.violationDetails(ctx, list, all, cd)
 						}
 					}
 				}
@@ -1005,6 +1029,8 @@ func (s *suite) inject(ctx context.Context, r int, fault string) {
 		err = s.stopStart(ctx, r)
 	case fault == faultRecreate:
 		err = s.recreate(ctx, r, cdName("b"))
+	case fault == faultReclaim:
+		err = s.reclaim(ctx, r)
 	case fault == faultMgmt:
 		api := s.st.World.Management.Env.ControlPlane.APIServer
 		from := time.Now()

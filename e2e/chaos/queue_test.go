@@ -59,7 +59,8 @@ func (s *suite) takeQueue(ctx context.Context, r int) {
 }
 
 // queued reports whether a workspace waits in its cluster's GPU queue: Waiting for GPUs, not for a
-// quota (the suite sets none), and not being deleted.
+// quota (the cohort's quotas, when set, leave the chaos namespace the whole fleet once the second
+// team's workspaces are gone), and not being deleted.
 func queued(ws *workspacesv1.WorkspaceDeployment) bool {
 	return ws.DeletionTimestamp.IsZero() && ws.Status.Phase == workspacesv1.PhaseWaiting && ws.Status.ResolvedResources != nil &&
 		ws.Status.ResolvedResources.PerReplica.GPUCount != nil && *ws.Status.ResolvedResources.PerReplica.GPUCount > 0

@@ -92,32 +92,39 @@ func (s *suite) stopStart(ctx context.Context, r int) error {
 	if !ok {
 		s.finding(r, "stopped workspaces not Stopped within %s: %s", s.set.converge, last)
 	}
+	s.sampleStopped(ctx, r, picked, stoppedAndFree, "Stopped")
+	s.progress("round %d: starting %s", r, strings.Join(picked, ", "))
+	return s.setStopped(ctx, picked, false)
+}
+
+// sampleStopped samples, every second for the hold, the children of the named workspaces while
+// they say they are stopped (stopped; said: the word for the finding): no pod of theirs may hold a GPU.
+func (s *suite) sampleStopped(ctx context.Context, r int, names []string, stopped func(*workspacesv1.WorkspaceDeployment) bool, said string) {
 	reported := map[string]bool{}
 	for until := time.Now().Add(s.set.hold); time.Now().Before(until) && ctx.Err() == nil; {
-		for _, name := range picked {
-			if held := s.stoppedHolding(ctx, name); held != "" {
+		for _, name := range names {
+			if held := s.stoppedHolding(ctx, name, stopped); held != "" {
 				s.mu.Lock()
 				s.fig.StoppedHoldingGPUs++
 				s.mu.Unlock()
 				if !reported[name] {
 					reported[name] = true
-					s.finding(r, "workspace %s says Stopped while %s", name, held)
+					s.finding(r, "workspace %s says %s while %s", name, said, held)
 				}
 			}
 		}
 		hold(ctx, time.Second)
 	}
-	s.progress("round %d: starting %s", r, strings.Join(picked, ", "))
-	return s.setStopped(ctx, picked, false)
 }
 
 // stoppedHolding returns what holds a GPU in the release namespace of a workspace that says it is
-// Stopped (a pod that requests one and has not ended, terminating ones included: they hold it until
-// the kubelet has stopped them), or "" when nothing does or the workspace does not say Stopped. The
+// Stopped (stopped: stoppedAndFree, or reclaimStopped): a pod that requests one and has not ended,
+// terminating ones included (they hold it until the kubelet has stopped them); "" when nothing does
+// or the workspace does not say Stopped. The
 // workspace is read again after its pods, so a start in between is not taken for a finding.
-func (s *suite) stoppedHolding(ctx context.Context, name string) string {
+func (s *suite) stoppedHolding(ctx context.Context, name string, stopped func(*workspacesv1.WorkspaceDeployment) bool) string {
 	ws, err := s.workspace(ctx, name)
-	if err != nil || ws == nil || !stoppedAndFree(ws) {
+	if err != nil || ws == nil || !stopped(ws) {
 		return ""
 	}
 	child := s.st.World.Child(k0rdentsim.ChildName(s.ns, ws.Spec.ClusterDeploymentRef.Name))
@@ -142,7 +149,7 @@ func (s *suite) stoppedHolding(ctx context.Context, name string) string {
 		return ""
 	}
 	again, err := s.workspace(ctx, name)
-	if err != nil || again == nil || !stoppedAndFree(again) {
+	if err != nil || again == nil || !stopped(again) {
 		return ""
 	}
 	return strings.Join(holding, ", ")

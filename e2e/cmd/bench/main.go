@@ -72,7 +72,7 @@ func run() error {
 	flag.StringVar(&c.goBench, "go-bench-output", "", "A file with the output of the modules' Go benchmarks (the inventory benchmark), quoted in the section.")
 	flag.StringVar(&sizes, "sizes", "1,100,1000", "Numbers of workspaces per scenario.")
 	flag.StringVar(&clusters, "clusters", "1,20", "Numbers of child clusters per scenario.")
-	flag.StringVar(&classes, "classes", "cpu,gpu", "Workspace classes: cpu (CPU-only) and gpu (1 GPU per workspace).")
+	flag.StringVar(&classes, "classes", "cpu,gpu,cohort", "Workspace classes: cpu (CPU-only), gpu (1 GPU per workspace), and cohort (gpu in a namespace of a cohort whose every admission borrows another member's guarantee).")
 	flag.DurationVar(&c.idle, "idle", 60*time.Second, "How long idle writes are counted after the largest admission of each class and cluster count.")
 	flag.IntVar(&c.gpuNodes, "gpu-nodes", 0, "8-GPU nodes per child; 0 sizes them to the largest scenario with room to spare.")
 	flag.DurationVar(&c.timeout, "timeout", 15*time.Minute, "How long one scenario may take.")

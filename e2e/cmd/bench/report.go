@@ -92,7 +92,7 @@ func idle(r result) string {
 }
 
 func gpuCheck(r result) string {
-	if r.class != "gpu" {
+	if !gpuClass(r.class) {
 		return "—"
 	}
 	return fmt.Sprintf("%d over / %d unadmitted", r.doubleBooked, r.notAdmitted)

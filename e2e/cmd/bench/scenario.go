@@ -290,7 +290,7 @@ func runScenario(ctx context.Context, c config, sc scenario, children []*testenv
 		res.logErrors = strings.Count(string(b), `"level":"error"`) + strings.Count(string(b), "\tERROR\t")
 	}
 
-	if sc.class == "gpu" {
+	if gpuClass(sc.class) {
 		res.doubleBooked, res.notAdmitted, err = checkGPUs(ctx, cl, children, cds, sc.n)
 		if err != nil {
 			return res, err
@@ -371,7 +371,8 @@ func scrapeChildren(ctx context.Context, children []*testenv.Child) (requests, e
 	return out, nil
 }
 
-// setupManagement creates the template, a class per class name ("cpu", "gpu"), the namespace and one
+// setupManagement creates the template, a class per class name ("cpu", "gpu", "cohort"; the cohort
+// class puts the namespace into a cohort, setupCohort), the namespace and one
 // ClusterDeployment per kubeconfig (with its kubeconfig Secret); it returns the classes' names by
 // class and the ClusterDeployments' names.
 func setupManagement(ctx context.Context, cl client.Client, m *testenv.Management, classes []string, kubeconfigs [][]byte) (map[string]string, []string, error) {
@@ -403,7 +404,12 @@ func setupManagement(ctx context.Context, cl client.Client, m *testenv.Managemen
 			ServiceTemplate: workspacesv1.ServiceTemplateRef{Name: templateName},
 			AccessEndpoints: []workspacesv1.AccessEndpoint{{Name: "web", Protocol: workspacesv1.EndpointProtocolHTTP, Port: 8888}},
 		}
-		if cls == "gpu" {
+		if cls == "cohort" {
+			if err := setupCohort(ctx, cl); err != nil {
+				return nil, nil, err
+			}
+		}
+		if gpuClass(cls) {
 			one := int32(1)
 			spec.DefaultResources.PerReplica = &workspacesv1.PerReplicaResources{GPUCount: &one, GPUVendor: workspacesv1.GPUVendorNVIDIA}
 		}
@@ -481,4 +487,44 @@ func checkGPUs(ctx context.Context, cl client.Client, children []*testenv.Child,
 		}
 	}
 	return over, notAdmitted, nil
+}
+
+// gpuClass reports whether a scenario's class asks for GPUs (gpu, and cohort, which is gpu borrowing).
+func gpuClass(class string) bool { return class == "gpu" || class == "cohort" }
+
+// cohortLender is the namespace whose unused guarantee the cohort scenario's workspaces borrow.
+const cohortLender = "bench-lender"
+
+// setupCohort puts the bench namespace into a cohort with a lender namespace: the bench namespace is
+// guaranteed no GPU and may borrow every GPU the lender's guarantee leaves unused (all of them), so
+// each admission borrows, and the gate weighs the cohort's quotas and usage in each decision: the
+// cost of fair sharing against the gpu scenario.
+func setupCohort(ctx context.Context, cl client.Client) error {
+	if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: cohortLender}}); err != nil {
+		return err
+	}
+	for _, ns := range []string{benchNamespace, cohortLender} {
+		var n corev1.Namespace
+		if err := cl.Get(ctx, client.ObjectKey{Name: ns}, &n); err != nil {
+			return err
+		}
+		patch := client.MergeFrom(n.DeepCopy())
+		n.Labels = map[string]string{workspacesv1.CohortLabel: "bench"}
+		if err := cl.Patch(ctx, &n, patch); err != nil {
+			return err
+		}
+	}
+	const fleet = int64(1 << 20)
+	zero, all := int64(0), fleet
+	for _, q := range []*workspacesv1.WorkspaceQuota{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: benchNamespace, Name: "borrower"}, Spec: workspacesv1.WorkspaceQuotaSpec{
+			GPUs: []workspacesv1.GPUQuota{{Vendor: workspacesv1.GPUVendorNVIDIA, Limit: fleet, Guaranteed: &zero, BorrowingLimit: &all}}}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: cohortLender, Name: "lender"}, Spec: workspacesv1.WorkspaceQuotaSpec{
+			GPUs: []workspacesv1.GPUQuota{{Vendor: workspacesv1.GPUVendorNVIDIA, Limit: fleet, Guaranteed: &all}}}},
+	} {
+		if err := cl.Create(ctx, q); err != nil {
+			return err
+		}
+	}
+	return nil
 }

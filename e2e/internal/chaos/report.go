@@ -36,6 +36,9 @@ type Figures struct {
 	// QueueInversions counts pairs of waiters of one cluster where the one behind was admitted while
 	// the one ahead (priority, then creation) still waited, or before it.
 	QueueInversions int
+	// Reclaimed counts the workspaces a reclaim stopped (the reclaim fault), each of which must come
+	// back through the queue.
+	Reclaimed int
 	// Findings are the failed checks, one line each, with their round.
 	Findings []string
 	Duration time.Duration
@@ -53,7 +56,11 @@ const About = "`make chaos` rolls out 200 workspaces per round for 20 rounds, a 
 	"cordoned for 30 s (no workspace there may fail meanwhile), a child's GPU node replaced under a new\n" +
 	"name (its workspaces admitted again on the new node), up to three workspaces of the fixed-replica\n" +
 	"chart stopped for 30 s and started again, and a ClusterDeployment deleted and re-created by its\n" +
-	"Colony (a new child behind the same name); a few workspaces are also deleted while each fault is\n" +
+	"Colony (a new child behind the same name), and borrowed GPUs reclaimed by stop (the chaos\n" +
+	"namespace borrows a second team's idle guarantee in every round; in this one the team's workspaces\n" +
+	"arrive, the borrowers get their notice, the workspace controller is killed between notice and stop,\n" +
+	"and the borrowers, stopped with reason Reclaimed and their spec untouched, come back once the\n" +
+	"team's workspaces are deleted); a few workspaces are also deleted while each fault is\n" +
 	"on. After each round it checks: exactly one ServiceSet per workspace; no ServiceSet, `ws-` namespace\n" +
 	"or Helm release without its workspace; no Running workspace without its ServiceSet; GPUs admitted\n" +
 	"(Running and Deploying, not being deleted) never above a cluster's GPUs, sampled twice a second\n" +
@@ -68,7 +75,8 @@ const About = "`make chaos` rolls out 200 workspaces per round for 20 rounds, a 
 	"recovering; every deletion completing. `make test` runs a short version (`make test-chaos-short`: 4\n" +
 	"rounds of 15 workspaces). `CHAOS_SEED=<n>` replays a run; `CHAOS_ROUNDS`, `CHAOS_WORKSPACES` and\n" +
 	"`CHAOS_FAULTS` (comma-separated: kill-<component>, child-stop, credential, mgmt-restart,\n" +
-	"webhook-outage, cordon, node-replaced, stop-start, cd-recreated) change its size and faults.\n" +
+	"webhook-outage, cordon, node-replaced, stop-start, cd-recreated, reclaim) change its size and\n" +
+	"faults.\n" +
 	"This section is rewritten by each `make chaos` run.\n"
 
 // Markdown renders the figures as the docs/benchmarks.md section (without its heading).
@@ -93,6 +101,7 @@ func (f Figures) Markdown() string {
 	fmt.Fprintf(&b, "| orphans (ServiceSet, ws- namespace or Helm release without its workspace) | %d |\n", f.Orphans)
 	fmt.Fprintf(&b, "| samples of a Stopped workspace holding a GPU on its child | %d |\n", f.StoppedHoldingGPUs)
 	fmt.Fprintf(&b, "| queue-order inversions | %d |\n", f.QueueInversions)
+	fmt.Fprintf(&b, "| workspaces stopped by a reclaim (each back through the queue) | %d |\n", f.Reclaimed)
 	fmt.Fprintf(&b, "| wall time | %s |\n", f.Duration.Round(time.Second))
 	if len(f.Findings) == 0 {
 		b.WriteString("\nEvery check passed.\n")

@@ -67,6 +67,7 @@ func ExplainWait(ws *workspacesv1.WorkspaceDeployment, all []workspacesv1.Worksp
 		e.Lines = append(e.Lines, fmt.Sprintf("%s/%s is %s, not waiting (Ready %s, %s).", s.Namespace, s.Name, orDefault(s.Phase, "without a phase yet"),
 			s.Ready, orDefault(s.Reason, "no reason")))
 		e.Lines = append(e.Lines, borrowing(ws, cohorts)...)
+		e.Lines = append(e.Lines, reclaimLines(ws)...)
 		return e
 	}
 	e.Lines = append(e.Lines, fmt.Sprintf("%s/%s is %s: %s.", s.Namespace, s.Name, s.Phase, orDefault(s.Reason, "no reason recorded yet")))
@@ -112,7 +113,32 @@ func ExplainWait(ws *workspacesv1.WorkspaceDeployment, all []workspacesv1.Worksp
 		}
 	}
 	e.Lines = append(e.Lines, borrowing(ws, cohorts)...)
+	e.Lines = append(e.Lines, reclaimLines(ws)...)
 	return e
+}
+
+// reclaimLines say what a reclaim does to the workspace: the borrowers it stops for the GPUs within
+// its guarantee (status.reclaiming), or when it is stopped to give borrowed GPUs back, and for whom
+// (status.reclaim).
+func reclaimLines(ws *workspacesv1.WorkspaceDeployment) []string {
+	var out []string
+	if rc := ws.Status.Reclaiming; rc != nil {
+		out = append(out, fmt.Sprintf("It reclaims GPUs within its namespace's guarantee on cluster %s (since %s); the GPUs these borrowers free are held for it:",
+			rc.Cluster, timeOf(&rc.Since)))
+		for _, b := range rc.Borrowers {
+			out = append(out, fmt.Sprintf("  %s/%s (%d GPUs) is stopped at %s", b.Namespace, b.Name, b.GPUs, timeOf(&b.At)))
+		}
+	}
+	if r := ws.Status.Reclaim; r != nil {
+		if r.StoppedAt != nil {
+			out = append(out, fmt.Sprintf("It was stopped at %s to give the GPUs it borrowed back to %s; it starts again, with its volumes and URLs, once the GPU gate admits it.",
+				timeOf(r.StoppedAt), r.For))
+		} else {
+			out = append(out, fmt.Sprintf("It borrows GPUs that %s needs within its guarantee: it is stopped at %s (told at %s), keeping its volumes and URLs.",
+				r.For, timeOf(&r.At), timeOf(&r.NoticedAt)))
+		}
+	}
+	return out
 }
 
 // borrowing says how much of a workspace's admission is borrowed, and above which guarantee.

@@ -255,3 +255,32 @@ func TestCapsOfTakesTheLowest(t *testing.T) {
 		t.Fatal("a namespace without a cap counts 0; without caps read, spec.priority counts")
 	}
 }
+
+// TestExplainWaitReclaim: a reclaimer names the borrowers it stops and when; a borrower told to give
+// its GPUs back says when and for whom; one stopped by a reclaim says it starts again on its own.
+func TestExplainWaitReclaim(t *testing.T) {
+	at := metav1.NewTime(t0.Add(10 * time.Minute))
+	reclaimer := ws("team-b", "needs", "cd", 0, 0, workspacesv1.PhaseWaiting, workspacesv1.ReasonWaitingForReclaim, 1, 4, nil)
+	reclaimer.Status.Reclaiming = &workspacesv1.Reclaiming{Cluster: "team-b/cd", Since: metav1.NewTime(t0),
+		Borrowers: []workspacesv1.ReclaimedWorkspace{{Namespace: "team-a", Name: "borrows", GPUs: 4, At: at}}}
+	text := strings.Join(ExplainWait(&reclaimer, []workspacesv1.WorkspaceDeployment{reclaimer}, nil, nil).Lines, "\n")
+	for _, want := range []string{"It reclaims GPUs within its namespace's guarantee on cluster team-b/cd (since 2026-01-01T12:00:00Z)",
+		"team-a/borrows (4 GPUs) is stopped at 2026-01-01T12:10:00Z"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the reclaimer's explanation lacks %q:\n%s", want, text)
+		}
+	}
+
+	borrower := ws("team-a", "borrows", "cd", 0, 0, workspacesv1.PhaseRunning, workspacesv1.ReasonRunning, 1, 4, nil)
+	borrower.Status.Reclaim = &workspacesv1.ReclaimNotice{At: at, For: "a workspace of namespace team-b", NoticedAt: metav1.NewTime(t0)}
+	text = strings.Join(ExplainWait(&borrower, nil, nil, nil).Lines, "\n")
+	if want := "It borrows GPUs that a workspace of namespace team-b needs within its guarantee: it is stopped at 2026-01-01T12:10:00Z"; !strings.Contains(text, want) {
+		t.Errorf("the borrower's explanation lacks %q:\n%s", want, text)
+	}
+	borrower.Status.Phase = workspacesv1.PhaseStopped
+	borrower.Status.Reclaim.StoppedAt = &at
+	text = strings.Join(ExplainWait(&borrower, nil, nil, nil).Lines, "\n")
+	if want := "It was stopped at 2026-01-01T12:10:00Z to give the GPUs it borrowed back to a workspace of namespace team-b; it starts again"; !strings.Contains(text, want) {
+		t.Errorf("the reclaimed workspace's explanation lacks %q:\n%s", want, text)
+	}
+}

@@ -128,6 +128,10 @@ type Decision struct {
 	// ClusterDeployment re-created, an admitted node gone, or unable to take the workspace's pods:
 	// Lost); empty otherwise. Message and Feasibility start with it.
 	Lost string
+	// Reclaiming is set when the workspace waits for GPUs within its namespace's guarantee that
+	// borrowers of its cohort hold (Waiting, reason WaitingForReclaim): the borrowers stopped for it,
+	// written in its status before the gate's locks are released. Every other outcome clears it.
+	Reclaiming *workspacesv1.Reclaiming
 }
 
 // Admit decides whether the workspace's resources may start on req.Cluster now. A workspace whose
@@ -219,6 +223,9 @@ func (g *Gate) Admit(ctx context.Context, req Request) (Decision, error) {
 		d.Message = "gated again: " + lost + "; " + d.Message
 		f.Message = "gated again: " + lost + "; " + f.Message
 	}
+	if d.Outcome == Waiting && !cpuOnly {
+		return g.waitOrReclaim(ctx, req, st, cohort, gd, nodes, others, d)
+	}
 	if d.Outcome != Admitted {
 		return d, nil
 	}
@@ -248,6 +255,31 @@ func (g *Gate) Admit(ctx context.Context, req Request) (Decision, error) {
 		// to. Under a quota the namespace's count reads statuses, so the admission is written at
 		// once; so it is when a ServiceSet exists, whose release may still run on the old admission.
 		g.mem.pend(req.key(), ad)
+		return d, nil
+	}
+	d, _, err = g.record(ctx, req, d)
+	return d, err
+}
+
+// waitOrReclaim completes a decision to wait: a workspace within its guarantee whose GPUs its cohort
+// borrows reclaims them (reclaim), and the reclaim, new or changed, is written at once through
+// req.Record, so that the next decision on the cluster, here or after a restart, holds the GPUs the
+// borrowers free for it (aheadOn).
+func (g *Gate) waitOrReclaim(ctx context.Context, req Request, st site, cohort string, gd gpu.Decision,
+	nodes []corev1.Node, others []corev1.Pod, d Decision) (Decision, error) {
+	rc, msg, err := g.reclaim(ctx, req, st, cohort, gd, nodes, others)
+	if err != nil {
+		return d, err
+	}
+	if rc == nil {
+		if msg != "" {
+			d.Message = msg + "; " + d.Message
+		}
+		return d, nil
+	}
+	d.Reclaiming, d.Reason = rc, workspacesv1.ReasonWaitingForReclaim
+	d.Message = msg + "; " + d.Message
+	if equality.Semantic.DeepEqual(rc, req.Workspace.Status.Reclaiming) {
 		return d, nil
 	}
 	d, _, err = g.record(ctx, req, d)

@@ -49,12 +49,13 @@ func (c priorityCaps) ahead(a, b *workspacesv1.WorkspaceDeployment) bool {
 func waitingForGPUs(ws *workspacesv1.WorkspaceDeployment) bool { return Queued(&ws.Status) }
 
 // Queued reports whether a workspace with this status waits in its cluster's GPU queue: Waiting, and
-// not for its namespace's quota (a quota waiter holds no place on the cluster, so that a tenant over
+// not for its namespace's quota, or stopped by a reclaim and waiting to start again (its phase stays
+// Stopped, reason Reclaimed) (a quota waiter holds no place on the cluster, so that a tenant over
 // quota never blocks another tenant's workspace). A waiter whose child cannot be reached, or whose
 // matching nodes are cordoned or NotReady, stays Waiting and so keeps its place (its order is its
 // priority, then its creation: nothing in its status decides it).
 func Queued(st *workspacesv1.WorkspaceDeploymentStatus) bool {
-	return st.Phase == workspacesv1.PhaseWaiting && !waitingForQuota(st)
+	return (st.Phase == workspacesv1.PhaseWaiting && !waitingForQuota(st)) || owned.RestartsAfterReclaim(st)
 }
 
 // WaitingForQuota reports whether a workspace waits for its namespace's quota.

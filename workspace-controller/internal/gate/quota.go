@@ -268,6 +268,22 @@ type QuotaResult struct {
 // the quotas could admit now count first, so that freed quota goes to the next in line
 // (chargeWaitersAhead).
 func (g *Gate) checkQuota(ctx context.Context, ws *workspacesv1.WorkspaceDeployment, ad *workspacesv1.Admission, cohort string) (QuotaResult, error) {
+	q, err := g.quotaCheck(ctx, ws, ad, cohort)
+	switch {
+	case err != nil || !q.Applies:
+	case !q.Within:
+		metrics.QuotaDecisions.WithLabelValues("Exceeded").Inc()
+	case q.Borrowed > 0:
+		metrics.QuotaDecisions.WithLabelValues("Borrowed").Inc()
+	default:
+		metrics.QuotaDecisions.WithLabelValues("Within").Inc()
+	}
+	return q, err
+}
+
+// quotaCheck is checkQuota without its count in the metrics: reclaim asks it of a workspace that
+// waits, to learn whether its request is within its guarantee. It sets ad.BorrowedGPUs.
+func (g *Gate) quotaCheck(ctx context.Context, ws *workspacesv1.WorkspaceDeployment, ad *workspacesv1.Admission, cohort string) (QuotaResult, error) {
 	quotas, err := listQuotas(ctx, g.client, ws.Namespace)
 	if err != nil {
 		return QuotaResult{}, err
@@ -294,16 +310,13 @@ func (g *Gate) checkQuota(ctx context.Context, ws *workspacesv1.WorkspaceDeploym
 	req := chargeOf(self, ad)
 	why, borrowed, above := quotaViolation(sc, held, req, ws.Spec.PreemptionPolicy)
 	if why != "" {
-		metrics.QuotaDecisions.WithLabelValues("Exceeded").Inc()
 		return QuotaResult{Applies: true, Message: why}, nil
 	}
 	ad.BorrowedGPUs = borrowed
 	if borrowed > 0 {
-		metrics.QuotaDecisions.WithLabelValues("Borrowed").Inc()
 		return QuotaResult{Applies: true, Within: true, Borrowed: borrowed,
 			Message: fmt.Sprintf("the workspace borrows %d GPUs above its namespace's guarantee (%s), from the unused guarantees of cohort %s", borrowed, above, sc.cohort)}, nil
 	}
-	metrics.QuotaDecisions.WithLabelValues("Within").Inc()
 	return QuotaResult{Applies: true, Within: true,
 		Message: fmt.Sprintf("the namespace's %d WorkspaceQuota(s) leave room for the workspace", len(quotas))}, nil
 }

@@ -135,10 +135,13 @@ func (g *Gate) reservations(ctx context.Context, ws *workspacesv1.WorkspaceDeplo
 	if err != nil {
 		return heldGPUs{}, err
 	}
-	sort.Slice(list.Items, func(i, j int) bool { return caps.ahead(&list.Items[i], &list.Items[j]) })
+	cluster := st.cd.String()
+	sort.Slice(list.Items, func(i, j int) bool { return caps.aheadOn(&list.Items[i], &list.Items[j], cluster) })
 	mySel := gpu.Selector(gpuRequest("", want))
 	// queuedAhead returns the resources of o when it waits in the cluster's queue ahead of ws for the
-	// same GPUs (vendor and selector), else nil: only those waiters reserve GPUs against ws. A waiter
+	// same GPUs (vendor and selector), or reclaims GPUs there (its hold counts against every other
+	// workspace of the vendor, whatever it selects: aheadOn), else nil: only those waiters reserve
+	// GPUs against ws. A waiter
 	// is one whose status says so, or one the gate has just told to wait whose status write the cache
 	// does not show yet (memory.waiting).
 	queuedAhead := func(o *workspacesv1.WorkspaceDeployment) *workspacesv1.ResolvedResources {
@@ -148,8 +151,8 @@ func (g *Gate) reservations(ctx context.Context, ws *workspacesv1.WorkspaceDeplo
 			res, waiting = decided, true
 		}
 		if waiting && o.DeletionTimestamp.IsZero() && !o.Spec.Suspend && res != nil && GPUs(res) > 0 &&
-			caps.ahead(o, ws) && res.PerReplica.GPUVendor == want.PerReplica.GPUVendor &&
-			equality.Semantic.DeepEqual(gpu.Selector(gpuRequest("", res)), mySel) {
+			caps.aheadOn(o, ws, cluster) && res.PerReplica.GPUVendor == want.PerReplica.GPUVendor &&
+			(equality.Semantic.DeepEqual(gpu.Selector(gpuRequest("", res)), mySel) || reclaimingOn(o, cluster) != nil) {
 			return res
 		}
 		return nil

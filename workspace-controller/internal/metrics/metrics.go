@@ -59,6 +59,13 @@ var (
 		Name: bootstrap.MetricName(component.Name, "stops_after_idle_total"),
 		Help: "Workspaces stopped because spec.stopAfter passed without a spec change.",
 	})
+
+	// Reclaims counts the borrowing workspaces stopped to give GPUs back, by reason: Guarantee (a
+	// workspace of a cohort member needed them within its guarantee).
+	Reclaims = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: bootstrap.MetricName(component.Name, "reclaims_total"),
+		Help: "Borrowing workspaces stopped to give their GPUs back to a cohort member, by reason.",
+	}, []string{"reason"})
 )
 
 // Register registers the workspace-controller's metrics with controller-runtime's registry: the
@@ -78,7 +85,7 @@ func Register(reader client.Reader, childClients func() int) error {
 	for _, c := range collectors {
 		ctrlmetrics.Registry.Unregister(c) // matched by its descriptors: the previous manager's
 	}
-	return bootstrap.RegisterMetrics(append(collectors, GateDecisions, TimeToRunning, Placements, QuotaDecisions, WaitSeconds, StopsAfterIdle)...)
+	return bootstrap.RegisterMetrics(append(collectors, GateDecisions, TimeToRunning, Placements, QuotaDecisions, WaitSeconds, StopsAfterIdle, Reclaims)...)
 }
 
 // listWorkspaces lists the WorkspaceDeployments a collector counts.
@@ -329,6 +336,7 @@ var waitingReasons = map[string]bool{
 	workspacesv1.ReasonQuotaExceeded:         true,
 	workspacesv1.ReasonWaitingForGpuCapacity: true,
 	workspacesv1.ReasonWaitingForGpuNodes:    true,
+	workspacesv1.ReasonWaitingForReclaim:     true,
 	workspacesv1.ReasonNoClusterFitsNow:      true,
 	workspacesv1.ReasonClusterUnreachable:    true,
 }

@@ -90,6 +90,9 @@ const (
 	// IndexName indexes workspaces by name, for the release-namespace check (ws-<name> is shared by
 	// same-named workspaces of different namespaces).
 	IndexName = "workspace.name"
+	// IndexReclaimedBy indexes workspaces that reclaim GPUs by "<namespace>/<name>" of each borrower
+	// their status.reclaiming names (ReclaimedByKeys): a borrower's pass finds who stops it.
+	IndexReclaimedBy = "workspace.reclaimedBy"
 )
 
 // IndexServiceSetCluster indexes ServiceSets by "<namespace>/<name>" of the ClusterDeployment their

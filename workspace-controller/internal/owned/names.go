@@ -163,12 +163,39 @@ func ValidateReleaseName(n string) error {
 }
 
 // ClusterWaiterKeys is the IndexClusterWaiter value of a workspace: its cluster's key while it is
-// Waiting, nothing otherwise.
+// Waiting, or stopped by a reclaim and waiting to start again (RestartsAfterReclaim); nothing
+// otherwise.
 func ClusterWaiterKeys(ws *workspacesv1.WorkspaceDeployment) []string {
-	if ws.Status.Phase != workspacesv1.PhaseWaiting {
+	if ws.Status.Phase != workspacesv1.PhaseWaiting && !RestartsAfterReclaim(&ws.Status) {
 		return nil
 	}
 	return []string{ClusterKey(ws).String()}
+}
+
+// ReclaimStopped reports whether a reclaim stopped the workspace (status.reclaim.stoppedAt): it stays
+// stopped, without its spec saying so, until the gate admits it again.
+func ReclaimStopped(st *workspacesv1.WorkspaceDeploymentStatus) bool {
+	return st.Reclaim != nil && st.Reclaim.StoppedAt != nil
+}
+
+// RestartsAfterReclaim reports whether a workspace stopped by a reclaim has given its GPUs back (its
+// admission released) and waits in its cluster's GPU queue to start again.
+func RestartsAfterReclaim(st *workspacesv1.WorkspaceDeploymentStatus) bool {
+	return ReclaimStopped(st) && st.Admission == nil && st.Phase == workspacesv1.PhaseStopped
+}
+
+// ReclaimedByKeys is the IndexReclaimedBy value of a workspace: "<namespace>/<name>" of each borrower
+// its status.reclaiming names.
+func ReclaimedByKeys(ws *workspacesv1.WorkspaceDeployment) []string {
+	rc := ws.Status.Reclaiming
+	if rc == nil {
+		return nil
+	}
+	out := make([]string, 0, len(rc.Borrowers))
+	for _, b := range rc.Borrowers {
+		out = append(out, b.Namespace+"/"+b.Name)
+	}
+	return out
 }
 
 // ServiceSetClusterKeys is the IndexServiceSetCluster value of a ServiceSet: its namespace and the

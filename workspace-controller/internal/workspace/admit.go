@@ -6,9 +6,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/gate"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 )
 
 // admit is the step that asks the GPU gate (internal/gate) whether the workspace may start on its
@@ -76,12 +78,26 @@ func (s *scope) applyGate(d gate.Decision) {
 		if d.Admission != nil {
 			s.ws.Status.Admission = d.Admission
 		}
+		s.ws.Status.Reclaiming = nil
 		return
 	case gate.Unreachable:
 		s.waitForChild(workspacesv1.FeasibleCondition, d.Message)
 		return
 	}
 	s.ws.Status.Feasibility = d.Feasibility
+	s.ws.Status.Reclaiming = d.Reclaiming
+	if owned.ReclaimStopped(&s.ws.Status) {
+		if d.Outcome == gate.Admitted {
+			// Admitted again: it starts, and the reclaim that stopped it is over.
+			s.ws.Status.Reclaim = nil
+		} else {
+			// Stopped by a reclaim, it waits in the queue to start again: Stopped, saying so.
+			s.applyQuota(d.Quota)
+			s.setCondition(workspacesv1.FeasibleCondition, metav1.ConditionFalse, d.Reason, d.Message)
+			s.stopped(workspacesv1.ReasonReclaimed, s.stopCause()+"; "+d.Message)
+			return
+		}
+	}
 	switch d.Outcome {
 	case gate.Unavailable:
 		if d.Lost != "" {

@@ -307,6 +307,8 @@ type scope struct {
 	// requeueAfter asks for a pass at a deadline (deployTimeout, routing) even without events; set by
 	// "readiness" and "routes".
 	requeueAfter time.Duration
+	// reclaimAt is when a reclaim's notice stops the workspace (reclaim.go); zero when none is due.
+	reclaimAt time.Time
 	// refusal is a refusal of the release's pods that "readiness" found new or changed under an
 	// unchanged HelmReleaseReady reason; patchStatus records it as an Event (a new reason is an
 	// Event of its own: recordPassEvent).

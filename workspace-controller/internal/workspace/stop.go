@@ -29,8 +29,17 @@ import (
 // installed) is Stopped at once. The GPU gate is skipped: starting the workspace again passes it
 // anew.
 func (r *Reconciler) stopWorkspace(ctx context.Context, s *scope) (stepResult, error) {
-	if !s.ws.Spec.Stopped {
+	if err := r.reclaimNotice(ctx, s); err != nil {
+		return stop, err
+	}
+	if !s.stopRequested() {
 		return next, r.clearAutoStopped(ctx, s)
+	}
+	if !s.ws.Spec.Stopped && owned.RestartsAfterReclaim(&s.prev) {
+		// Stopped by a reclaim, its GPUs given back: it waits in the GPU queue to start again. The
+		// gate decides (applyGate keeps it Stopped while it waits); the release stays as the stop
+		// left it until it is admitted.
+		return next, nil
 	}
 	s.stopping = true
 	s.ws.Status.ResolvedResources = s.resources.DeepCopy()
@@ -43,7 +52,7 @@ func (r *Reconciler) stopWorkspace(ctx context.Context, s *scope) (stepResult, e
 		s.ws.Status.Admission = nil
 		s.ws.Status.Feasibility = nil
 		s.setCondition(workspacesv1.FeasibleCondition, metav1.ConditionFalse, workspacesv1.ReasonStopped, why+"; it holds no GPU")
-		s.stopped(workspacesv1.ReasonStopped, why+"; nothing is installed, it holds no GPU")
+		s.stopped(s.stoppedReason(), why+"; nothing is installed, it holds no GPU")
 		return stop, nil
 	}
 	if ss.Labels[owned.LabelStopped] == "true" {
@@ -133,8 +142,17 @@ func (r *Reconciler) stopOnChild(ctx context.Context, s *scope, why string) (ste
 	if held.Pods > 0 {
 		msg += fmt.Sprintf(" (%d pod(s) without GPUs are still stopping)", held.Pods)
 	}
-	s.stopped(workspacesv1.ReasonStopped, msg)
+	s.stopped(s.stoppedReason(), msg)
 	return stop, nil
+}
+
+// stoppedReason is the reason of a Stopped workspace: Reclaimed when a reclaim stopped it, and not
+// its spec.
+func (s *scope) stoppedReason() string {
+	if !s.ws.Spec.Stopped && owned.ReclaimStopped(&s.ws.Status) {
+		return workspacesv1.ReasonReclaimed
+	}
+	return workspacesv1.ReasonStopped
 }
 
 // stopped records the Stopped verdict: Ready False with the reason, no Stalled, and Reconciling only
@@ -145,6 +163,10 @@ func (s *scope) stopped(reason, message string) {
 
 // stopCause says who stopped the workspace.
 func (s *scope) stopCause() string {
+	if rc := s.ws.Status.Reclaim; !s.ws.Spec.Stopped && rc != nil && rc.StoppedAt != nil {
+		return fmt.Sprintf("the workspace was stopped at %s to give the GPUs it borrowed from its cohort back to %s (status.reclaim); it starts again through the GPU queue",
+			rc.StoppedAt.UTC().Format(time.RFC3339), rc.For)
+	}
 	if at := s.ws.Annotations[workspacesv1.AutoStoppedAnnotation]; at != "" && s.ws.Spec.StopAfter != nil {
 		return fmt.Sprintf("the workspace was stopped at %s after spec.stopAfter (%s) passed while it was admitted, without a spec change (spec.stopped)",
 			at, s.ws.Spec.StopAfter.Duration)
@@ -244,10 +266,13 @@ func freedOnStop(ad *workspacesv1.Admission) string {
 	return fmt.Sprintf("its release is scaled to zero replicas, and its %d %s released once no replica runs", ad.GPUs, unit)
 }
 
-// untilStopDeadline asks for a pass exactly at the stopAfter deadline, when it comes before the
-// pass the result asks for already.
+// untilStopDeadline asks for a pass exactly at the stopAfter deadline or a reclaim's stop
+// (status.reclaim.at), the earlier, when it comes before the pass the result asks for already.
 func (s *scope) untilStopDeadline(res reconcile.Result) reconcile.Result {
 	deadline, ok := s.stopDeadline()
+	if !s.reclaimAt.IsZero() && (!ok || s.reclaimAt.Before(deadline)) {
+		deadline, ok = s.reclaimAt, true
+	}
 	if !ok {
 		return res
 	}

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -80,6 +81,11 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager, 
 	}); err != nil {
 		return fmt.Errorf("indexing the workspaces waiting in a namespace: %w", err)
 	}
+	if err := idx.IndexField(ctx, &workspacesv1.WorkspaceDeployment{}, owned.IndexReclaimedBy, func(o client.Object) []string {
+		return owned.ReclaimedByKeys(o.(*workspacesv1.WorkspaceDeployment))
+	}); err != nil {
+		return fmt.Errorf("indexing the workspaces that reclaim GPUs by their borrowers: %w", err)
+	}
 	if err := idx.IndexField(ctx, &workspacesv1.WorkspaceDeployment{}, owned.IndexName, func(o client.Object) []string {
 		return []string{o.GetName()}
 	}); err != nil {
@@ -110,6 +116,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager, 
 		Watches(&k0rdentv1beta1.ClusterDeployment{}, handler.EnqueueRequestsFromMapFunc(r.forCluster), builder.WithPredicates(clusterChanged{})).
 		Watches(&workspacesv1.WorkspaceDeployment{}, handler.EnqueueRequestsFromMapFunc(r.forWaiters),
 			builder.WithPredicates(releasesGPUs{})).
+		Watches(&workspacesv1.WorkspaceDeployment{}, reclaimedBorrowers{}).
 		Watches(&workspacesv1.WorkspaceClass{}, handler.EnqueueRequestsFromMapFunc(r.forClass), builder.WithPredicates(classChanged{})).
 		Watches(&k0rdentv1beta1.ServiceTemplate{}, handler.EnqueueRequestsFromMapFunc(r.forTemplate)).
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.forKubeconfigSecret),
@@ -347,5 +354,45 @@ func (r *Reconciler) lostOn(ctx context.Context, cd types.NamespacedName) func(*
 			nodes, pods, err = r.Children.Snapshot(ctx, cd)
 		}
 		return err == nil && gate.Lost(ad, owned.ReleaseNamespace(ws), nodes, pods) != ""
+	}
+}
+
+// reclaimedBorrowers brings back the borrowers a workspace's reclaim names, before and after a change
+// of it (gate.Reclaims: recorded, changed, dropped on admission, or void once the reclaimer is
+// suspended or leaves the queue) and when the reclaimer is deleted: each borrower's pass writes or
+// withdraws its own notice (reclaim.go).
+type reclaimedBorrowers struct{}
+
+func (reclaimedBorrowers) Create(context.Context, event.CreateEvent, workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+}
+func (reclaimedBorrowers) Generic(context.Context, event.GenericEvent, workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+}
+
+func (reclaimedBorrowers) Update(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	o, ok1 := e.ObjectOld.(*workspacesv1.WorkspaceDeployment)
+	n, ok2 := e.ObjectNew.(*workspacesv1.WorkspaceDeployment)
+	if !ok1 || !ok2 {
+		return
+	}
+	was, is := gate.Reclaims(o), gate.Reclaims(n)
+	if equality.Semantic.DeepEqual(was, is) {
+		return
+	}
+	addBorrowers(q, was)
+	addBorrowers(q, is)
+}
+
+func (reclaimedBorrowers) Delete(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	if ws, ok := e.Object.(*workspacesv1.WorkspaceDeployment); ok {
+		addBorrowers(q, ws.Status.Reclaiming)
+	}
+}
+
+func addBorrowers(q workqueue.TypedRateLimitingInterface[reconcile.Request], rc *workspacesv1.Reclaiming) {
+	if rc == nil {
+		return
+	}
+	for _, b := range rc.Borrowers {
+		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: b.Namespace, Name: b.Name}})
 	}
 }

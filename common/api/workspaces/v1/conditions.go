@@ -68,6 +68,9 @@ const (
 	// StalledCondition is True while the workspace is Failed, with the failure's reason and message,
 	// and absent otherwise: the kstatus convention that Flux and Argo CD read as "failed".
 	StalledCondition = "Stalled"
+	// ReclaimingCondition is True on a workspace that borrows GPUs while a workspace within its
+	// namespace's guarantee needs them back: it is stopped at status.reclaim.at. Absent otherwise.
+	ReclaimingCondition = "Reclaiming"
 )
 
 // Condition reasons of a WorkspaceDeployment, grouped by the condition that sets them. Ready carries
@@ -85,6 +88,17 @@ const (
 	ReasonStopping = "Stopping"
 	// ReasonDeleting: the workspace is being deleted; the message names what it waits for.
 	ReasonDeleting = "Deleting"
+	// ReasonReclaimed (True): the workspace borrowed GPUs from its cohort and was stopped to give them
+	// back (status.reclaim); its release runs no replica, its volumes and URLs are kept, and it starts
+	// again through the GPU queue. Feasible carries the gate's word on when.
+	ReasonReclaimed = "Reclaimed"
+)
+
+// Reasons of Reclaiming.
+const (
+	// ReasonReclaimScheduled (True): the workspace is stopped at status.reclaim.at to give its borrowed
+	// GPUs back; the message names for whom.
+	ReasonReclaimScheduled = "ReclaimScheduled"
 )
 
 // Reasons of ClassResolved.
@@ -133,6 +147,10 @@ const (
 	ReasonGpuRequestNeverFits = "GpuRequestNeverFits"
 	// ReasonWaitingForGpuCapacity: the GPU kind exists but not enough is free; the workspace waits.
 	ReasonWaitingForGpuCapacity = "WaitingForGpuCapacity"
+	// ReasonWaitingForReclaim: the GPUs the workspace needs are within its namespace's guarantee and
+	// are lent to other members of its cohort; the borrowers are stopped at status.reclaiming.at and
+	// the GPUs they free are held for it.
+	ReasonWaitingForReclaim = "WaitingForReclaim"
 	// ReasonWaitingForGpuNodes: no matching node can take GPU pods now, but matching nodes exist that
 	// are cordoned, NotReady or have not advertised their GPUs yet (a drain, a kubelet restart, a new
 	// cluster whose device plugin is starting); the workspace waits and keeps its place in the queue.

@@ -12,6 +12,25 @@ const (
 	DefaultPrerequisiteDeployTimeout = 10 * time.Minute
 )
 
+// DefaultReclaimGracePeriod applies when no WorkspaceQuota of the namespace whose guarantee is claimed
+// back sets spec.reclaimGracePeriod.
+const DefaultReclaimGracePeriod = 10 * time.Minute
+
+// ReclaimGracePeriodOf returns the shortest positive spec.reclaimGracePeriod of quotas, or
+// DefaultReclaimGracePeriod when none sets one.
+func ReclaimGracePeriodOf(quotas []WorkspaceQuota) time.Duration {
+	var out time.Duration
+	for i := range quotas {
+		if d := quotas[i].Spec.ReclaimGracePeriod; d != nil && d.Duration > 0 && (out == 0 || d.Duration < out) {
+			out = d.Duration
+		}
+	}
+	if out == 0 {
+		return DefaultReclaimGracePeriod
+	}
+	return out
+}
+
 // DeployTimeoutOrDefault returns spec.deployTimeout, or DefaultDeployTimeout when it is unset or not
 // positive.
 func (s *WorkspaceClassSpec) DeployTimeoutOrDefault() time.Duration {

@@ -468,6 +468,62 @@ type WorkspaceDeploymentStatus struct {
 	// differs from this one.
 	// +optional
 	LastHandledRetryAt string `json:"lastHandledRetryAt,omitempty"`
+
+	// Reclaim is set on a workspace that borrows GPUs from its cohort while a workspace of a namespace
+	// within its guarantee needs them back: when it is stopped (at), for whom, and, once it was
+	// stopped, when. A workspace stopped by a reclaim keeps its volumes and URLs and starts again
+	// through the GPU queue.
+	// +optional
+	Reclaim *ReclaimNotice `json:"reclaim,omitempty"`
+
+	// Reclaiming is set on a workspace that waits for GPUs within its namespace's guarantee while
+	// they are lent to other members of its cohort: the borrowers it stops, each with its time. The GPUs they
+	// free are held for it until it is admitted.
+	// +optional
+	Reclaiming *Reclaiming `json:"reclaiming,omitempty"`
+}
+
+// ReclaimNotice tells a borrowing workspace that it is stopped to give its GPUs back.
+type ReclaimNotice struct {
+	// At is when the workspace is stopped: the notice's time plus the reclaimGracePeriod of the
+	// WorkspaceQuota whose guarantee is claimed back.
+	At metav1.Time `json:"at"`
+	// For names who the GPUs are given back for: "workspace <namespace>/<name>" when that workspace is
+	// in this workspace's namespace, else "a workspace of namespace <namespace>" (another team's
+	// workspace names are not shown).
+	For string `json:"for"`
+	// NoticedAt is when the workspace was told.
+	NoticedAt metav1.Time `json:"noticedAt"`
+	// StoppedAt is when the workspace was stopped by the reclaim; unset while it still runs.
+	// +optional
+	StoppedAt *metav1.Time `json:"stoppedAt,omitempty"`
+}
+
+// Reclaiming records the borrowers a workspace stops to get its guaranteed GPUs back.
+type Reclaiming struct {
+	// Cluster is the ClusterDeployment (namespace/name) whose GPUs are claimed back.
+	Cluster string `json:"cluster"`
+	// Since is when the reclaim was first decided; among reclaims of the same GPUs, the earlier goes
+	// first.
+	Since metav1.Time `json:"since"`
+	// Borrowers are the workspaces stopped for it.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	Borrowers []ReclaimedWorkspace `json:"borrowers"`
+}
+
+// ReclaimedWorkspace is one borrower a reclaim stops.
+type ReclaimedWorkspace struct {
+	// Namespace of the workspace.
+	Namespace string `json:"namespace"`
+	// Name of the workspace.
+	Name string `json:"name"`
+	// UID of the workspace: one re-created under the same name is not the one reclaimed.
+	UID types.UID `json:"uid"`
+	// GPUs the workspace's admission holds.
+	GPUs int64 `json:"gpus"`
+	// At is when the workspace is stopped: when it was first named plus the grace period.
+	At metav1.Time `json:"at"`
 }
 
 // SpecChange records when the controller first saw a generation of the spec.

@@ -81,6 +81,15 @@ type WorkspaceQuotaSpec struct {
 	// +kubebuilder:validation:Minimum=-1000
 	// +kubebuilder:validation:Maximum=1000
 	MaxPriority *int32 `json:"maxPriority,omitempty"`
+
+	// ReclaimGracePeriod is how long a workspace that borrows GPUs this namespace's guarantees cover is
+	// told before it is stopped to give them back, when a workspace of this namespace needs them. A
+	// duration such as `10m` (units h, m, s, ms). With several WorkspaceQuotas setting it, the
+	// shortest applies.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`
+	ReclaimGracePeriod *metav1.Duration `json:"reclaimGracePeriod,omitempty"`
 }
 
 // GPUUsage is what a namespace's workspaces hold of one GPUQuota entry.

@@ -1,0 +1,178 @@
+package gate
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/exalsius/exalsius-operator/common/gpu"
+)
+
+// placed is a borrower and the node its one pod runs on.
+type placed struct {
+	b    borrower
+	node string
+}
+
+// reclaimCluster is two nodes of 4 GPUs, each borrower's pod on its node.
+func reclaimCluster(ps []placed) ([]corev1.Node, []corev1.Pod, []borrower) {
+	nodes := []corev1.Node{lostNode("n1", "h1", 4), lostNode("n2", "h2", 4)}
+	var pods []corev1.Pod
+	var bs []borrower
+	for _, p := range ps {
+		pods = append(pods, gpuPod(p.b.releaseNamespace, p.node, p.b.gpus))
+		bs = append(bs, p.b)
+	}
+	return nodes, pods, bs
+}
+
+func keys(bs []borrower) []string {
+	var out []string
+	for _, b := range bs {
+		out = append(out, b.key)
+	}
+	return out
+}
+
+// TestChooseBorrowers: the borrowers a reclaim stops are the fewest that make the request fit, taken
+// lowest priority first, then youngest admission; a member is stopped only while it borrows.
+func TestChooseBorrowers(t *testing.T) {
+	t0 := time.Date(2026, 12, 5, 9, 0, 0, 0, time.UTC)
+	bor := func(key, ns string, priority int32, admitted time.Duration, gpus int64) borrower {
+		return borrower{key: ns + "/" + key, namespace: ns, releaseNamespace: "ws-" + key, priority: priority, admittedAt: t0.Add(admitted), gpus: gpus}
+	}
+	four := gpu.Request{Key: "b/w", GPUsPerReplica: 4, Replicas: 1}
+	two := gpu.Request{Key: "b/w", GPUsPerReplica: 2, Replicas: 1}
+	old, young := bor("old", "a", 0, 0, 2), bor("young", "a", 0, time.Hour, 2)
+	low, high := bor("low", "a", -5, 0, 2), bor("high", "a", 5, time.Hour, 2)
+	big := bor("big", "c", 0, -time.Hour, 4)
+	for _, tc := range []struct {
+		name      string
+		req       gpu.Request
+		placed    []placed
+		borrowing map[string]int64
+		want      []string
+	}{
+		{"the youngest admission first", two, []placed{{old, "n1"}, {young, "n1"}, {big, "n2"}},
+			map[string]int64{"a": 4, "c": 4}, []string{"a/young"}},
+		{"the lowest priority first, however old", two, []placed{{low, "n1"}, {high, "n1"}, {big, "n2"}},
+			map[string]int64{"a": 4, "c": 4}, []string{"a/low"}},
+		{"a whole node: both borrowers of that node", four, []placed{{old, "n1"}, {young, "n1"}, {big, "n2"}},
+			map[string]int64{"a": 4, "c": 0}, []string{"a/young", "a/old"}},
+		{"a member stops only while it borrows, and an earlier choice a later one makes unneeded is dropped", four,
+			[]placed{{old, "n1"}, {young, "n1"}, {big, "n2"}},
+			map[string]int64{"a": 2, "c": 4}, []string{"c/big"}},
+		{"a member within its guarantee is not stopped", four, []placed{{old, "n1"}, {young, "n1"}, {big, "n2"}},
+			map[string]int64{"a": 2, "c": 0}, nil},
+		{"fits already: nothing is stopped", two, []placed{{old, "n1"}},
+			map[string]int64{"a": 2}, nil},
+		{"a request no stop makes fit", gpu.Request{Key: "b/w", GPUsPerReplica: 8, Replicas: 1}, []placed{{old, "n1"}},
+			map[string]int64{"a": 2}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nodes, pods, cands := reclaimCluster(tc.placed)
+			got := keys(chooseBorrowers(tc.req, nodes, pods, nil, cands, tc.borrowing))
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("stops %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestChooseBorrowersReservations: a borrower's replicas not bound yet (its reservation) are freed by
+// its stop too; another workspace's reservation is not.
+func TestChooseBorrowersReservations(t *testing.T) {
+	nodes := []corev1.Node{lostNode("n1", "h1", 4)}
+	b := borrower{key: "a/x", namespace: "a", releaseNamespace: "ws-x", gpus: 4}
+	req := gpu.Request{Key: "b/w", GPUsPerReplica: 4, Replicas: 1}
+	held := []gpu.Reservation{{Key: "a/x", GPUsPerReplica: 4, Replicas: 1, Node: "n1"}}
+	if got := keys(chooseBorrowers(req, nodes, nil, held, []borrower{b}, map[string]int64{"a": 4})); !reflect.DeepEqual(got, []string{"a/x"}) {
+		t.Errorf("stops %v, want the borrower whose reservation holds the node", got)
+	}
+	held[0].Key = "d/other"
+	if got := chooseBorrowers(req, nodes, nil, held, []borrower{b}, map[string]int64{"a": 4}); got != nil {
+		t.Errorf("stops %v: another workspace's reservation is not freed by any stop", keys(got))
+	}
+}
+
+// FuzzChooseBorrowers: on any cluster, the borrowers chosen make the request fit, were needed (it did
+// not fit before), are distinct candidates, and each was stopped while its namespace still borrowed;
+// nil otherwise.
+func FuzzChooseBorrowers(f *testing.F) {
+	f.Add([]byte{4, 4, 2, 1, 0, 2, 1, 1, 4, 0, 2}, int64(4), int32(1))
+	f.Add([]byte{8, 2, 1, 3, 0, 1, 2, 2}, int64(2), int32(2))
+	f.Fuzz(func(t *testing.T, data []byte, perReplica int64, replicas int32) {
+		if len(data) < 2 || perReplica < 0 || perReplica > 16 || replicas < 1 || replicas > 4 {
+			return
+		}
+		nNodes := int(data[0]%3) + 1
+		var nodes []corev1.Node
+		for i := 0; i < nNodes; i++ {
+			nodes = append(nodes, lostNode(string(rune('a'+i)), string(rune('a'+i)), int64(data[1]%9)))
+		}
+		var cands []borrower
+		var pods []corev1.Pod
+		borrowing := map[string]int64{}
+		for i, rest := 0, data[2:]; len(rest) >= 3 && i < 8; i, rest = i+1, rest[3:] {
+			ns := string(rune('p' + rest[0]%3))
+			b := borrower{key: ns + "/" + string(rune('0'+i)), namespace: ns, releaseNamespace: "ws-" + string(rune('0'+i)),
+				priority: int32(rest[1] % 3), admittedAt: time.Unix(int64(rest[2]), 0), gpus: int64(rest[2]%4) + 1}
+			cands = append(cands, b)
+			pods = append(pods, gpuPod(b.releaseNamespace, nodes[int(rest[1])%nNodes].Name, b.gpus))
+			borrowing[ns] += int64(rest[0] % 4)
+		}
+		req := gpu.Request{Key: "q/w", GPUsPerReplica: perReplica, Replicas: replicas}
+		got := chooseBorrowers(req, nodes, pods, nil, cands, borrowing)
+		if got == nil {
+			return
+		}
+		if gpu.Gate(req, nodes, pods, nil).Outcome != gpu.Wait {
+			t.Fatalf("stops %v for a request that did not wait", keys(got))
+		}
+		if !fitsWithout(req, nodes, pods, nil, got) {
+			t.Fatalf("stops %v and the request still does not fit", keys(got))
+		}
+		seen := map[string]bool{}
+		left := map[string]int64{}
+		for ns, n := range borrowing {
+			left[ns] = n
+		}
+		for _, b := range got {
+			if seen[b.key] {
+				t.Fatalf("stops %s twice", b.key)
+			}
+			seen[b.key] = true
+			if left[b.namespace] <= 0 {
+				t.Fatalf("stops %s while its namespace %s borrows nothing more", b.key, b.namespace)
+			}
+			left[b.namespace] -= b.gpus
+		}
+	})
+}
+
+// TestNoReclaim: a waiter within its guarantee says why it stops nobody only while its cohort borrows,
+// and whether no borrower is on its cluster or those there are too few.
+func TestNoReclaim(t *testing.T) {
+	some := []borrower{{key: "a/x", namespace: "a", gpus: 2}}
+	for _, tc := range []struct {
+		name      string
+		borrowing map[string]int64
+		cands     []borrower
+		want      string
+	}{
+		{"nobody borrows", map[string]int64{"a": 0}, nil, ""},
+		{"no member", nil, nil, ""},
+		{"borrowed elsewhere", map[string]int64{"a": 4}, nil, "no admission on this cluster borrows from cohort fleet"},
+		{"too few here", map[string]int64{"a": 4}, some, "stopping every admission on this cluster that borrows from cohort fleet would not make room"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := noReclaim("fleet", tc.borrowing, tc.cands)
+			if tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
+				t.Errorf("noReclaim = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
