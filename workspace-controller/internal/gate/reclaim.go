@@ -129,20 +129,27 @@ func Reclaims(ws *workspacesv1.WorkspaceDeployment) *workspacesv1.Reclaiming {
 	return nil
 }
 
-// reclaimingOn is a workspace's reclaim on a cluster: its status.reclaiming while it waits there for
-// GPUs its borrowers are to give back; nil otherwise.
-func reclaimingOn(ws *workspacesv1.WorkspaceDeployment, cluster string) *workspacesv1.Reclaiming {
-	if rc := ws.Status.Reclaiming; rc != nil && rc.Cluster == cluster && Queued(&ws.Status) {
-		return rc
+// reclaimingOn is a workspace's reclaim on a site: its status.reclaiming while it waits, on the site's
+// ClusterDeployment or on another one that reaches the same child, for GPUs its borrowers are to give
+// back; nil otherwise. The hold is the child's GPUs, so it counts against the decisions of every
+// ClusterDeployment of the child.
+func reclaimingOn(ws *workspacesv1.WorkspaceDeployment, st site) *workspacesv1.Reclaiming {
+	rc := ws.Status.Reclaiming
+	if rc == nil || !Queued(&ws.Status) {
+		return nil
+	}
+	for _, cd := range st.clusters() {
+		if rc.Cluster == cd.String() {
+			return rc
+		}
 	}
 	return nil
 }
 
-// aheadOn reports whether a comes before b in the GPU queue of a cluster: a workspace reclaiming its
-// guarantee there comes before every other (the GPUs its borrowers free are held for it; of two, the
-// earlier reclaim first), then the queue's order (ahead).
-func (c priorityCaps) aheadOn(a, b *workspacesv1.WorkspaceDeployment, cluster string) bool {
-	ra, rb := reclaimingOn(a, cluster), reclaimingOn(b, cluster)
+// aheadOn reports whether a comes before b in the GPU queue of a site: a workspace reclaiming its
+// guarantee there comes first (the earlier reclaim first), then priority and age (priorityCaps.ahead).
+func (c priorityCaps) aheadOn(a, b *workspacesv1.WorkspaceDeployment, st site) bool {
+	ra, rb := reclaimingOn(a, st), reclaimingOn(b, st)
 	switch {
 	case ra != nil && rb == nil:
 		return true
@@ -213,7 +220,7 @@ func (g *Gate) reclaim(ctx context.Context, req Request, st site, cohort string,
 			// replicas not bound yet.
 			resv = append(resv, admittedReservations(key, cur, bound[owned.ReleaseNamespace(o)])...)
 		}
-		if rc := reclaimingOn(o, cluster); rc != nil && caps.aheadOn(o, ws, cluster) && o.Status.ResolvedResources != nil {
+		if rc := reclaimingOn(o, st); rc != nil && caps.aheadOn(o, ws, st) && o.Status.ResolvedResources != nil {
 			res := o.Status.ResolvedResources
 			resv = append(resv, gpu.Reservation{Key: key, Vendor: res.PerReplica.GPUVendor,
 				Selector: gpu.Selector(gpuRequest(key, res)), GPUsPerReplica: GPUs(res), Replicas: res.Replicas})

@@ -7,7 +7,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
+	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/gpu"
 )
 
@@ -174,5 +176,40 @@ func TestNoReclaim(t *testing.T) {
 				t.Errorf("noReclaim = %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestReclaimHoldsAcrossClusterDeployments: a reclaim recorded on one ClusterDeployment holds the
+// child's GPUs for the decisions of every ClusterDeployment that reaches the same child (a peer of the
+// site), and comes first in their queue; a reclaim on another child, or one no longer queued, holds
+// nothing there.
+func TestReclaimHoldsAcrossClusterDeployments(t *testing.T) {
+	a := types.NamespacedName{Namespace: "team-a", Name: "gpu"}
+	b := types.NamespacedName{Namespace: "team-b", Name: "gpu"}
+	st := site{cd: a, id: "child-1", peers: []types.NamespacedName{b}}
+	waiting := func(cluster string) *workspacesv1.WorkspaceDeployment {
+		ws := &workspacesv1.WorkspaceDeployment{}
+		ws.Status.Phase = workspacesv1.PhaseWaiting
+		if cluster != "" {
+			ws.Status.Reclaiming = &workspacesv1.Reclaiming{Cluster: cluster}
+		}
+		return ws
+	}
+	if reclaimingOn(waiting(b.String()), st) == nil {
+		t.Error("a reclaim on a peer ClusterDeployment of the child holds nothing for the site")
+	}
+	if reclaimingOn(waiting(a.String()), st) == nil {
+		t.Error("a reclaim on the site's own ClusterDeployment holds nothing")
+	}
+	if reclaimingOn(waiting("elsewhere/gpu"), st) != nil {
+		t.Error("a reclaim on another child holds the site's GPUs")
+	}
+	admitted := waiting(b.String())
+	admitted.Status.Phase = workspacesv1.PhaseDeploying
+	if reclaimingOn(admitted, st) != nil {
+		t.Error("a reclaimer no longer queued still holds")
+	}
+	if !(priorityCaps{}).aheadOn(waiting(b.String()), waiting(""), st) {
+		t.Error("a reclaimer on a peer ClusterDeployment is not ahead of a waiter of the site")
 	}
 }

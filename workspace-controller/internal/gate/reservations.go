@@ -135,8 +135,7 @@ func (g *Gate) reservations(ctx context.Context, ws *workspacesv1.WorkspaceDeplo
 	if err != nil {
 		return heldGPUs{}, err
 	}
-	cluster := st.cd.String()
-	sort.Slice(list.Items, func(i, j int) bool { return caps.aheadOn(&list.Items[i], &list.Items[j], cluster) })
+	sort.Slice(list.Items, func(i, j int) bool { return caps.aheadOn(&list.Items[i], &list.Items[j], st) })
 	mySel := gpu.Selector(gpuRequest("", want))
 	// queuedAhead returns the resources of o when it waits in the cluster's queue ahead of ws for the
 	// same GPUs (vendor and selector), or reclaims GPUs there (its hold counts against every other
@@ -151,8 +150,8 @@ func (g *Gate) reservations(ctx context.Context, ws *workspacesv1.WorkspaceDeplo
 			res, waiting = decided, true
 		}
 		if waiting && o.DeletionTimestamp.IsZero() && !o.Spec.Suspend && res != nil && GPUs(res) > 0 &&
-			caps.aheadOn(o, ws, cluster) && res.PerReplica.GPUVendor == want.PerReplica.GPUVendor &&
-			(equality.Semantic.DeepEqual(gpu.Selector(gpuRequest("", res)), mySel) || reclaimingOn(o, cluster) != nil) {
+			caps.aheadOn(o, ws, st) && res.PerReplica.GPUVendor == want.PerReplica.GPUVendor &&
+			(equality.Semantic.DeepEqual(gpu.Selector(gpuRequest("", res)), mySel) || reclaimingOn(o, st) != nil) {
 			return res
 		}
 		return nil

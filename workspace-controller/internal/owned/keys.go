@@ -73,7 +73,7 @@ const (
 	// of every ClusterDeployment that reaches one child.
 	IndexClusterIdentity = "workspace.clusterIdentity"
 	// IndexNamespaceWaiter indexes, by their namespace, the workspaces that wait for placement or for
-	// their namespace's quota, so that a watch event finds them without listing the namespace; an
+	// their namespace's quota (a workspace a reclaim stopped, waiting to start again, among them), so that a watch event finds them without listing the namespace; an
 	// unplaced workspace placed from another namespace (a shared Colony or selector) is indexed under
 	// that namespace too.
 	IndexNamespaceWaiter = "workspace.namespaceWaiter"

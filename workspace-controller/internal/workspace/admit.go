@@ -91,10 +91,16 @@ func (s *scope) applyGate(d gate.Decision) {
 			// Admitted again: it starts, and the reclaim that stopped it is over.
 			s.ws.Status.Reclaim = nil
 		} else {
-			// Stopped by a reclaim, it waits in the queue to start again: Stopped, saying so.
+			// Stopped by a reclaim, it waits in the queue to start again: Stopped, saying so, and why
+			// it waits (its GPUs, or its namespace's quota, whose word WithinQuota carries).
 			s.applyQuota(d.Quota)
-			s.setCondition(workspacesv1.FeasibleCondition, metav1.ConditionFalse, d.Reason, d.Message)
-			s.stopped(workspacesv1.ReasonReclaimed, s.stopCause()+"; "+d.Message)
+			msg := d.Message
+			if d.Outcome == gate.OverQuota && d.Quota != nil {
+				msg = d.Quota.Message
+			} else {
+				s.setCondition(workspacesv1.FeasibleCondition, metav1.ConditionFalse, d.Reason, d.Message)
+			}
+			s.stopped(workspacesv1.ReasonReclaimed, s.stopCause()+"; "+msg)
 			return
 		}
 	}

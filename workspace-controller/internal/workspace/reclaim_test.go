@@ -129,10 +129,23 @@ func TestReclaimByStop(t *testing.T) {
 		t.Errorf("the reclaimed workspace is %s while the reclaimer holds the GPUs", ws.Status.Phase)
 	}
 
-	// The reclaimer ends: the borrower starts again through the queue.
+	// The reclaimer ends, on another ClusterDeployment of the same child. A finalizer of the test's
+	// keeps it in the cache, deleting, after the controller is done with it, so that nothing of the
+	// borrower's own cluster changes: what brings the borrower back is the quota and the GPUs the
+	// reclaimer's end frees.
+	r = getWS(t, reclaimer)
+	patch = client.MergeFrom(r.DeepCopy())
+	r.Finalizers = append(r.Finalizers, "test.exalsius.ai/hold")
+	must(t, k8s.Patch(ctxT(t), r, patch))
 	must(t, k8s.Delete(ctxT(t), getWS(t, reclaimer)))
 	must(t, child.Client.Delete(ctxT(t), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: owned.LocalReleaseNamespace(reclaimer.Name), Name: pod}},
 		client.GracePeriodSeconds(0)))
+	defer func() {
+		r := getWS(t, reclaimer)
+		patch := client.MergeFrom(r.DeepCopy())
+		r.Finalizers = nil
+		must(t, k8s.Patch(ctxT(t), r, patch))
+	}()
 	ws = waitPhase(t, borrower, workspacesv1.PhaseDeploying, "")
 	if ws.Status.Reclaim != nil {
 		t.Errorf("the restarted workspace keeps status.reclaim %+v", ws.Status.Reclaim)

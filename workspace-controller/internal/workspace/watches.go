@@ -69,7 +69,10 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager, 
 	}
 	if err := idx.IndexField(ctx, &workspacesv1.WorkspaceDeployment{}, owned.IndexNamespaceWaiter, func(o client.Object) []string {
 		ws := o.(*workspacesv1.WorkspaceDeployment)
-		if !gate.Unplaced(ws) && !gate.WaitingForQuota(ws) {
+		// A workspace a reclaim stopped waits to start again on its namespace's quota as well (in a
+		// cohort, on what the other members leave unused): freed quota brings it back, whatever
+		// cluster the workspace that freed it is on.
+		if !gate.Unplaced(ws) && !gate.WaitingForQuota(ws) && !owned.RestartsAfterReclaim(&ws.Status) {
 			return nil
 		}
 		// An unplaced workspace is also found by the namespace it is placed from: a change of the
@@ -322,9 +325,10 @@ func (r *Reconciler) forChildEvent(ctx context.Context, o client.Object) []recon
 			// Running waits for the release's pods to be Ready on the child.
 			return true
 		case workspacesv1.PhaseStopped:
-			// A stop waits for the release's pods to be gone from the child.
+			// A stop waits for the release's pods to be gone from the child; a workspace a reclaim
+			// stopped waits in the cluster's GPU queue to start again, as a Waiting one does.
 			c := meta.FindStatusCondition(ws.Status.Conditions, workspacesv1.ReadyCondition)
-			return c != nil && c.Reason == workspacesv1.ReasonStopping
+			return c != nil && c.Reason == workspacesv1.ReasonStopping || owned.RestartsAfterReclaim(&ws.Status)
 		case workspacesv1.PhaseFailed, workspacesv1.PhasePending:
 			c := meta.FindStatusCondition(ws.Status.Conditions, workspacesv1.FeasibleCondition)
 			return c != nil && (c.Reason == workspacesv1.ReasonGpuOfferingUnavailable || c.Reason == workspacesv1.ReasonGpuRequestNeverFits ||
