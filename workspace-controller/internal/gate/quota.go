@@ -205,12 +205,16 @@ func quotaSummary(q *workspacesv1.WorkspaceQuota, use []workspacesv1.GPUUsage, n
 // GPUs, see holdsGPUs) and the workspaces waiting for the namespace's quota. state returns a
 // workspace's admission and the phase that goes with it.
 func namespaceUse(ctx context.Context, c client.Reader, namespace, self string, state admissionState) ([]quotaCharge, []workspacesv1.WorkspaceDeployment, error) {
+	// Read-only: the cache's own objects, not copies (a decision under a quota reads every workspace
+	// and ServiceSet of the namespace, and in a cohort of every member: copies would cost in
+	// proportion). Nothing here or in the callers writes to them; the waiters returned are shallow copies
+	// that share the cache's maps and slices, and are only read.
 	var list workspacesv1.WorkspaceDeploymentList
-	if err := c.List(ctx, &list, client.InNamespace(namespace)); err != nil {
+	if err := c.List(ctx, &list, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, nil, fmt.Errorf("listing workspaces of %s: %w", namespace, err)
 	}
 	var sets k0rdentv1beta1.ServiceSetList
-	if err := c.List(ctx, &sets, client.MatchingLabels{workspacesv1.WorkspaceNamespaceLabel: namespace}); err != nil {
+	if err := c.List(ctx, &sets, client.MatchingLabels{workspacesv1.WorkspaceNamespaceLabel: namespace}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, nil, fmt.Errorf("listing ServiceSets of the workspaces of %s: %w", namespace, err)
 	}
 	withSet := make(map[string]*k0rdentv1beta1.ServiceSet, len(sets.Items))

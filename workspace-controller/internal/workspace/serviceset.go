@@ -157,6 +157,22 @@ func (r *Reconciler) dropValuesSecret(ctx context.Context, s *scope) error {
 	return r.ensureValuesSecret(ctx, s, nil)
 }
 
+// failedUntilDeadline is what a release k0rdent reports Failed says, and when its workspace is passed
+// again. k0rdent retries a failed release, and the gate keeps the GPUs of its replicas not bound yet
+// until the current rollout's deadline (gate: bindsNoMore), for a rollout never deployed: before the
+// deadline the pass comes again at it (after); past it, the reason turns DeployTimeout and the message
+// says the GPUs are given up (the waiters behind it are woken by that change: releasesGPUs). A
+// rollout deployed before keeps its reason and needs no pass at the deadline.
+func failedUntilDeadline(now, deadline time.Time, timeout time.Duration, deployedBefore bool, msg, reason string) (string, string, time.Duration) {
+	switch {
+	case deployedBefore:
+		return msg, reason, 0
+	case now.Before(deadline):
+		return msg, reason, deadline.Sub(now)
+	}
+	return fmt.Sprintf("%s; not deployed within deployTimeout %s: its replicas not bound hold no GPUs any more", msg, timeout), workspacesv1.ReasonDeployTimeout, 0
+}
+
 // readiness reads the release's state from the ServiceSet (docs/RECONCILIATION.md, step 17). The deployTimeout counts
 // from the start of the current rollout (the ServiceSet made, or its services changed). Once k0rdent
 // reported the current rollout Deployed, a later Provisioning or Pending is a re-sync (a Sveltos
@@ -181,15 +197,10 @@ func (r *Reconciler) readiness(ctx context.Context, s *scope) (stepResult, error
 		if why := r.podRefusal(ctx, s); why.Found() {
 			msg, reason = msg+"; "+why.Message, why.Reason
 		}
-		// k0rdent retries a failed release, and the gate keeps the GPUs of its replicas not bound yet
-		// until the rollout's deadline (gate: bindsNoMore). Past it, the condition says so (the
-		// waiters behind it are woken by that change: releasesGPUs); until then a pass comes at it.
-		if !ro.DeployedBefore {
-			if s.now.Before(rd.Deadline) {
-				s.requeueAfter = rd.Deadline.Sub(s.now)
-			} else {
-				msg, reason = fmt.Sprintf("%s; not deployed within deployTimeout %s: its replicas not bound hold no GPUs any more", msg, timeout), workspacesv1.ReasonDeployTimeout
-			}
+		var after time.Duration
+		msg, reason, after = failedUntilDeadline(s.now, rd.Deadline, timeout, ro.DeployedBefore, msg, reason)
+		if after > 0 {
+			s.requeueAfter = after
 		}
 		s.failed(workspacesv1.HelmReleaseReadyCondition, reason, msg)
 		s.snapshot = true
