@@ -24,6 +24,9 @@ export EXALSIUS_BIN_DIR := $(abspath $(BIN_DIR))
 
 CHART_DIR := charts/exalsius-operator
 GO_TEST_FLAGS ?= -count=1 -timeout 20m
+# The e2e suites are one package whose features run one after another on one local world: about 18
+# minutes alone on two cores, and more on a loaded machine, so they get a package timeout of their own.
+E2E_TEST_FLAGS ?= -count=1 -timeout 45m
 
 ##@ General
 
@@ -137,7 +140,7 @@ test-chart: ## Lint the umbrella chart, render it under default and CI values, c
 # prints "ok".
 .PHONY: test-e2e
 test-e2e: build ## End-to-end suites on the local world (k0rdent simulator, KWOK GPU nodes).
-	cd e2e && env -u K0RDENT_CRDS go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v -e '/e2e/chaos$$' -e '/e2e/suites/chartnode$$')
+	cd e2e && env -u K0RDENT_CRDS go test $(E2E_TEST_FLAGS) $$(go list ./... | grep -v -e '/e2e/chaos$$' -e '/e2e/suites/chartnode$$')
 
 .PHONY: test-node
 test-node: ## The chart installed with helm on a real node (docs/NODE.md; part of `make test`); says loudly why and skips where the host cannot run containers.
