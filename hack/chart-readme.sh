@@ -82,6 +82,8 @@ Regions) stay in ClusterRoles: no ClusterRole grants Secrets then. The webhook's
 Secret is always a Role in the release namespace. A component whose ServiceAccount the chart does not
 create must name one (`serviceAccount.name`); the namespace's `default` is never bound. A chart test
 (common/testing/charttest, TestRBACIsNotWidened) fails when any rule grows beyond the reviewed list.
+Besides k0rdent's kinds, the colony-controller gets, lists and watches Cluster API's
+`clusters.cluster.x-k8s.io`, read only, for the readiness of its clusters (docs/COLONY.md).
 Why each component touches Secrets (the trust boundary and the platform team's part are in
 docs/SECURITY-MODEL.md):
 

@@ -19,6 +19,11 @@ trap 'rm -rf "$crd_tmp"' EXIT
 if [ -d common/api/k0rdent ]; then
   (cd common && "$CG" crd paths=./api/k0rdent/... output:crd:artifacts:config="${crd_tmp#common/}/k0rdent")
 fi
+# Cluster API's Cluster CRD, generated from Cluster API's own Go types (v1beta2 only, no conversion
+# webhook), for the test API servers and the local world: k0rdent installs the real one on a
+# management cluster, so the chart never ships it. Only the Cluster kind is kept.
+(cd common && "$CG" crd paths=sigs.k8s.io/cluster-api/api/core/v1beta2 output:crd:artifacts:config="${crd_tmp#common/}/capi")
+find "$crd_tmp/capi" -name '*.yaml' ! -name 'cluster.x-k8s.io_clusters.yaml' -delete
 rm -rf common/config/crd.old
 [ -d common/config/crd ] && mv common/config/crd common/config/crd.old
 mv "$crd_tmp" common/config/crd

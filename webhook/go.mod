@@ -4,7 +4,7 @@ go 1.26.0
 
 require (
 	github.com/exalsius/exalsius-operator/common v0.0.0
-	github.com/go-logr/logr v1.4.3
+	github.com/go-logr/logr v1.4.4
 	k8s.io/api v0.37.2
 	k8s.io/apiextensions-apiserver v0.37.2
 	k8s.io/apimachinery v0.37.2
@@ -12,6 +12,8 @@ require (
 	sigs.k8s.io/controller-runtime v0.25.2
 	sigs.k8s.io/yaml v1.6.0
 )
+
+require sigs.k8s.io/cluster-api/api v1.14.2 // indirect
 
 require (
 	cel.dev/expr v0.25.1 // indirect

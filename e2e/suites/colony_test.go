@@ -9,8 +9,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/e2e-framework/pkg/features"
@@ -57,6 +59,14 @@ func TestColony(t *testing.T) {
 				}
 				if ref := metav1.GetControllerOf(&obj); ref == nil || ref.Kind != "Colony" || ref.Name != "fleet" {
 					t.Errorf("ClusterDeployment %s controller %v, want Colony fleet", cd, ref)
+				}
+				// The Cluster API Cluster the template made, which the Colony reads too.
+				var capi clusterv1.Cluster
+				if err := mgmt().Get(ctx, types.NamespacedName{Namespace: ns, Name: cd}, &capi); err != nil {
+					t.Fatalf("Cluster API Cluster %s: %v", cd, err)
+				}
+				if !meta.IsStatusConditionTrue(capi.Status.Conditions, clusterv1.ClusterAvailableCondition) {
+					t.Errorf("Cluster API Cluster %s not Available: %+v", cd, capi.Status.Conditions)
 				}
 			}
 			return ctx
@@ -113,6 +123,9 @@ func TestColony(t *testing.T) {
 			})
 			if world.World.Child(k0rdentsim.ChildName(ns, "fleet-b")) != nil {
 				t.Error("child fleet-b still runs")
+			}
+			if err := mgmt().Get(ctx, types.NamespacedName{Namespace: ns, Name: "fleet-b"}, &clusterv1.Cluster{}); !apierrors.IsNotFound(err) {
+				t.Errorf("Cluster API Cluster fleet-b: %v, want it gone", err)
 			}
 			waitColony(ctx, t, ns, "fleet", 1, 1)
 			colonyKubeconfig(ctx, t, ns, "fleet", 1)

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -69,6 +70,10 @@ type Reconciler struct {
 	// Kubeconfig is what a kubeconfig Secret may ask for beyond inline credentials (Options.Kubeconfig).
 	Kubeconfig kubeconfig.Policy
 
+	// capiClusters is set by SetupWithManager when the management cluster serves Cluster API's
+	// v1beta2 Clusters: entries then read their Cluster's conditions too (capicluster.go).
+	capiClusters bool
+
 	applied     *appliedCache
 	kubeconfigs *kubeconfigMemo
 	endpoints   endpointMemo
@@ -101,6 +106,7 @@ func newReconciler(c client.Client, apiReader client.Reader, recorder events.Eve
 // +kubebuilder:rbac:groups=k0rdent.mirantis.com,resources=clustertemplates;credentials,verbs=get;list;watch
 // +kubebuilder:rbac:groups=k0rdent.mirantis.com,resources=regions,verbs=get
 // +kubebuilder:rbac:groups=lib.projectsveltos.io,resources=sveltosclusters,verbs=get
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
@@ -119,6 +125,18 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 		return fmt.Errorf("colony: RetryRefused must be positive, got %s (DefaultOptions sets it)", r.RetryRefused)
 	}
 	b := ctrl.NewControllerManagedBy(mgr)
+	served, err := capiClustersServed(mgr.GetRESTMapper())
+	if err != nil {
+		return err
+	}
+	r.capiClusters = served
+	if served {
+		b = b.Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.capiClusterToColony),
+			builder.WithPredicates(capiClusterChanged()))
+	} else {
+		mgr.GetLogger().WithName(Component).Info("the management cluster serves no Cluster API Clusters at " + clusterv1.GroupVersion.String() +
+			": Colonies read their ClusterDeployments' conditions alone (restart the colony-controller once Cluster API is installed or upgraded)")
+	}
 	if r.APIEndpointConfigMap {
 		b = b.Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.serviceToColony),
 			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetLabels()["app"] == "k0smotron" })))
@@ -389,10 +407,17 @@ func (r *Reconciler) reconcileEntry(ctx context.Context, colony *infrav1.Colony,
 	if live != nil {
 		conds = live.Status.Conditions
 	}
+	capi, err := r.capiCluster(ctx, colony.Namespace, st.cdName)
+	if err != nil {
+		countError(stageRead)
+		st.phase, st.message = clusterProvisioning, err.Error()
+		return st, errors.Join(retErr, err)
+	}
+	up, _ := clusterUp(conds, capi)
 	missing := ""
 	if secret == nil {
 		missing = fmt.Sprintf("kubeconfig Secret %s not found", secretName)
-		if st.invalid == "" && isUp(conds) {
+		if st.invalid == "" && up {
 			// An adopted or a regional cluster has no `<cd>-kubeconfig` here: find its kubeconfig the
 			// way the workspace-controller and the inventory-collector do.
 			data, found, err := r.locator().Locate(ctx, types.NamespacedName{Namespace: colony.Namespace, Name: st.cdName})
@@ -405,7 +430,7 @@ func (r *Reconciler) reconcileEntry(ctx context.Context, colony *infrav1.Colony,
 			}
 		}
 	}
-	st.phase, st.message = readiness(conds, missing)
+	st.phase, st.message = readiness(conds, capi, missing)
 	return st, retErr
 }
 

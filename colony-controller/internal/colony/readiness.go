@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
@@ -36,16 +37,18 @@ const (
 // Colony's conditions.
 const maxQuotedMessage = 200
 
-// readiness decides whether a ClusterDeployment's cluster is ready from its conditions and whether
-// its kubeconfig was found: missing is empty when it was, else why not ("kubeconfig Secret x not
-// found"). Ready=True or CAPIClusterSummary=True means the cluster is up (the
-// aggregate Ready also waits for services, CAPIClusterSummary does not); a missing condition means
-// not ready. A cluster that is not up and whose Ready is False with reason Failed has failed. The
-// message says what the cluster waits for, or why it failed, and is empty when it is ready.
-func readiness(conds []metav1.Condition, missing string) (clusterPhase, string) {
+// readiness decides whether a ClusterDeployment's cluster is ready from its conditions, its Cluster
+// API Cluster (nil when there is none, see clusterUp) and whether its kubeconfig was found: missing
+// is empty when it was, else why not ("kubeconfig Secret x not found"). Ready=True or
+// CAPIClusterSummary=True means the cluster is up (the aggregate Ready also waits for services,
+// CAPIClusterSummary does not), unless Cluster API says otherwise; a missing condition means not
+// ready. A cluster that is not up and whose Ready is False with reason Failed has failed. The message
+// says what the cluster waits for (Cluster API's words where its Cluster is why), or why it failed,
+// and is empty when it is ready.
+func readiness(conds []metav1.Condition, capi *clusterv1.Cluster, missing string) (clusterPhase, string) {
 	ready := meta.FindStatusCondition(conds, k0rdentv1beta1.ReadyCondition)
 	summary := meta.FindStatusCondition(conds, k0rdentv1beta1.CAPIClusterSummaryCondition)
-	up := isUp(conds)
+	up, why := clusterUp(conds, capi)
 	switch {
 	case up && missing == "":
 		return clusterReady, ""
@@ -53,6 +56,8 @@ func readiness(conds []metav1.Condition, missing string) (clusterPhase, string) 
 		return clusterProvisioning, missing
 	case ready != nil && ready.Status == metav1.ConditionFalse && ready.Reason == k0rdentv1beta1.FailedReason:
 		return clusterFailed, describe(ready)
+	case why != "":
+		return clusterProvisioning, why
 	case ready != nil:
 		return clusterProvisioning, describe(ready)
 	case summary != nil:

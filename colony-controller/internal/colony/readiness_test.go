@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/exalsius/exalsius-operator/common/api/infra/v1"
@@ -45,7 +46,53 @@ func TestReadiness(t *testing.T) {
 			if !tc.secret {
 				missing = "kubeconfig Secret s not found"
 			}
-			got, msg := readiness(tc.conds, missing)
+			got, msg := readiness(tc.conds, nil, missing)
+			if got != tc.want || msg != tc.msg {
+				t.Errorf("readiness = %v %q, want %v %q", got, msg, tc.want, tc.msg)
+			}
+		})
+	}
+}
+
+// TestReadinessWithCAPICluster: where a ClusterDeployment has a Cluster API Cluster, its conditions
+// take part (clusterUp); without one, TestReadiness's rules hold.
+func TestReadinessWithCAPICluster(t *testing.T) {
+	T, F := metav1.ConditionTrue, metav1.ConditionFalse
+	c := func(typ string, s metav1.ConditionStatus, reason, msg string) metav1.Condition {
+		return metav1.Condition{Type: typ, Status: s, Reason: reason, Message: msg}
+	}
+	capi := func(conds ...metav1.Condition) *clusterv1.Cluster {
+		return &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "cd"}, Status: clusterv1.ClusterStatus{Conditions: conds}}
+	}
+	deleting := capi(c("Available", T, "Available", ""))
+	now := metav1.Now()
+	deleting.DeletionTimestamp = &now
+	cdReady := []metav1.Condition{c("Ready", T, "Succeeded", "")}
+	cdProgressing := []metav1.Condition{c("Ready", F, "Progressing", "services 0/1")}
+	cases := []struct {
+		name  string
+		conds []metav1.Condition
+		capi  *clusterv1.Cluster
+		want  clusterPhase
+		msg   string
+	}{
+		{"Available before KCM summarises it", cdProgressing, capi(c("Available", T, "Available", "")), clusterReady, ""},
+		{"probe failed beats a stale Ready", cdReady, capi(c("Available", T, "Available", ""),
+			c("RemoteConnectionProbe", F, "ProbeFailed", "Remote connection probe failed, probe last succeeded at 2026-12-05T08:00:00Z")),
+			clusterProvisioning, "Cluster API Cluster cd: RemoteConnectionProbe=False (ProbeFailed): Remote connection probe failed, probe last succeeded at 2026-12-05T08:00:00Z"},
+		{"not Available but KCM says up", cdReady, capi(c("Available", F, "NotAvailable", "* WorkersAvailable: 1 of 2 available"),
+			c("RemoteConnectionProbe", T, "ProbeSucceeded", "")), clusterReady, ""},
+		{"not up: Cluster API's words, one line", cdProgressing, capi(c("Available", F, "NotAvailable",
+			"* ControlPlaneAvailable: Control plane not yet initialized\n* WorkersAvailable: 0 of 2 available")),
+			clusterProvisioning, "Cluster API Cluster cd: Available=False (NotAvailable): ControlPlaneAvailable: Control plane not yet initialized; WorkersAvailable: 0 of 2 available"},
+		{"no Cluster API conditions yet: KCM's words", cdProgressing, capi(), clusterProvisioning, "Ready=False (Progressing): services 0/1"},
+		{"being deleted", cdReady, deleting, clusterProvisioning, "Cluster API Cluster cd is being deleted"},
+		{"KCM's failure still wins when the cluster is not up", []metav1.Condition{c("Ready", F, "Failed", "credential missing")},
+			capi(c("Available", F, "NotAvailable", "x")), clusterFailed, "Ready=False (Failed): credential missing"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, msg := readiness(tc.conds, tc.capi, "")
 			if got != tc.want || msg != tc.msg {
 				t.Errorf("readiness = %v %q, want %v %q", got, msg, tc.want, tc.msg)
 			}

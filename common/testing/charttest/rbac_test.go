@@ -42,6 +42,8 @@ var allowed = map[string]map[string][]string{
 		// Readiness of adopted (SveltosCluster) and regional (Region) entries.
 		"k0rdent.mirantis.com/regions":          {"get"},
 		"lib.projectsveltos.io/sveltosclusters": {"get"},
+		// Cluster API's own Cluster of each ClusterDeployment, watched for its readiness (read only).
+		"cluster.x-k8s.io/clusters": {"get", "list", "watch"},
 		// The hosted control plane's Service, for the API-endpoint ConfigMap on each child.
 		"/services": {"get", "list", "watch"},
 		// The hosted control plane's etcd claim, deleted with its ClusterDeployment.

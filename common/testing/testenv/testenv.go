@@ -152,8 +152,9 @@ type Management struct {
 	stopErr   error
 }
 
-// StartManagement starts kube-apiserver and etcd and installs the CRDs of common/config/crd/bases and,
-// when present, of the k0rdent mirror in common/config/crd/k0rdent.
+// StartManagement starts kube-apiserver and etcd and installs the CRDs of common/config/crd/bases,
+// Cluster API's Cluster (common/config/crd/capi) and, when present, the k0rdent mirror in
+// common/config/crd/k0rdent (or KCM's own CRDs, see K0rdentCRDs).
 func StartManagement(opts ...Option) (*Management, error) {
 	var o options
 	for _, opt := range opts {
@@ -367,7 +368,9 @@ func crdDirs() ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	dirs := []string{filepath.Join(root, "config", "crd", "bases")}
+	// Cluster API's Cluster CRD comes with k0rdent on a real management cluster, whichever KCM CRDs
+	// are installed, so it is installed with the mirror and with KCM's own CRDs alike.
+	dirs := []string{filepath.Join(root, "config", "crd", "bases"), filepath.Join(root, "config", "crd", "capi")}
 	real, err := K0rdentCRDs()
 	if err != nil {
 		return nil, err

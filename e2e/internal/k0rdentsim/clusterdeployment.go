@@ -133,6 +133,12 @@ func (r *clusterDeploymentReconciler) reconcileNormal(ctx context.Context, cd *k
 		return fail(k0rdentv1beta1.HelmReleaseReadyCondition, err.Error())
 	}
 	setCond(status, gen, k0rdentv1beta1.HelmReleaseReadyCondition, true, k0rdentv1beta1.SucceededReason, "")
+	capi := !kind.adopted && kind.region == "" // a Cluster API Cluster on the management cluster (capicluster.go)
+	if capi {
+		if err := r.ensureCAPICluster(ctx, cd); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	if !kind.adopted && meta.FindStatusCondition(status.Conditions, k0rdentv1beta1.CAPIClusterSummaryCondition) == nil {
 		setCond(status, gen, k0rdentv1beta1.CAPIClusterSummaryCondition, false, k0rdentv1beta1.ProgressingReason, "provisioning the child cluster")
 		setCond(status, gen, k0rdentv1beta1.ReadyCondition, false, k0rdentv1beta1.ProgressingReason, "provisioning the child cluster")
@@ -158,6 +164,11 @@ func (r *clusterDeploymentReconciler) reconcileNormal(ctx context.Context, cd *k
 	}
 	if err := r.publishKubeconfig(ctx, cd, &cred, kind, child.Kubeconfig); err != nil {
 		return ctrl.Result{}, err
+	}
+	if capi {
+		if err := r.setCAPIClusterStatus(ctx, cd, true); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	setCond(status, gen, upCond, true, k0rdentv1beta1.SucceededReason, "")
 	status.KubernetesVersion = "v1.37.2"
@@ -245,6 +256,9 @@ func (r *clusterDeploymentReconciler) reconcileDelete(ctx context.Context, cd *k
 	setCond(status, cd.Generation, k0rdentv1beta1.DeletingCondition, true, k0rdentv1beta1.DeletingReason, "tearing down the child cluster")
 	setCond(status, cd.Generation, k0rdentv1beta1.ReadyCondition, false, k0rdentv1beta1.DeletingReason, "tearing down the child cluster")
 	if err := r.patchStatus(ctx, cd, status); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.deleteCAPICluster(ctx, cd); err != nil {
 		return ctrl.Result{}, err
 	}
 	if err := r.world.StopChild(ChildName(cd.Namespace, cd.Name)); err != nil {

@@ -8,8 +8,10 @@
 //     spec.config, see world.ClusterConfig), the Secret `<cd>-kubeconfig` (key value, type
 //     cluster.x-k8s.io/secret), the finalizer k0rdent.mirantis.com/cluster-deployment and KCM's
 //     conditions (TemplateReady, CredentialReady, HelmReleaseReady, CAPIClusterSummary,
-//     ServicesInReadyState, Ready). Deleting it deletes the ServiceSets whose ownerReferences name it,
-//     waits for them, then tears the child down.
+//     ServicesInReadyState, Ready), and, when made from a ClusterTemplate on the management cluster,
+//     the Cluster API Cluster of its name with Cluster API's conditions (capicluster.go). Deleting it
+//     deletes the ServiceSets whose ownerReferences name it, waits for them, then the Cluster API
+//     Cluster, and tears the child down.
 //   - Each ServiceSet labelled ksm.k0rdent.mirantis.com/adapter=kcm-controller-manager is deployed
 //     with the Helm SDK on its child (release name and namespace from the service, namespace created,
 //     wait, timeout and atomic from helmOptions) and its status is written as KCM writes it: as KCM

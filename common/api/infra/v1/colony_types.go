@@ -182,7 +182,8 @@ type ColonyStatus struct {
 	TotalClusters int32 `json:"totalClusters,omitempty"`
 
 	// ReadyClusters is the number of clusters that are ready: their ClusterDeployment reports Ready (or
-	// CAPIClusterSummary) True and their kubeconfig Secret exists.
+	// CAPIClusterSummary) True, or their Cluster API Cluster is Available, no remote-connection probe
+	// of Cluster API's fails, and their kubeconfig Secret exists.
 	// +optional
 	ReadyClusters int32 `json:"readyClusters,omitempty"`
 
