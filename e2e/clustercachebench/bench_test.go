@@ -29,8 +29,9 @@ const (
 	changeWait   = time.Minute
 	rotationWait = 3 * time.Minute
 	frozenWait   = 4 * time.Minute
-	// settle lets the caches finish what follows the first inventory (the Pods' informers, the
-	// holes' failed connects) before memory is read.
+	holesWait    = 5 * time.Minute
+	// settle lets the caches finish what follows the first inventory and the holes' failed connects
+	// before memory is read.
 	settle = 5 * time.Second
 	poll   = 50 * time.Millisecond
 )
@@ -48,6 +49,8 @@ type cacheUnderTest interface {
 	// health reports whether the cache reports a failed probe of the cluster, and whether it reports
 	// the cluster unreachable (childcluster) or disconnected (ClusterCache).
 	health(ctx context.Context, key types.NamespacedName) (probeFailed, down bool)
+	// connectFailed reports whether a connect to the cluster has failed.
+	connectFailed(ctx context.Context, key types.NamespacedName) bool
 	stop()
 }
 
@@ -57,8 +60,10 @@ type cacheUnderTest interface {
 //
 //   - first inventory: from the start of the cache (and of the manager it runs in) until the Nodes
 //     of every reachable cluster are listable from it;
-//   - memory and goroutines once they are (heap in use after a GC, the process's resident set,
-//     goroutines, open sockets), over the figures before the start, per reachable cluster;
+//   - holes: the time until a connect to every black-holed cluster has failed once; the phases
+//     below start then, so that no connect to a hole is under way while they run;
+//   - memory and goroutines then (heap in use after a GC, the process's resident set, goroutines,
+//     open sockets), over the figures before the start, per reachable cluster;
 //   - change latency: a label change on a Node of child 0 until a handler registered on the cache
 //     has seen it for every cluster on child 0 (and for the first of them), CLUSTERCACHE_BENCH_CHANGES
 //     times (default 20);
@@ -89,7 +94,7 @@ func BenchmarkCaches(b *testing.B) {
 
 // figures are what one run measured.
 type figures struct {
-	firstInventory                    time.Duration
+	firstInventory, holesFailed       time.Duration
 	heapMiB, rssMiB                   float64
 	goroutines, sockets, reachable    int
 	changesFirst, changesAll          []time.Duration
@@ -122,6 +127,7 @@ func runScenario(b *testing.B, name string, c cacheUnderTest, distinct bool) {
 	case <-time.After(syncWait):
 		b.Fatalf("%s: the Nodes of %d clusters are not listable after %s", name, len(obs.syncing), syncWait)
 	}
+	f.holesFailed = waitHoles(ctx, b, w, c, start)
 	time.Sleep(settle)
 	after := snapshot()
 	f.heapMiB, f.rssMiB = after.heapMiB-before.heapMiB, after.rssMiB-before.rssMiB
@@ -145,6 +151,21 @@ func runScenario(b *testing.B, name string, c cacheUnderTest, distinct bool) {
 	f.rotation, f.rotationErr = measureRotation(ctx, w, c)
 	f.frozenFirstFailure, f.frozenDown, f.changesWhileFrozen, f.frozenErr = measureFrozen(ctx, w, c, obs)
 	report(b, name, c, w, n, distinct, load, f)
+}
+
+// waitHoles waits until a connect to every black-holed cluster has failed and returns the time since
+// start.
+func waitHoles(ctx context.Context, b *testing.B, w *world, c cacheUnderTest, start time.Time) time.Duration {
+	pending := w.withRole(roleHole)
+	deadline := time.Now().Add(holesWait)
+	for len(pending) > 0 {
+		if time.Now().After(deadline) {
+			b.Fatalf("no connect to %s failed within %s", pending[0].key, holesWait)
+		}
+		pending = slices.DeleteFunc(pending, func(h benchCluster) bool { return c.connectFailed(ctx, h.key) })
+		time.Sleep(poll)
+	}
+	return time.Since(start)
 }
 
 // measureChange labels changedNode with value and waits until every cluster on child 0 has seen it.
@@ -250,6 +271,7 @@ func report(b *testing.B, name string, c cacheUnderTest, w *world, n int, distin
 		name, n, n-f.reachable, len(w.children), w.nodes, identities, load)
 	fmt.Printf("  settings: %s\n", c.describe())
 	fmt.Printf("  first inventory: the Nodes of all %d reachable clusters listable after %s\n", f.reachable, f.firstInventory.Round(time.Millisecond))
+	fmt.Printf("  black holes: a connect to each of the %d failed %s after the start\n", n-f.reachable, f.holesFailed.Round(time.Millisecond))
 	fmt.Printf("  connected: heap in use +%.1f MiB (%.3f MiB per cluster), RSS +%.1f MiB (%.3f per cluster), goroutines +%d (%.1f per cluster), sockets +%d\n",
 		f.heapMiB, per(f.heapMiB), f.rssMiB, per(f.rssMiB), f.goroutines, per(float64(f.goroutines)), f.sockets)
 	if len(f.changesAll) > 0 {

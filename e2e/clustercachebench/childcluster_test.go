@@ -25,7 +25,8 @@ const childClusterDebounce = 10 * time.Millisecond
 // resourceVersion in the manager's metadata-only cache moved; at most 8 connects at once, a probe
 // every 15s (two failures in a row make a child unhealthy, a refused credential at once), a 30s sync
 // timeout, 20 QPS and a burst of 40 per child. A pass over every cluster with TryGet starts the
-// connects, as the collector's first pass does; the change Source then tells when each one ended.
+// connects, as the collector's first pass does; the change Source then tells when each one ended, and
+// a failed one is tried again after its backoff.
 type childClusterCache struct {
 	cache  *childcluster.Cache
 	obs    *observer
@@ -84,10 +85,19 @@ func (c *childClusterCache) start(ctx context.Context, w *world, obs *observer) 
 }
 
 // onChange reads the cluster from the cache, as the inventory's reconcile does after a notification,
-// and reports what its Nodes show.
+// and reports what its Nodes show. A failed connect is tried again after its backoff (at least a
+// second), as the inventory's requeue does.
 func (c *childClusterCache) onChange(ctx context.Context, key types.NamespacedName) {
 	cl, err := c.cache.TryGet(ctx, key.Namespace, key.Name)
 	if err != nil {
+		switch childcluster.UnreachableReason(err) {
+		case childcluster.ReasonConnectFailed, childcluster.ReasonKubeconfigInvalid, childcluster.ReasonUnauthorized:
+			time.AfterFunc(max(childcluster.RetryAfter(err), time.Second), func() {
+				if ctx.Err() == nil {
+					c.onChange(ctx, key)
+				}
+			})
+		}
 		return
 	}
 	nodes := cl.Nodes()
@@ -118,6 +128,11 @@ func (c *childClusterCache) health(ctx context.Context, key types.NamespacedName
 		return true, true
 	}
 	return false, false
+}
+
+func (c *childClusterCache) connectFailed(ctx context.Context, key types.NamespacedName) bool {
+	_, err := c.cache.TryGet(ctx, key.Namespace, key.Name)
+	return childcluster.UnreachableReason(err) == childcluster.ReasonConnectFailed
 }
 
 func (c *childClusterCache) stop() {

@@ -167,6 +167,11 @@ func (c *clusterCache) health(ctx context.Context, key types.NamespacedName) (pr
 	return probeFailed, errors.Is(err, clustercache.ErrClusterNotConnected)
 }
 
+// connectFailed reports a failed connect, which the ClusterCache counts as a failed probe.
+func (c *clusterCache) connectFailed(ctx context.Context, key types.NamespacedName) bool {
+	return c.cc.GetHealthCheckingState(ctx, key).ConsecutiveFailures > 0
+}
+
 func (c *clusterCache) stop() {
 	if c.stopMg != nil {
 		c.stopMg()

@@ -79,12 +79,12 @@ type world struct {
 	nodes    int
 	// proxy is the frozen cluster's way to child 1.
 	proxy *freezingProxy
-	// rotatedToken is the rotated cluster's current credential (its ServiceAccount's name and token).
-	rotatedSA, rotatedToken string
-	closers               []func()
+	// rotatedSA is the ServiceAccount whose token the rotated cluster's Secret holds.
+	rotatedSA string
+	closers   []func()
 }
 
-// env reads a positive integer from the environment.
+// envInt reads a positive integer from the environment.
 func envInt(name string, def int) int {
 	var v int
 	if _, err := fmt.Sscanf(os.Getenv(name), "%d", &v); err == nil && v > 0 {
@@ -371,7 +371,7 @@ func (w *world) rotatedKubeconfig(ctx context.Context, c benchCluster, sa string
 	if err != nil {
 		return nil, err
 	}
-	w.rotatedSA, w.rotatedToken = sa, token
+	w.rotatedSA = sa
 	return tokenKubeconfig(ch.Config.Host, ch.Config.CAData, token)
 }
 
