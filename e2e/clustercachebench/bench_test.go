@@ -51,6 +51,8 @@ type cacheUnderTest interface {
 	health(ctx context.Context, key types.NamespacedName) (probeFailed, down bool)
 	// connectFailed reports whether a connect to the cluster has failed.
 	connectFailed(ctx context.Context, key types.NamespacedName) bool
+	// failedConnects returns how many connects to the clusters keys have failed so far.
+	failedConnects(keys []types.NamespacedName) int
 	stop()
 }
 
@@ -81,7 +83,7 @@ func BenchmarkCaches(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			for _, ids := range []string{"shared", "distinct"} {
 				b.Run(ids, func(b *testing.B) {
-					var c cacheUnderTest = &childClusterCache{}
+					var c cacheUnderTest = &childClusterCache{connects: envInt("CLUSTERCACHE_BENCH_CHILDCLUSTER_CONNECTS", 8)}
 					if name == "clustercache" {
 						c = &clusterCache{}
 					}
@@ -95,6 +97,9 @@ func BenchmarkCaches(b *testing.B) {
 // figures are what one run measured.
 type figures struct {
 	firstInventory, holesFailed       time.Duration
+	syncMedian                        time.Duration
+	reachableFailedConnects           int
+	holeFailedConnects                int
 	heapMiB, rssMiB                   float64
 	goroutines, sockets, reachable    int
 	changesFirst, changesAll          []time.Duration
@@ -124,10 +129,17 @@ func runScenario(b *testing.B, name string, c cacheUnderTest, distinct bool) {
 	select {
 	case <-obs.allSynced:
 		f.firstInventory = obs.syncedAt.Sub(start)
+		f.syncMedian = pct(obs.syncDurations(start), 0.5)
+		f.reachableFailedConnects = c.failedConnects(reachable)
 	case <-time.After(syncWait):
 		b.Fatalf("%s: the Nodes of %d clusters are not listable after %s", name, len(obs.syncing), syncWait)
 	}
 	f.holesFailed = waitHoles(ctx, b, w, c, start)
+	var holes []types.NamespacedName
+	for _, h := range w.withRole(roleHole) {
+		holes = append(holes, h.key)
+	}
+	f.holeFailedConnects = c.failedConnects(holes)
 	time.Sleep(settle)
 	after := snapshot()
 	f.heapMiB, f.rssMiB = after.heapMiB-before.heapMiB, after.rssMiB-before.rssMiB
@@ -270,8 +282,10 @@ func report(b *testing.B, name string, c cacheUnderTest, w *world, n int, distin
 	fmt.Printf("clustercachebench %s: %d clusters (%d black-holed) over %d child API servers, %d nodes each, %s; load average at the start %s\n",
 		name, n, n-f.reachable, len(w.children), w.nodes, identities, load)
 	fmt.Printf("  settings: %s\n", c.describe())
-	fmt.Printf("  first inventory: the Nodes of all %d reachable clusters listable after %s\n", f.reachable, f.firstInventory.Round(time.Millisecond))
-	fmt.Printf("  black holes: a connect to each of the %d failed %s after the start\n", n-f.reachable, f.holesFailed.Round(time.Millisecond))
+	fmt.Printf("  first inventory: the Nodes of all %d reachable clusters listable after %s (half of them after %s); %d failed connects of reachable clusters before\n",
+		f.reachable, f.firstInventory.Round(time.Millisecond), f.syncMedian, f.reachableFailedConnects)
+	fmt.Printf("  black holes: a connect to each of the %d failed %s after the start (%d failed connects by then)\n",
+		n-f.reachable, f.holesFailed.Round(time.Millisecond), f.holeFailedConnects)
 	fmt.Printf("  connected: heap in use +%.1f MiB (%.3f MiB per cluster), RSS +%.1f MiB (%.3f per cluster), goroutines +%d (%.1f per cluster), sockets +%d\n",
 		f.heapMiB, per(f.heapMiB), f.rssMiB, per(f.rssMiB), f.goroutines, per(float64(f.goroutines)), f.sockets)
 	if len(f.changesAll) > 0 {
@@ -373,11 +387,12 @@ func loadAverage() string {
 
 var quietOnce sync.Once
 
-// quietLogs discards controller-runtime's and client-go's logs: the black holes and the frozen child
-// make the reflectors log every retry.
+// quietLogs discards controller-runtime's and client-go's logs (the black holes and the frozen child
+// make the reflectors log every retry), but for the ClusterCache's failed connects, which
+// failureSink counts.
 func quietLogs() {
 	quietOnce.Do(func() {
-		ctrllog.SetLogger(logr.Discard())
+		ctrllog.SetLogger(logr.New(failureSink{}))
 		klog.SetLogger(logr.Discard())
 	})
 }

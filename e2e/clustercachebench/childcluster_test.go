@@ -22,26 +22,31 @@ const childClusterDebounce = 10 * time.Millisecond
 
 // childClusterCache is the project's cache, set up as the inventory-collector sets it up
 // (inventory.setup): kubeconfig data through the API reader, read only when the Secret's
-// resourceVersion in the manager's metadata-only cache moved; at most 8 connects at once, a probe
+// resourceVersion in the manager's metadata-only cache moved; 8 connects at once at most, a probe
 // every 15s (two failures in a row make a child unhealthy, a refused credential at once), a 30s sync
 // timeout, 20 QPS and a burst of 40 per child. A pass over every cluster with TryGet starts the
 // connects, as the collector's first pass does; the change Source then tells when each one ended, and
 // a failed one is tried again after its backoff.
+//
+// CLUSTERCACHE_BENCH_CHILDCLUSTER_CONNECTS changes the connect concurrency (default 8, the collector's
+// --max-concurrent-connects), to tell what the bound costs from what the cache does.
 type childClusterCache struct {
-	cache  *childcluster.Cache
-	obs    *observer
-	nodes  int
-	stopMg func()
+	cache    *childcluster.Cache
+	obs      *observer
+	nodes    int
+	connects int
+	failures *connectFailures
+	stopMg   func()
 }
 
 func (c *childClusterCache) describe() string {
-	return "common/childcluster as the inventory-collector sets it up: 8 concurrent connects, probe every 15s " +
-		"(timeout 10s, 2 failures; a 401/403 at once), sync timeout 30s, QPS 20/burst 40, notification debounce " +
-		childClusterDebounce.String() + " (the collector's is 2s)"
+	return fmt.Sprintf("common/childcluster as the inventory-collector sets it up: %d concurrent connects, probe every 15s "+
+		"(timeout 10s, 2 failures; a 401/403 at once), sync timeout 30s, backoff 2s doubling to 5m, QPS 20/burst 40, "+
+		"notification debounce %s (the collector's is 2s)", c.connects, childClusterDebounce)
 }
 
 func (c *childClusterCache) start(ctx context.Context, w *world, obs *observer) error {
-	c.obs, c.nodes = obs, w.nodes
+	c.obs, c.nodes, c.failures = obs, w.nodes, newConnectFailures()
 	mgr, err := newManager(w)
 	if err != nil {
 		return err
@@ -50,13 +55,18 @@ func (c *childClusterCache) start(ctx context.Context, w *world, obs *observer) 
 		Reader:                mgr.GetAPIReader(),
 		MetadataReader:        mgr.GetClient(),
 		Scheme:                mgr.GetScheme(),
-		MaxConcurrentConnects: 8,
+		MaxConcurrentConnects: c.connects,
 		SyncTimeout:           30 * time.Second,
 		HealthInterval:        15 * time.Second,
 		Debounce:              childClusterDebounce,
 		QPS:                   20,
 		Burst:                 40,
 		UserAgent:             "clustercachebench",
+		OnConnect: func(cd types.NamespacedName, _ time.Duration, err error) {
+			if err != nil {
+				c.failures.add(cd.Name)
+			}
+		},
 	})
 	if err != nil {
 		return err
@@ -133,6 +143,10 @@ func (c *childClusterCache) health(ctx context.Context, key types.NamespacedName
 func (c *childClusterCache) connectFailed(ctx context.Context, key types.NamespacedName) bool {
 	_, err := c.cache.TryGet(ctx, key.Namespace, key.Name)
 	return childcluster.UnreachableReason(err) == childcluster.ReasonConnectFailed
+}
+
+func (c *childClusterCache) failedConnects(keys []types.NamespacedName) int {
+	return c.failures.of(keys)
 }
 
 func (c *childClusterCache) stop() {

@@ -7,10 +7,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlcache "sigs.k8s.io/controller-runtime/pkg/cache"
@@ -171,6 +173,43 @@ func (c *clusterCache) health(ctx context.Context, key types.NamespacedName) (pr
 func (c *clusterCache) connectFailed(ctx context.Context, key types.NamespacedName) bool {
 	return c.cc.GetHealthCheckingState(ctx, key).ConsecutiveFailures > 0
 }
+
+func (c *clusterCache) failedConnects(keys []types.NamespacedName) int {
+	return clusterCacheFailures.of(keys)
+}
+
+// clusterCacheFailures counts the connects the ClusterCache logs as failed: it exposes no count of
+// its own. failureSink fills it.
+var clusterCacheFailures = newConnectFailures()
+
+// failureSink is controller-runtime's logger in the benchmark: it discards everything but counts the
+// ClusterCache's "Connect failed" errors by the Cluster its reconciler's logger names (CAPI's
+// controllers log the object as "Cluster", a klog.ObjectRef).
+type failureSink struct{ name string }
+
+func (failureSink) Init(logr.RuntimeInfo) {}
+
+// Enabled makes the logger skip every Info call; Error calls reach the sink whatever it says.
+func (failureSink) Enabled(int) bool { return false }
+
+func (failureSink) Info(int, string, ...any) {}
+
+func (s failureSink) Error(_ error, msg string, _ ...any) {
+	if msg == "Connect failed" && s.name != "" {
+		clusterCacheFailures.add(s.name)
+	}
+}
+
+func (s failureSink) WithValues(keysAndValues ...any) logr.LogSink {
+	for i := 0; i+1 < len(keysAndValues); i += 2 {
+		if ref, ok := keysAndValues[i+1].(klog.ObjectRef); ok && keysAndValues[i] == "Cluster" {
+			s.name = ref.Name
+		}
+	}
+	return s
+}
+
+func (s failureSink) WithName(string) logr.LogSink { return s }
 
 func (c *clusterCache) stop() {
 	if c.stopMg != nil {

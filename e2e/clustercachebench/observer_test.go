@@ -14,8 +14,9 @@ type observer struct {
 	mu sync.Mutex
 
 	// syncing holds the clusters whose Nodes are not listable yet; allSynced is closed, and
-	// syncedAt set, when the last of them is.
+	// syncedAt set, when the last of them is. syncTimes holds when each one became listable.
 	syncing   map[types.NamespacedName]struct{}
+	syncTimes []time.Time
 	syncedAt  time.Time
 	allSynced chan struct{}
 
@@ -44,10 +45,24 @@ func (o *observer) synced(key types.NamespacedName) {
 		return
 	}
 	delete(o.syncing, key)
+	now := time.Now()
+	o.syncTimes = append(o.syncTimes, now)
 	if len(o.syncing) == 0 {
-		o.syncedAt = time.Now()
+		o.syncedAt = now
 		close(o.allSynced)
 	}
+}
+
+// syncDurations returns, for each cluster whose Nodes became listable, the time from start until they
+// did.
+func (o *observer) syncDurations(start time.Time) []time.Duration {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := make([]time.Duration, len(o.syncTimes))
+	for i, t := range o.syncTimes {
+		out[i] = t.Sub(start)
+	}
+	return out
 }
 
 // expect starts a change: the returned channel is closed once every cluster of keys has seen value.
@@ -89,4 +104,29 @@ func (o *observer) times() (first, last time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.first, o.last
+}
+
+// connectFailures counts failed connects by cluster name (the benchmark's clusters share a namespace).
+type connectFailures struct {
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func newConnectFailures() *connectFailures { return &connectFailures{counts: map[string]int{}} }
+
+func (f *connectFailures) add(name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.counts[name]++
+}
+
+// of returns the failed connects of the clusters keys.
+func (f *connectFailures) of(keys []types.NamespacedName) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, k := range keys {
+		n += f.counts[k.Name]
+	}
+	return n
 }
