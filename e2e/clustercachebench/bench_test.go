@@ -64,8 +64,8 @@ type cacheUnderTest interface {
 //     of every reachable cluster are listable from it;
 //   - holes: the time until a connect to every black-holed cluster has failed once; the phases
 //     below start then, so that no connect to a hole is under way while they run;
-//   - memory and goroutines then (heap in use after a GC, the process's resident set, goroutines,
-//     open sockets), over the figures before the start, per reachable cluster;
+//   - memory and goroutines then (heap in use after a GC, the process's resident set, goroutines),
+//     over the figures before the start, per reachable cluster;
 //   - change latency: a label change on a Node of child 0 until a handler registered on the cache
 //     has seen it for every cluster on child 0 (and for the first of them), CLUSTERCACHE_BENCH_CHANGES
 //     times (default 20);
@@ -101,7 +101,7 @@ type figures struct {
 	reachableFailedConnects           int
 	holeFailedConnects                int
 	heapMiB, rssMiB                   float64
-	goroutines, sockets, reachable    int
+	goroutines, reachable             int
 	changesFirst, changesAll          []time.Duration
 	rotation                          time.Duration
 	frozenFirstFailure, frozenDown    time.Duration
@@ -143,7 +143,7 @@ func runScenario(b *testing.B, name string, c cacheUnderTest, distinct bool) {
 	time.Sleep(settle)
 	after := snapshot()
 	f.heapMiB, f.rssMiB = after.heapMiB-before.heapMiB, after.rssMiB-before.rssMiB
-	f.goroutines, f.sockets = after.goroutines-before.goroutines, after.sockets-before.sockets
+	f.goroutines = after.goroutines - before.goroutines
 
 	b.ResetTimer()
 	round := 0
@@ -286,8 +286,8 @@ func report(b *testing.B, name string, c cacheUnderTest, w *world, n int, distin
 		f.reachable, f.firstInventory.Round(time.Millisecond), f.syncMedian, f.reachableFailedConnects)
 	fmt.Printf("  black holes: a connect to each of the %d failed %s after the start (%d failed connects by then)\n",
 		n-f.reachable, f.holesFailed.Round(time.Millisecond), f.holeFailedConnects)
-	fmt.Printf("  connected: heap in use +%.1f MiB (%.3f MiB per cluster), RSS +%.1f MiB (%.3f per cluster), goroutines +%d (%.1f per cluster), sockets +%d\n",
-		f.heapMiB, per(f.heapMiB), f.rssMiB, per(f.rssMiB), f.goroutines, per(float64(f.goroutines)), f.sockets)
+	fmt.Printf("  connected: heap in use +%.1f MiB (%.3f MiB per cluster), RSS +%.1f MiB (%.3f per cluster), goroutines +%d (%.1f per cluster)\n",
+		f.heapMiB, per(f.heapMiB), f.rssMiB, per(f.rssMiB), f.goroutines, per(float64(f.goroutines)))
 	if len(f.changesAll) > 0 {
 		fmt.Printf("  node label change on child-0 seen for all %d of its clusters: p50 %s, p99 %s, max %s; for the first: p50 %s (%d changes)\n",
 			len(w.onChild0()), pct(f.changesAll, 0.5), pct(f.changesAll, 0.99), pct(f.changesAll, 1), pct(f.changesFirst, 0.5), len(f.changesAll))
@@ -329,17 +329,17 @@ func pct(ds []time.Duration, q float64) time.Duration {
 
 // usage is the process's footprint at one moment.
 type usage struct {
-	heapMiB, rssMiB     float64
-	goroutines, sockets int
+	heapMiB, rssMiB float64
+	goroutines      int
 }
 
-// snapshot collects garbage and reads the heap in use, the resident set, the goroutines and the
-// open sockets.
+// snapshot collects garbage and reads the heap in use, the resident set and the goroutines. (Open
+// sockets would say little: the black holes and the frozen child's proxy run in this process.)
 func snapshot() usage {
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	return usage{heapMiB: float64(ms.HeapInuse) / (1 << 20), rssMiB: rssMiB(), goroutines: runtime.NumGoroutine(), sockets: openSockets()}
+	return usage{heapMiB: float64(ms.HeapInuse) / (1 << 20), rssMiB: rssMiB(), goroutines: runtime.NumGoroutine()}
 }
 
 // rssMiB returns the resident set size of this process, from /proc/self/status (0 elsewhere).
@@ -355,21 +355,6 @@ func rssMiB() float64 {
 		}
 	}
 	return 0
-}
-
-// openSockets counts this process's open sockets, from /proc/self/fd (0 elsewhere).
-func openSockets() int {
-	entries, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		return 0
-	}
-	count := 0
-	for _, e := range entries {
-		if target, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && strings.HasPrefix(target, "socket:") {
-			count++
-		}
-	}
-	return count
 }
 
 // loadAverage returns the machine's 1, 5 and 15 minute load averages, from /proc/loadavg.
