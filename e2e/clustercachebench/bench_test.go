@@ -132,7 +132,7 @@ func runScenario(b *testing.B, name string, c cacheUnderTest, distinct bool) {
 		f.syncMedian = pct(obs.syncDurations(start), 0.5)
 		f.reachableFailedConnects = c.failedConnects(reachable)
 	case <-time.After(syncWait):
-		b.Fatalf("%s: the Nodes of %d clusters are not listable after %s", name, len(obs.syncing), syncWait)
+		b.Fatalf("%s: the Nodes of %d clusters are not listable after %s", name, obs.unsynced(), syncWait)
 	}
 	f.holesFailed = waitHoles(ctx, b, w, c, start)
 	var holes []types.NamespacedName

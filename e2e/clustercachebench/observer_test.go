@@ -53,6 +53,13 @@ func (o *observer) synced(key types.NamespacedName) {
 	}
 }
 
+// unsynced returns how many clusters' Nodes are not listable yet.
+func (o *observer) unsynced() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.syncing)
+}
+
 // syncDurations returns, for each cluster whose Nodes became listable, the time from start until they
 // did.
 func (o *observer) syncDurations(start time.Time) []time.Duration {
