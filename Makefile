@@ -167,6 +167,15 @@ bench: tools build ## The modules' Go benchmarks (the inventory one among them),
 	@out=$$(mktemp); 	for m in common $(COMPONENTS); do (cd $$m && go test -run '^$$' -bench . -benchmem ./...) || exit 1; done | tee "$$out"; 	cd e2e && go run ./cmd/bench --bin "$(EXALSIUS_BIN_DIR)/workspace-controller" --doc "$(CURDIR)/docs/benchmarks.md" \
 	  --go-bench-output "$$out" $(BENCH_FLAGS)
 
+# The child-cluster cache against Cluster API's ClusterCache (e2e/clustercachebench, a module outside
+# go.work): one process per cache and identity mode, so that each resident set belongs to one cache.
+# CLUSTERCACHE_BENCH_CLUSTERS=20 CLUSTERCACHE_BENCH_NODES=10 makes a quick run (defaults 200 and 50).
+.PHONY: bench-clustercache
+bench-clustercache: tools ## The project's child-cluster cache against Cluster API's ClusterCache on the same child API servers, four runs (docs/design/child-cluster-cache.md; not part of `make test` or `make bench`).
+	@cd e2e/clustercachebench && for cache in childcluster clustercache; do for ids in shared distinct; do \
+	  GOWORK=off go test -count=1 -run '^$$' -bench "^BenchmarkCaches$$/^$$cache$$/^$$ids$$" -benchtime 1x -timeout 30m . || exit 1; \
+	done; done
+
 # BENCH_ENVELOPE_FLAGS passes flags to the scale envelope, e.g. --workspaces=500 --clusters=20 for a quick run.
 BENCH_ENVELOPE_FLAGS ?=
 

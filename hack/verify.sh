@@ -20,14 +20,17 @@ if [ -x "$golangci_lint" ]; then
   for m in common $(cat common/components/names) kubectl-exalsius e2e; do
     (cd "$m" && "$golangci_lint" run --allow-serial-runners ./...) || fail=1
   done
-  # hack/imagebuild is outside go.work: linted as it is built, from its module alone.
-  (cd hack/imagebuild && GOWORK=off "$golangci_lint" run --allow-serial-runners ./...) || fail=1
+  # hack/imagebuild and e2e/clustercachebench are outside go.work: linted as they are built, from
+  # their modules alone.
+  for m in hack/imagebuild e2e/clustercachebench; do
+    (cd "$m" && GOWORK=off "$golangci_lint" run --allow-serial-runners ./...) || fail=1
+  done
 else
   echo "[verify] golangci-lint is missing: run 'hack/tools.sh golangci-lint' (or make tools)"; fail=1
 fi
 
 echo "[verify] every module builds alone (GOWORK=off) and its go.mod is tidy"
-for m in common $(cat common/components/names) kubectl-exalsius e2e hack/imagebuild; do
+for m in common $(cat common/components/names) kubectl-exalsius e2e hack/imagebuild e2e/clustercachebench; do
   if ! (cd "$m" && GOWORK=off GOFLAGS=-mod=mod go mod tidy -diff >/dev/null); then
     echo "[verify] $m/go.mod is not tidy: run 'cd $m && GOWORK=off go mod tidy'"; fail=1
   fi
@@ -37,7 +40,7 @@ for m in common $(cat common/components/names) kubectl-exalsius e2e hack/imagebu
     echo "[verify] $m does not build alone: GOWORK=off go build ./... fails"; fail=1
   fi
 done
-(cd hack/imagebuild && GOWORK=off go vet ./...) || fail=1
+for m in hack/imagebuild e2e/clustercachebench; do (cd "$m" && GOWORK=off go vet ./...) || fail=1; done
 
 echo "[verify] actionlint .github/workflows"
 actionlint="$(hack/tools.sh bindir)/actionlint"
