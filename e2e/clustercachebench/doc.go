@@ -5,9 +5,9 @@
 // clusters point at black holes instead). docs/design/child-cluster-cache.md holds the figures and
 // the decision they support.
 //
-// The package is a module of its own, outside go.work, so that Cluster API is a dependency of
-// nothing the project ships and does not move the versions the workspace's modules are tested
-// with. Run it from this folder with GOWORK=off, one configuration per process so that the
+// The package is a module of its own, outside go.work, so that Cluster API's main module is a
+// dependency of nothing the project ships (which uses only its types module) and does not move the
+// versions the workspace's modules are tested with. Run it from this folder with GOWORK=off, one configuration per process so that the
 // process's resident set belongs to one cache (`make bench-clustercache` runs all four):
 //
 //	GOWORK=off go test -run '^$' -bench 'BenchmarkCaches/childcluster/shared$' -benchtime 1x -timeout 30m .
