@@ -57,7 +57,9 @@ type Options struct {
 	Scheme *runtime.Scheme
 	// Logger logs connects and disconnects, by ClusterDeployment name only.
 	Logger logr.Logger
-	// MaxConcurrentConnects bounds how many children are connected at once (default 4).
+	// MaxConcurrentConnects bounds how many children are connected at once (default 4). Connects
+	// that retry after a failure may hold at most half of these slots (rounded down, at least one), so the others
+	// stay free for new children and changed Secrets.
 	MaxConcurrentConnects int
 	// SyncTimeout bounds a connect: listing the child's Nodes and Pods (default 30s).
 	SyncTimeout time.Duration
@@ -166,7 +168,12 @@ type Cache struct {
 	opts     Options
 	log      logr.Logger
 	notifier *notifier
+	// sem holds a slot per running connect; retrySem bounds how many of those slots connects that
+	// retry after a failure may hold (retrySlots), so that children that keep failing (a dropped
+	// route holds a slot for a whole TLS handshake timeout) never starve the first connect of a new
+	// child or the reconnect of a rotated credential.
 	sem      chan struct{}
+	retrySem chan struct{}
 	ctx      context.Context
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
@@ -198,6 +205,7 @@ func New(opts Options) (*Cache, error) {
 		log:       opts.Logger,
 		notifier:  newNotifier(opts.Debounce),
 		sem:       make(chan struct{}, opts.MaxConcurrentConnects),
+		retrySem:  make(chan struct{}, retrySlots(opts.MaxConcurrentConnects)),
 		ctx:       ctx,
 		cancel:    cancel,
 		entries:   map[types.NamespacedName]*entry{},

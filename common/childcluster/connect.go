@@ -118,20 +118,44 @@ func (c *Cache) triggerUsers(cn *conn) {
 	}
 }
 
-// connect builds and starts the cluster of a connection, within the connect concurrency bound. key
-// is the ClusterDeployment the connection is made for (its logs and errors name it).
+// retrySlots is how many of n connect slots retries may hold: half (rounded down), at least one.
+func retrySlots(n int) int {
+	return max(1, n/2)
+}
+
+// acquire takes a slot of sem, or fails when ctx ends first.
+func acquire(ctx context.Context, sem chan struct{}) bool {
+	select {
+	case sem <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// connect builds and starts the cluster of a connection, within the connect concurrency bound; a
+// retry after a failure first takes one of the retry slots. key is the ClusterDeployment the
+// connection is made for (its logs and errors name it).
 func (c *Cache) connect(ctx context.Context, cn *conn, key types.NamespacedName, data []byte) {
 	defer close(cn.done)
-	select {
-	case c.sem <- struct{}{}:
-		defer func() { <-c.sem }()
-	case <-ctx.Done():
+	stopped := func() {
 		cn.err = ErrStopped
 		if c.ctx.Err() == nil {
 			cn.err = &UnreachableError{Cluster: key, Reason: ReasonConnectFailed, Err: fmt.Errorf("connection was replaced while waiting to connect")}
 		}
+	}
+	if cn.failures > 0 {
+		if !acquire(ctx, c.retrySem) {
+			stopped()
+			return
+		}
+		defer func() { <-c.retrySem }()
+	}
+	if !acquire(ctx, c.sem) {
+		stopped()
 		return
 	}
+	defer func() { <-c.sem }()
 	n := c.inFlight.Add(1)
 	defer c.inFlight.Add(-1)
 	for peak := c.peakInFlight.Load(); n > peak && !c.peakInFlight.CompareAndSwap(peak, n); peak = c.peakInFlight.Load() {

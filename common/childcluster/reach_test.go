@@ -2,6 +2,7 @@ package childcluster
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"sync"
 	"testing"
@@ -176,4 +177,72 @@ func TestSecretDataReadOnlyWhenChanged(t *testing.T) {
 		cl, err := c.Get(ctx, "metaonly", "a")
 		return err == nil && cl != first, "same connection"
 	})
+}
+
+// TestRetriesLeaveSlotsForNewChildren: children that keep failing to connect (here two black holes,
+// each holding a connect slot for a whole TLS handshake timeout) retry in at most half of the
+// connect slots, so a new child (or a rotated credential) connects at once instead of waiting behind
+// them.
+func TestRetriesLeaveSlotsForNewChildren(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*wait)
+	defer cancel()
+	child := startChild(t, "retryslots")
+	var mu sync.Mutex
+	var attempts []string // "<name> ok" or "<name> failed", in the order the connects ended
+	c := newCache(t, Options{MaxConcurrentConnects: 2, SyncTimeout: time.Hour,
+		BackoffBase: time.Millisecond, BackoffMax: time.Millisecond,
+		OnConnect: func(cd types.NamespacedName, _ time.Duration, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			attempts = append(attempts, fmt.Sprintf("%s %s", cd.Name, map[bool]string{true: "ok", false: "failed"}[err == nil]))
+		}})
+	ended := func(what string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, a := range attempts {
+			if a == what {
+				n++
+			}
+		}
+		return n
+	}
+	holes := []string{"hole-a", "hole-b"}
+	for _, name := range holes {
+		data, err := clientcmd.Write(kubeconfigFor(blackHole(t)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := mgmt.WriteKubeconfigSecret(ctx, "retryslots", name, data); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.TryGet(ctx, "retryslots", name); UnreachableReason(err) != ReasonConnecting {
+			t.Fatalf("%s: want Connecting, got %v", name, err)
+		}
+	}
+	// Both first connects take both slots and fail after the handshake timeout; then both retry.
+	for _, name := range holes {
+		eventually(t, name+" failed once", func() (bool, string) {
+			return ended(name+" failed") >= 1, fmt.Sprint(attempts)
+		})
+	}
+	for _, name := range holes {
+		if _, err := c.TryGet(ctx, "retryslots", name); UnreachableReason(err) != ReasonConnecting {
+			t.Fatalf("%s retry: want Connecting, got %v", name, err)
+		}
+	}
+	eventually(t, "a retry holds a slot", func() (bool, string) {
+		return c.inFlight.Load() >= 1, fmt.Sprint(c.inFlight.Load())
+	})
+	if err := mgmt.WriteKubeconfigSecret(ctx, "retryslots", "new", child.Kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Get(ctx, "retryslots", "new"); err != nil {
+		t.Fatalf("new child: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if n := len(attempts); n != 3 || attempts[2] != "new ok" {
+		t.Fatalf("the new child waited for a retrying black hole's slot: connects ended %v, want the two first failures then the new child", attempts)
+	}
 }
