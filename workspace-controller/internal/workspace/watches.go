@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -141,7 +142,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager, 
 		return err
 	}
 	if childChanges != nil {
-		b = b.WatchesRawSource(childChanges(handler.EnqueueRequestsFromMapFunc(r.forChildEvent)))
+		b = b.WatchesRawSource(childChanges(childEvents{split: r.childEventRequests}))
 	}
 	return b.Complete(r)
 }
@@ -301,22 +302,70 @@ func (r *Reconciler) forWaiters(ctx context.Context, o client.Object) []reconcil
 	return out
 }
 
-// forChildEvent brings back, when a child's Nodes or Pods changed or it became (un)reachable, the
-// workspaces whose state may depend on it: waiting for GPUs, failed for a missing GPU kind, pending
-// on an unreachable child, deploying (waiting for their pods to be Ready), stopping (waiting for
-// their pods to go), or being deleted; and the
-// admitted workspaces whose admission the change took away (an admitted node gone, or unable to take
-// their pods: gate.Lost), which are gated again.
-func (r *Reconciler) forChildEvent(ctx context.Context, o client.Object) []reconcile.Request {
+// childEventPriority is the workqueue priority of the workspaces whose admission a child event took
+// away: ahead of the other workspaces the same event brings back (default priority 0), which are
+// only checked again, so that a lost admission shows in the status without waiting behind them.
+const childEventPriority = 10
+
+// childEvents enqueues what a child event brings back (split: the workspaces whose admission the
+// change took away, then the others), the former ahead of the latter when the controller's queue is
+// a priority queue (controller-runtime's default).
+type childEvents struct {
+	split func(context.Context, client.Object) (lost, others []reconcile.Request)
+}
+
+func (h childEvents) Create(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	h.enqueue(ctx, e.Object, q)
+}
+
+func (h childEvents) Update(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	h.enqueue(ctx, e.ObjectNew, q)
+}
+
+func (h childEvents) Delete(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	h.enqueue(ctx, e.Object, q)
+}
+
+func (h childEvents) Generic(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	h.enqueue(ctx, e.Object, q)
+}
+
+func (h childEvents) enqueue(ctx context.Context, o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	if o == nil {
+		return
+	}
+	lost, others := h.split(ctx, o)
+	pq, isPQ := q.(priorityqueue.PriorityQueue[reconcile.Request])
+	if isPQ && len(lost) > 0 {
+		pq.AddWithOpts(priorityqueue.AddOpts{Priority: new(childEventPriority)}, lost...)
+	} else {
+		for _, req := range lost {
+			q.Add(req)
+		}
+	}
+	for _, req := range others {
+		q.Add(req)
+	}
+}
+
+// childEventRequests brings back, when a child's Nodes or Pods changed or it became (un)reachable,
+// the admitted workspaces whose admission the change took away (an admitted node gone, or unable to
+// take their pods: gate.Lost), which are gated again (lost); and the workspaces whose state may
+// depend on the child (others): waiting for GPUs, failed for a missing GPU kind, pending on an
+// unreachable child, deploying (waiting for their pods to be Ready), stopping (waiting for their pods
+// to go), or being deleted, and the unplaced workspaces of the cluster's namespace.
+func (r *Reconciler) childEventRequests(ctx context.Context, o client.Object) (lost, others []reconcile.Request) {
 	cd := client.ObjectKeyFromObject(o)
-	lost := r.lostOn(ctx, cd)
+	isLost := r.lostOn(ctx, cd)
 	// The unplaced workspaces of the cluster's namespace may fit on it now.
-	return append(r.namespaceWaiters(ctx, o.GetNamespace(), client.ObjectKey{}), r.workspaces(ctx, owned.IndexCluster, cd.String(), func(ws *workspacesv1.WorkspaceDeployment) bool {
+	others = r.namespaceWaiters(ctx, o.GetNamespace(), client.ObjectKey{})
+	others = append(others, r.workspaces(ctx, owned.IndexCluster, cd.String(), func(ws *workspacesv1.WorkspaceDeployment) bool {
 		if !ws.DeletionTimestamp.IsZero() {
 			return true // a deletion may wait for the child
 		}
-		if lost(ws) {
-			return true
+		if isLost(ws) {
+			lost = append(lost, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(ws)})
+			return false
 		}
 		switch ws.Status.Phase {
 		case workspacesv1.PhaseWaiting:
@@ -336,6 +385,7 @@ func (r *Reconciler) forChildEvent(ctx context.Context, o client.Object) []recon
 		}
 		return false
 	})...)
+	return lost, others
 }
 
 // lostOn returns a filter that reports whether a workspace's admission on cluster cd is lost on the

@@ -1,11 +1,18 @@
 package workspace
 
 import (
+	"context"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 )
 
@@ -45,5 +52,38 @@ func TestReleasesGPUsDeployTimeout(t *testing.T) {
 	}
 	if (releasesGPUs{}).Update(event.UpdateEvent{ObjectOld: k0rdentFailed, ObjectNew: failed(workspacesv1.ReasonHelmReleaseFailed, "other words")}) {
 		t.Error("a failed release within its deadline brings back no one")
+	}
+}
+
+// TestChildEventsPutLostAdmissionsFirst: the workspaces whose admission a child event took away are
+// handed to the workers ahead of the other workspaces that event (and earlier ones) brought back, so
+// that their status says so without waiting behind workspaces that are only checked again.
+func TestChildEventsPutLostAdmissionsFirst(t *testing.T) {
+	req := func(name string) reconcile.Request {
+		return reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "team", Name: name}}
+	}
+	h := childEvents{split: func(context.Context, client.Object) (lost, others []reconcile.Request) {
+		others = []reconcile.Request{req("deploying-0"), req("deploying-1"), req("deploying-2")}
+		return []reconcile.Request{req("lost")}, others
+	}}
+	q := priorityqueue.New[reconcile.Request]("test")
+	defer q.ShutDown()
+	// Workspaces an earlier event brought back are still queued.
+	q.Add(req("queued-before"))
+	cd := &k0rdentv1beta1.ClusterDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "cd"}}
+	h.Generic(context.Background(), event.GenericEvent{Object: cd}, q)
+	if n := q.Len(); n != 5 {
+		t.Fatalf("want 5 queued workspaces, got %d", n)
+	}
+	first, _ := q.Get()
+	if first != req("lost") {
+		t.Fatalf("the workspace whose admission was lost must come first, got %s", first)
+	}
+	// A queue without priorities still gets every workspace.
+	plain := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+	defer plain.ShutDown()
+	h.Generic(context.Background(), event.GenericEvent{Object: cd}, plain)
+	if n := plain.Len(); n != 4 {
+		t.Fatalf("plain queue: want 4 queued workspaces, got %d", n)
 	}
 }
