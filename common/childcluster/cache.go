@@ -75,6 +75,11 @@ type Options struct {
 	ProbeFailureThreshold int
 	// Debounce is the window in which a child's changes are folded into one notification (default 1s).
 	Debounce time.Duration
+	// NotifyAtOnce tells a child's first change after a quiet Debounce window at once, instead of at
+	// the end of the window; the changes that follow it within the window are folded into one
+	// notification at its end. A child is told at most once per window either way; a burst of
+	// changes is told twice (its first change, then the rest) instead of once. Default false.
+	NotifyAtOnce bool
 	// BackoffBase and BackoffMax bound the wait before a failed connect is retried; it doubles with each
 	// failure (defaults 2s and 5m). A changed Secret retries at once.
 	BackoffBase, BackoffMax time.Duration
@@ -203,7 +208,7 @@ func New(opts Options) (*Cache, error) {
 	return &Cache{
 		opts:      opts,
 		log:       opts.Logger,
-		notifier:  newNotifier(opts.Debounce),
+		notifier:  newNotifier(opts.Debounce, opts.NotifyAtOnce),
 		sem:       make(chan struct{}, opts.MaxConcurrentConnects),
 		retrySem:  make(chan struct{}, retrySlots(opts.MaxConcurrentConnects)),
 		ctx:       ctx,

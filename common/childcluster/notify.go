@@ -10,21 +10,32 @@ import (
 // notifier coalesces change signals per child cluster and fans them out to subscribers without ever
 // blocking the watches that raise them. The first signal for a cluster starts a timer of
 // the debounce interval; further signals in that window are folded into it; when it fires, every
-// subscriber gets the cluster once. A slow subscriber gets each pending cluster once, however many
-// signals arrived meanwhile.
+// subscriber gets the cluster once. With leading set, a signal after a quiet window (no notification
+// of the cluster for the debounce interval) is told at once, and the signals that follow it are
+// folded into one notification at the end of its window: either way a cluster is told at most once
+// per window. A slow subscriber gets each pending cluster once, however many signals arrived
+// meanwhile.
 type notifier struct {
 	debounce time.Duration
+	leading  bool
 
 	mu     sync.Mutex
 	timers map[types.NamespacedName]*time.Timer
-	subs   map[*subscriber]struct{}
-	closed bool
+	// last is when each cluster was last told, with leading set; an entry older than the window is
+	// the same as none, and is dropped when it is read.
+	last    map[types.NamespacedName]time.Time
+	sweepAt int // the size of last above which its old entries are dropped
+	subs    map[*subscriber]struct{}
+	closed  bool
 }
 
-func newNotifier(debounce time.Duration) *notifier {
+func newNotifier(debounce time.Duration, leading bool) *notifier {
 	return &notifier{
 		debounce: debounce,
+		leading:  leading,
 		timers:   map[types.NamespacedName]*time.Timer{},
+		last:     map[types.NamespacedName]time.Time{},
+		sweepAt:  1024,
 		subs:     map[*subscriber]struct{}{},
 	}
 }
@@ -39,13 +50,41 @@ func (n *notifier) trigger(key types.NamespacedName) {
 	if _, pending := n.timers[key]; pending {
 		return
 	}
-	n.timers[key] = time.AfterFunc(n.debounce, func() { n.fire(key) })
+	wait := n.debounce
+	if n.leading {
+		last, ok := n.last[key]
+		since := time.Since(last)
+		if !ok || since >= n.debounce {
+			n.tellLocked(key)
+			return
+		}
+		wait = n.debounce - since
+	}
+	n.timers[key] = time.AfterFunc(wait, func() { n.fire(key) })
 }
 
 func (n *notifier) fire(key types.NamespacedName) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	delete(n.timers, key)
+	if !n.closed {
+		n.tellLocked(key)
+	}
+}
+
+// tellLocked hands the cluster to every subscriber.
+func (n *notifier) tellLocked(key types.NamespacedName) {
+	if n.leading {
+		n.last[key] = time.Now()
+		if len(n.last) > n.sweepAt {
+			for k, t := range n.last {
+				if time.Since(t) >= n.debounce {
+					delete(n.last, k)
+				}
+			}
+			n.sweepAt = max(1024, 2*len(n.last))
+		}
+	}
 	for s := range n.subs {
 		s.add(key)
 	}

@@ -187,7 +187,7 @@ func TestChangedIgnoresResourceVersionAndHeartbeats(t *testing.T) {
 }
 
 func TestNotifierCoalescesAndNeverBlocks(t *testing.T) {
-	n := newNotifier(50 * time.Millisecond)
+	n := newNotifier(50*time.Millisecond, false)
 	defer n.close()
 	// No subscriber: triggers are dropped, nothing blocks.
 	for range 1000 {
@@ -231,7 +231,7 @@ func TestNotifierCoalescesAndNeverBlocks(t *testing.T) {
 }
 
 func TestNotifierCancelAndClose(t *testing.T) {
-	n := newNotifier(time.Millisecond)
+	n := newNotifier(time.Millisecond, false)
 	ch1, cancel1 := n.subscribe()
 	ch2, cancel2 := n.subscribe()
 	cancel1()
@@ -274,5 +274,80 @@ func TestBackoffDoublesToMax(t *testing.T) {
 		if got := c.backoff(i + 1); got != w {
 			t.Fatalf("failure %d: want %s, got %s", i+1, w, got)
 		}
+	}
+}
+
+// TestNotifierAtOnce: with leading set, a change after a quiet window is told at once (here the
+// window is an hour, so a notifier that waited for it would never tell), the changes that follow
+// within the window wait for its end and are told once, and without leading nothing is told before
+// the window ends.
+func TestNotifierAtOnce(t *testing.T) {
+	a := types.NamespacedName{Namespace: "ns", Name: "a"}
+	n := newNotifier(time.Hour, true)
+	defer n.close()
+	ch, cancel := n.subscribe()
+	defer cancel()
+	n.trigger(a)
+	select {
+	case k := <-ch:
+		if k != a {
+			t.Fatalf("want a, got %v", k)
+		}
+	case <-time.After(wait):
+		t.Fatal("the first change after a quiet window was not told at once")
+	}
+	for range 100 {
+		n.trigger(a)
+	}
+	select {
+	case k := <-ch:
+		t.Fatalf("a change within the window was told before its end: %v", k)
+	default:
+	}
+	n.mu.Lock()
+	pending := len(n.timers)
+	n.mu.Unlock()
+	if pending != 1 {
+		t.Fatalf("the changes within the window must wait for its end in one timer, got %d timers", pending)
+	}
+
+	// A short window: the folded changes are told once at its end, and a change after a further
+	// quiet window is told at once again.
+	short := newNotifier(100*time.Millisecond, true)
+	defer short.close()
+	sch, scancel := short.subscribe()
+	defer scancel()
+	short.trigger(a)
+	<-sch
+	start := time.Now()
+	for range 100 {
+		short.trigger(a)
+	}
+	<-sch
+	if d := time.Since(start); d > wait {
+		t.Fatalf("the folded changes took %s", d)
+	}
+	select {
+	case k := <-sch:
+		t.Fatalf("the folded changes were told more than once: %v", k)
+	case <-time.After(300 * time.Millisecond):
+	}
+	short.trigger(a)
+	select {
+	case <-sch:
+	case <-time.After(wait):
+		t.Fatal("a change after a further quiet window was not told at once")
+	}
+
+	// Without leading, even the first change waits for the window.
+	trailing := newNotifier(time.Hour, false)
+	defer trailing.close()
+	tch, tcancel := trailing.subscribe()
+	defer tcancel()
+	trailing.trigger(a)
+	select {
+	case k := <-tch:
+		t.Fatalf("without leading a change was told before the window ended: %v", k)
+	case <-time.After(100 * time.Millisecond):
 	}
 }

@@ -282,6 +282,9 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 	co.IdleTimeout = opts.ChildIdleTimeout
 	co.QPS = float32(opts.ChildAPIQPS)
 	co.Burst = opts.ChildAPIBurst
+	// A child change that takes admissions away (a node gone, cordoned or taken) shows in the status
+	// without waiting for the debounce window; a burst of changes still costs at most two passes.
+	co.NotifyAtOnce = true
 	children, err := childcluster.New(SecretReaders(mgr, co))
 	if err != nil {
 		return err
