@@ -3,7 +3,6 @@ package childcluster
 import (
 	"context"
 	"fmt"
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -13,38 +12,9 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-)
 
-// blackHole accepts TCP connections and never answers, like a child behind a dropped route.
-func blackHole(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		_ = l.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			_ = c.Close()
-		}
-	})
-	return "https://" + l.Addr().String()
-}
+	"github.com/exalsius/exalsius-operator/common/testing/testenv"
+)
 
 // withCredentials returns the child's kubeconfig with its user replaced.
 func withCredentials(t *testing.T, kubeconfig []byte, auth *clientcmdapi.AuthInfo) []byte {
@@ -109,7 +79,7 @@ func TestTryGetNeverWaits(t *testing.T) {
 	c := newCache(t, Options{SyncTimeout: time.Hour})
 	keys, unsubscribe := c.subscribe()
 	defer unsubscribe()
-	hole, err := clientcmd.Write(kubeconfigFor(blackHole(t)))
+	hole, err := clientcmd.Write(kubeconfigFor(testenv.BlackHoleURL(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +179,7 @@ func TestRetriesLeaveSlotsForNewChildren(t *testing.T) {
 	}
 	holes := []string{"hole-a", "hole-b"}
 	for _, name := range holes {
-		data, err := clientcmd.Write(kubeconfigFor(blackHole(t)))
+		data, err := clientcmd.Write(kubeconfigFor(testenv.BlackHoleURL(t)))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/exalsius/exalsius-operator/common/testing/childtest"
+	"github.com/exalsius/exalsius-operator/common/testing/testenv"
 )
 
 // TestSharedConnection: ClusterDeployments whose kubeconfigs have the same content (the same API
@@ -131,7 +132,7 @@ func TestSharedConnection(t *testing.T) {
 // own error, and both see the failure.
 func TestSharedFailureNamesEachCluster(t *testing.T) {
 	ctx := context.Background()
-	data, err := clientcmd.Write(kubeconfigFor(blackHole(t)))
+	data, err := clientcmd.Write(kubeconfigFor(testenv.BlackHoleURL(t)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -355,7 +355,7 @@ func (w *world) frozenKubeconfig(c benchCluster, distinct bool) ([]byte, error) 
 
 // holeKubeconfig is the kubeconfig of a black-holed cluster.
 func (w *world) holeKubeconfig() ([]byte, error) {
-	addr, closeHole, err := blackHole()
+	addr, closeHole, err := testenv.BlackHole()
 	if err != nil {
 		return nil, err
 	}
@@ -487,36 +487,6 @@ func (w *world) onChild0() []types.NamespacedName {
 		}
 	}
 	return out
-}
-
-// blackHole listens on a loopback port, accepts connections and never answers. It returns the
-// address and a function that closes the listener and the connections.
-func blackHole() (string, func(), error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", nil, err
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	return l.Addr().String(), func() {
-		_ = l.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			_ = c.Close()
-		}
-	}, nil
 }
 
 // freezingProxy forwards TCP connections to a child's API server until freeze; then it reads nothing

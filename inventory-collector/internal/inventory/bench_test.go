@@ -93,7 +93,7 @@ func BenchmarkNodeChangeToColony(b *testing.B) {
 	for i := range unreachable {
 		name := fmt.Sprintf("bench-hole%03d", i)
 		createClusterDeployment(b, colony, name)
-		if err := mgmt.WriteKubeconfigSecret(ctx, benchNS, name, kubeconfigOf(b, blackHole(b), &clientcmdapi.AuthInfo{Token: "t"})); err != nil {
+		if err := mgmt.WriteKubeconfigSecret(ctx, benchNS, name, kubeconfigOf(b, testenv.BlackHoleURL(b), &clientcmdapi.AuthInfo{Token: "t"})); err != nil {
 			b.Fatal(err)
 		}
 		refs = append(refs, map[string]any{"name": name, "namespace": benchNS})

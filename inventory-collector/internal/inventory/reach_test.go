@@ -2,9 +2,7 @@ package inventory
 
 import (
 	"context"
-	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,37 +18,6 @@ import (
 	"github.com/exalsius/exalsius-operator/common/testing/testenv"
 	"github.com/exalsius/exalsius-operator/inventory-collector/internal/sharding"
 )
-
-// blackHole accepts TCP connections and never answers, like a child behind a dropped route.
-func blackHole(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		_ = l.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			_ = c.Close()
-		}
-	})
-	return "https://" + l.Addr().String()
-}
 
 func kubeconfigOf(t testing.TB, server string, auth *clientcmdapi.AuthInfo) []byte {
 	t.Helper()
@@ -96,7 +63,7 @@ func TestChildrenCollectedIndependently(t *testing.T) {
 	refs = append(refs, map[string]any{"name": "mixed-z-good", "namespace": ns})
 	for _, name := range []string{"mixed-a-hole", "mixed-b-hole", "mixed-c-hole"} {
 		createClusterDeployment(t, colony, name)
-		if err := mgmt.WriteKubeconfigSecret(ctx, ns, name, kubeconfigOf(t, blackHole(t), &clientcmdapi.AuthInfo{Token: "t"})); err != nil {
+		if err := mgmt.WriteKubeconfigSecret(ctx, ns, name, kubeconfigOf(t, testenv.BlackHoleURL(t), &clientcmdapi.AuthInfo{Token: "t"})); err != nil {
 			t.Fatal(err)
 		}
 		refs = append(refs, map[string]any{"name": name, "namespace": ns})
