@@ -17,6 +17,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -124,20 +125,6 @@ func run() error {
 		maxN = max(maxN, n)
 	}
 	started := time.Now()
-	progress("starting %d child API servers", maxClusters)
-	names := make([]string, maxClusters)
-	for i := range names {
-		names[i] = fmt.Sprintf("bench-child-%02d", i)
-	}
-	children, err := testenv.StartChildren(names...)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		for _, ch := range children {
-			_ = ch.Stop()
-		}
-	}()
 	// GPU nodes: every workspace of the GPU class asks 1 GPU, so the first child holds the largest
 	// scenario on one cluster, the others their share of it on 20, each with 25% to spare.
 	nodesFirst := c.gpuNodes
@@ -148,34 +135,19 @@ func run() error {
 	if nodesOther == 0 && maxClusters > 1 {
 		nodesOther = int((int64(maxN)*5/4/int64(maxClusters) + c.gpusByNode) / c.gpusByNode)
 	}
-	progress("creating GPU nodes (%d on the first child, %d on each other, %d GPUs each)", nodesFirst, nodesOther, c.gpusByNode)
-	var wg sync.WaitGroup
-	errs := make([]error, len(children))
-	for i, ch := range children {
-		n := nodesOther
-		if i == 0 {
-			n = nodesFirst
-		}
-		wg.Go(func() {
-			for j := range n {
-				name := fmt.Sprintf("gpu-%03d", j)
-				if err := childtest.CreateNode(ctx, ch.Client, childtest.Node{Name: name,
-					Labels:      map[string]string{gpu.LabelGPUModel: "B200", corev1.LabelHostname: name},
-					Allocatable: childtest.GPUs(gpu.ResourceNVIDIA, c.gpusByNode)}); err != nil {
-					errs[i] = err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
+	// Only the children of the scenario's cluster count run while it does: an idle child API server
+	// and its etcd cost a few percent of a core each, and the 19 a one-cluster scenario does not use
+	// took half of a 2-core machine.
+	fleet := &childFleet{gpusByNode: c.gpusByNode, nodesFirst: nodesFirst, nodesOther: nodesOther}
+	defer fleet.stop(0)
 
 	var results []result
-	for _, class := range c.classes {
-		for _, nc := range c.clusters {
+	for _, nc := range c.clusters {
+		children, err := fleet.resize(ctx, nc)
+		if err != nil {
+			return err
+		}
+		for _, class := range c.classes {
 			for _, n := range c.sizes {
 				creators := c.creators[:1]
 				if n == maxN {
@@ -186,7 +158,7 @@ func run() error {
 					if n == maxN {
 						sc.idle = c.idle
 					}
-					r, err := runScenario(ctx, c, sc, children[:nc])
+					r, err := runScenario(ctx, c, sc, children)
 					if err != nil {
 						return fmt.Errorf("%s: %w", sc, err)
 					}
@@ -196,6 +168,14 @@ func run() error {
 			}
 		}
 	}
+	// The table keeps its order by class, then cluster count, whatever order the scenarios ran in.
+	classOrder := map[string]int{}
+	for i, class := range c.classes {
+		classOrder[class] = i
+	}
+	sort.SliceStable(results, func(i, j int) bool {
+		return classOrder[results[i].class] < classOrder[results[j].class]
+	})
 	fmt.Println()
 	table := renderTable(results)
 	fmt.Print(table)
@@ -276,4 +256,62 @@ func unthrottled(cfg *rest.Config) *rest.Config {
 func init() {
 	// The bench's own client work (watch decoding, creates) must not starve on a small machine.
 	runtime.GOMAXPROCS(max(runtime.NumCPU(), 2))
+}
+
+// childFleet holds the child API servers the scenarios run on, each with its GPU nodes: the first
+// nodesFirst of them, the others nodesOther.
+type childFleet struct {
+	gpusByNode             int64
+	nodesFirst, nodesOther int
+	children               []*testenv.Child
+}
+
+// resize starts or stops children until n run, and returns them.
+func (f *childFleet) resize(ctx context.Context, n int) ([]*testenv.Child, error) {
+	f.stop(n)
+	if len(f.children) == n {
+		return f.children, nil
+	}
+	from := len(f.children)
+	progress("starting %d child API servers", n-from)
+	names := make([]string, 0, n-from)
+	for i := from; i < n; i++ {
+		names = append(names, fmt.Sprintf("bench-child-%02d", i))
+	}
+	started, err := testenv.StartChildren(names...)
+	if err != nil {
+		return nil, err
+	}
+	f.children = append(f.children, started...)
+	progress("creating GPU nodes (%d on the first child, %d on each other, %d GPUs each)", f.nodesFirst, f.nodesOther, f.gpusByNode)
+	var wg sync.WaitGroup
+	errs := make([]error, len(started))
+	for i, ch := range started {
+		count := f.nodesOther
+		if from+i == 0 {
+			count = f.nodesFirst
+		}
+		wg.Go(func() {
+			for j := range count {
+				name := fmt.Sprintf("gpu-%03d", j)
+				if err := childtest.CreateNode(ctx, ch.Client, childtest.Node{Name: name,
+					Labels:      map[string]string{gpu.LabelGPUModel: "B200", corev1.LabelHostname: name},
+					Allocatable: childtest.GPUs(gpu.ResourceNVIDIA, f.gpusByNode)}); err != nil {
+					errs[i] = err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return f.children, errors.Join(errs...)
+}
+
+// stop stops the children past the first n.
+func (f *childFleet) stop(n int) {
+	for len(f.children) > n {
+		last := f.children[len(f.children)-1]
+		_ = last.Stop()
+		f.children = f.children[:len(f.children)-1]
+	}
 }
