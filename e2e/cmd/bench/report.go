@@ -297,7 +297,7 @@ func targets(results []result) string {
 	}
 	row("no GPU double-booked (checked against node capacity)", fmt.Sprintf("%d nodes over capacity, %d workspaces unadmitted", over, unadmitted), over == 0 && unadmitted == 0)
 	row("≤ 4 management writes per admitted CPU-only workspace, Events included", fmt.Sprintf(
-		"at most %.2f, plus the class's status.inUseBy count: at most %.0f writes in a whole run", maxWrites, classWrites), maxWrites <= 4)
+		"at most %.3f, plus the class's status.inUseBy count: at most %.0f writes in a whole run", maxWrites, classWrites), maxWrites <= 4)
 	row("zero idle writes", fmt.Sprintf("at most %.1f/min", idleMax), idleMax <= 0)
 	if idleCPUMax >= 0 {
 		row("idle CPU < 1% of a core after the largest N", fmt.Sprintf("at most %.1f%%", idleCPUMax), idleCPUMax < 1)
