@@ -160,3 +160,15 @@ func TestTrackerTimesAChangeUntilTheAffectedLeaveTheNode(t *testing.T) {
 		t.Fatalf("latencies %v, timed out %d; want 2 and 0", lat, timedOut)
 	}
 }
+
+// TestTargetsCountTheClassStatusWrites: the writes target leaves out the class's status.inUseBy
+// writes, whatever verb the controller uses for them (it applies them), and says how many there were.
+func TestTargetsCountTheClassStatusWrites(t *testing.T) {
+	r := result{scenario: scenario{class: "cpu", clusters: 1, n: 10, creators: 1}, mgmt: requests{
+		"workspacedeployments PATCH": 20, "servicesets POST": 10, "events POST": 10,
+		"workspaceclasses/status APPLY": 3, "leases PUT": 2}}
+	out := targets([]result{r})
+	if !strings.Contains(out, "at most 4.000, plus the class's status.inUseBy count: at most 3 writes in a whole run | yes") {
+		t.Fatalf("want 4 writes per workspace and the class's 3 applies counted apart, got:\n%s", out)
+	}
+}

@@ -284,7 +284,7 @@ func targets(results []result) string {
 			maxWrites = max(maxWrites, r.mgmt.writes(func(k string) bool {
 				return apiServerOwn(k) || strings.HasPrefix(k, "workspaceclasses/status ")
 			})/float64(r.n))
-			classWrites = max(classWrites, r.mgmt["workspaceclasses/status PATCH"])
+			classWrites = max(classWrites, r.mgmt.writes(func(k string) bool { return !strings.HasPrefix(k, "workspaceclasses/status ") }))
 		}
 		maxRec = max(maxRec, r.reconciles)
 		if r.n == maxN {
