@@ -422,11 +422,12 @@ func (c *Cache) Peers(key types.NamespacedName) []types.NamespacedName {
 	return out
 }
 
-// subscribe returns a channel that receives a ClusterDeployment's key after its child's Nodes or
+// subscribe returns a channel that receives a ClusterDeployment's Change after its child's Nodes or
 // Pods changed, or after it became unreachable or reachable again; and a function that cancels the
-// subscription and closes the channel. Changes of one child within the debounce window give one key;
-// a subscriber that reads slowly gets each pending key once. Controllers use Source.
-func (c *Cache) subscribe() (<-chan types.NamespacedName, func()) {
+// subscription and closes the channel. Changes of one child within the debounce window give one
+// Change, folded; a subscriber that reads slowly gets each pending cluster once, with what changed
+// meanwhile folded. Controllers use Source.
+func (c *Cache) subscribe() (<-chan Change, func()) {
 	return c.notifier.subscribe()
 }
 

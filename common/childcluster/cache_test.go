@@ -77,17 +77,35 @@ func eventually(t *testing.T, what string, cond func() (bool, string)) {
 }
 
 // expectKey waits for key on ch, skipping others.
-func expectKey(t *testing.T, ch <-chan types.NamespacedName, key types.NamespacedName) {
+func expectKey(t *testing.T, ch <-chan Change, key types.NamespacedName) Change {
 	t.Helper()
 	timeout := time.After(wait)
 	for {
 		select {
 		case k := <-ch:
-			if k == key {
-				return
+			if k.Cluster == key {
+				return k
 			}
 		case <-timeout:
 			t.Fatalf("no notification for %s", key)
+		}
+	}
+}
+
+// expectChange waits for a notification of key whose Change satisfies ok.
+func expectChange(t *testing.T, ch <-chan Change, key types.NamespacedName, what string, ok func(Change) bool) {
+	t.Helper()
+	timeout := time.After(wait)
+	var seen []Change
+	for {
+		select {
+		case k := <-ch:
+			if k.Cluster == key && ok(k) {
+				return
+			}
+			seen = append(seen, k)
+		case <-timeout:
+			t.Fatalf("no notification of %s saying %s; got %+v", key, what, seen)
 		}
 	}
 }
@@ -126,14 +144,22 @@ func TestGetWatchesNodesAndPods(t *testing.T) {
 	if err := childtest.CreateNode(ctx, child.Client, gpuNode("gpu-2", 4)); err != nil {
 		t.Fatal(err)
 	}
-	expectKey(t, events, key)
-	eventually(t, "two nodes", func() (bool, string) { return len(cl.Nodes()) == 2, fmt.Sprint(len(cl.Nodes())) })
+	// Each notification says what changed: the Nodes, or the Pods of a namespace and no other. The
+	// connect's notification (anything changed) comes first; the changes after it are told apart.
+	expectChange(t, events, key, "anything changed", func(c Change) bool { return c.All })
+	if err := childtest.CreateNode(ctx, child.Client, gpuNode("gpu-3", 4)); err != nil {
+		t.Fatal(err)
+	}
+	expectChange(t, events, key, "the Nodes changed", func(c Change) bool { return c.Nodes && !c.All && len(c.Namespaces) == 0 })
+	eventually(t, "three nodes", func() (bool, string) { return len(cl.Nodes()) == 3, fmt.Sprint(len(cl.Nodes())) })
 
 	pod := childtest.Pod{Namespace: "work", Name: "train", Node: "gpu-1", Requests: childtest.Requests("nvidia.com/gpu", 2)}
 	if err := childtest.CreatePod(ctx, child.Client, pod); err != nil {
 		t.Fatal(err)
 	}
-	expectKey(t, events, key)
+	expectChange(t, events, key, "the Pods of namespace work changed, and no other's", func(c Change) bool {
+		return !c.All && c.PodsOf("work") && !c.PodsOf("other")
+	})
 	eventually(t, "the pod running on gpu-1", func() (bool, string) {
 		pods := cl.Pods()
 		return len(pods) == 1 && pods[0].Spec.NodeName == "gpu-1" && pods[0].Status.Phase == corev1.PodRunning, fmt.Sprintf("%+v", pods)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,7 +49,7 @@ type Cluster struct {
 	core       corev1client.CoreV1Interface
 	dialer     *connrotation.Dialer
 	httpClient *http.Client
-	onChange   func()
+	onChange   func(delta)
 
 	// identity is the UID of the child's kube-system namespace, read once at connect; empty when it
 	// could not be read (Identity).
@@ -119,7 +120,7 @@ func (c *Cluster) Err() error {
 // connectConfig holds what a connect needs from the Cache's options.
 type connectConfig struct {
 	opts     *Options
-	onChange func()
+	onChange func(delta)
 }
 
 // restConfigFrom turns a kubeconfig read from a Secret into a client configuration through the
@@ -196,7 +197,7 @@ func newCluster(key types.NamespacedName, data []byte, cc connectConfig) (*Clust
 		o, ok1 := a.(*corev1.Node)
 		n, ok2 := b.(*corev1.Node)
 		return !ok1 || !ok2 || nodeChanged(o, n)
-	}, c.contact, c.changed)
+	}, c.contact, func(string) { c.changed(deltaNodes) })
 	c.pods = newWatcher("childcluster pods "+key.String(), &toolscache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = podFieldSelector
@@ -212,7 +213,14 @@ func newCluster(key types.NamespacedName, data []byte, cc connectConfig) (*Clust
 		o, ok1 := a.(*pod)
 		n, ok2 := b.(*pod)
 		return !ok1 || !ok2 || podChanged(o, n)
-	}, c.contact, c.changed)
+	}, c.contact, func(key string) {
+		// A relisting that changed the Pods names none of them.
+		if ns, _, found := strings.Cut(key, "/"); found {
+			c.changed(podsIn(ns))
+			return
+		}
+		c.changed(deltaAll)
+	})
 	return c, nil
 }
 
@@ -223,10 +231,10 @@ func (c *Cluster) LastContact() time.Time { return time.Unix(0, c.lastContact.Lo
 func (c *Cluster) contact() { c.lastContact.Store(time.Now().UnixNano()) }
 
 // changed notifies a change seen on the child's watches, which is also a contact.
-func (c *Cluster) changed() {
+func (c *Cluster) changed(d delta) {
 	c.changes.Add(1)
 	c.contact()
-	c.notify()
+	c.notifyChange(d)
 }
 
 type memoEntry struct {
@@ -257,10 +265,14 @@ func (c *Cluster) Memo(name string, compute func() any) any {
 	return v
 }
 
-// notify tells the cache's subscribers about the child.
-func (c *Cluster) notify() {
+// notify tells the cache's subscribers that anything may have changed on the child (its reachability
+// did).
+func (c *Cluster) notify() { c.notifyChange(deltaAll) }
+
+// notifyChange tells the cache's subscribers what changed on the child.
+func (c *Cluster) notifyChange(d delta) {
 	if c.onChange != nil {
-		c.onChange()
+		c.onChange(d)
 	}
 }
 

@@ -99,14 +99,14 @@ func (c *Cache) connectLocked(key types.NamespacedName, hash [32]byte, rv string
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		defer c.triggerUsers(cn) // TryGet callers learn that the connect ended
+		defer c.triggerUsers(cn, deltaAll) // TryGet callers learn that the connect ended
 		c.connect(ctx, cn, key, data)
 	}()
 	return e
 }
 
 // triggerUsers notifies the subscribers about every ClusterDeployment of a connection.
-func (c *Cache) triggerUsers(cn *conn) {
+func (c *Cache) triggerUsers(cn *conn, d delta) {
 	c.mu.Lock()
 	keys := make([]types.NamespacedName, 0, len(cn.users))
 	for k := range cn.users {
@@ -114,7 +114,7 @@ func (c *Cache) triggerUsers(cn *conn) {
 	}
 	c.mu.Unlock()
 	for _, k := range keys {
-		c.notifier.trigger(k)
+		c.notifier.trigger(k, d)
 	}
 }
 
@@ -161,7 +161,7 @@ func (c *Cache) connect(ctx context.Context, cn *conn, key types.NamespacedName,
 	for peak := c.peakInFlight.Load(); n > peak && !c.peakInFlight.CompareAndSwap(peak, n); peak = c.peakInFlight.Load() {
 	}
 	start := time.Now()
-	cl, err := newCluster(key, data, connectConfig{opts: &c.opts, onChange: func() { c.triggerUsers(cn) }})
+	cl, err := newCluster(key, data, connectConfig{opts: &c.opts, onChange: func(d delta) { c.triggerUsers(cn, d) }})
 	if err == nil {
 		err = cl.start(ctx, c.opts.SyncTimeout, probeConfig{interval: c.opts.HealthInterval, timeout: c.opts.ProbeTimeout, threshold: c.opts.ProbeFailureThreshold})
 	}

@@ -14,13 +14,16 @@ import (
 // of the cluster for the debounce interval) is told at once, and the signals that follow it are
 // folded into one notification at the end of its window: either way a cluster is told at most once
 // per window. A slow subscriber gets each pending cluster once, however many signals arrived
-// meanwhile.
+// meanwhile. What each signal says changed (a delta) is folded the same way: a notification tells
+// everything that changed since the subscriber was last told about the cluster.
 type notifier struct {
 	debounce time.Duration
 	leading  bool
 
 	mu     sync.Mutex
 	timers map[types.NamespacedName]*time.Timer
+	// folded holds what changed while a cluster's timer runs.
+	folded map[types.NamespacedName]*delta
 	// last is when each cluster was last told, with leading set; an entry older than the window is
 	// the same as none, and is dropped when it is read.
 	last    map[types.NamespacedName]time.Time
@@ -34,20 +37,22 @@ func newNotifier(debounce time.Duration, leading bool) *notifier {
 		debounce: debounce,
 		leading:  leading,
 		timers:   map[types.NamespacedName]*time.Timer{},
+		folded:   map[types.NamespacedName]*delta{},
 		last:     map[types.NamespacedName]time.Time{},
 		sweepAt:  1024,
 		subs:     map[*subscriber]struct{}{},
 	}
 }
 
-// trigger records a change of the cluster. It never blocks.
-func (n *notifier) trigger(key types.NamespacedName) {
+// trigger records a change of the cluster, d saying what changed. It never blocks.
+func (n *notifier) trigger(key types.NamespacedName, d delta) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed || len(n.subs) == 0 {
 		return
 	}
 	if _, pending := n.timers[key]; pending {
+		n.folded[key].merge(d)
 		return
 	}
 	wait := n.debounce
@@ -55,11 +60,14 @@ func (n *notifier) trigger(key types.NamespacedName) {
 		last, ok := n.last[key]
 		since := time.Since(last)
 		if !ok || since >= n.debounce {
-			n.tellLocked(key)
+			n.tellLocked(key, d)
 			return
 		}
 		wait = n.debounce - since
 	}
+	f := &delta{}
+	f.merge(d)
+	n.folded[key] = f
 	n.timers[key] = time.AfterFunc(wait, func() { n.fire(key) })
 }
 
@@ -67,13 +75,15 @@ func (n *notifier) fire(key types.NamespacedName) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	delete(n.timers, key)
-	if !n.closed {
-		n.tellLocked(key)
+	d := n.folded[key]
+	delete(n.folded, key)
+	if !n.closed && d != nil {
+		n.tellLocked(key, *d)
 	}
 }
 
-// tellLocked hands the cluster to every subscriber.
-func (n *notifier) tellLocked(key types.NamespacedName) {
+// tellLocked hands the cluster's change to every subscriber.
+func (n *notifier) tellLocked(key types.NamespacedName, d delta) {
 	if n.leading {
 		n.last[key] = time.Now()
 		if len(n.last) > n.sweepAt {
@@ -86,16 +96,16 @@ func (n *notifier) tellLocked(key types.NamespacedName) {
 		}
 	}
 	for s := range n.subs {
-		s.add(key)
+		s.add(key, d)
 	}
 }
 
-// subscribe adds a subscriber whose channel receives cluster keys until cancel is called.
-func (n *notifier) subscribe() (<-chan types.NamespacedName, func()) {
+// subscribe adds a subscriber whose channel receives the clusters' changes until cancel is called.
+func (n *notifier) subscribe() (<-chan Change, func()) {
 	s := &subscriber{
-		pending: map[types.NamespacedName]struct{}{},
+		pending: map[types.NamespacedName]*delta{},
 		wake:    make(chan struct{}, 1),
-		out:     make(chan types.NamespacedName),
+		out:     make(chan Change),
 		done:    make(chan struct{}),
 	}
 	n.mu.Lock()
@@ -129,6 +139,7 @@ func (n *notifier) close() {
 	for k, t := range n.timers {
 		t.Stop()
 		delete(n.timers, k)
+		delete(n.folded, k)
 	}
 	for s := range n.subs {
 		close(s.done)
@@ -136,20 +147,25 @@ func (n *notifier) close() {
 	}
 }
 
-// subscriber delivers pending keys, in arrival order, to its channel.
+// subscriber delivers pending changes, a cluster at a time in the order they first arrived, to its
+// channel; what changes again while a cluster waits is folded into its pending change.
 type subscriber struct {
 	mu      sync.Mutex
 	order   []types.NamespacedName
-	pending map[types.NamespacedName]struct{}
+	pending map[types.NamespacedName]*delta
 	wake    chan struct{}
-	out     chan types.NamespacedName
+	out     chan Change
 	done    chan struct{}
 }
 
-func (s *subscriber) add(key types.NamespacedName) {
+func (s *subscriber) add(key types.NamespacedName, d delta) {
 	s.mu.Lock()
-	if _, ok := s.pending[key]; !ok {
-		s.pending[key] = struct{}{}
+	if p, ok := s.pending[key]; ok {
+		p.merge(d)
+	} else {
+		p = &delta{}
+		p.merge(d)
+		s.pending[key] = p
 		s.order = append(s.order, key)
 	}
 	s.mu.Unlock()
@@ -159,16 +175,17 @@ func (s *subscriber) add(key types.NamespacedName) {
 	}
 }
 
-func (s *subscriber) next() (types.NamespacedName, bool) {
+func (s *subscriber) next() (Change, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.order) == 0 {
-		return types.NamespacedName{}, false
+		return Change{}, false
 	}
 	key := s.order[0]
 	s.order = s.order[1:]
+	d := s.pending[key]
 	delete(s.pending, key)
-	return key, true
+	return d.change(key), true
 }
 
 func (s *subscriber) run() {
@@ -180,12 +197,12 @@ func (s *subscriber) run() {
 		case <-s.wake:
 		}
 		for {
-			key, ok := s.next()
+			ch, ok := s.next()
 			if !ok {
 				break
 			}
 			select {
-			case s.out <- key:
+			case s.out <- ch:
 			case <-s.done:
 				return
 			}

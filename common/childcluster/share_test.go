@@ -99,7 +99,7 @@ func TestSharedConnection(t *testing.T) {
 	for !seen[x] || !seen[y] {
 		select {
 		case k := <-events:
-			seen[k] = true
+			seen[k.Cluster] = true
 		case <-timeout:
 			t.Fatalf("notified %v, want x and y", seen)
 		}

@@ -19,9 +19,10 @@ const (
 
 // Source returns the controller-runtime source through which controllers hear of child-cluster
 // changes (a child's Nodes or Pods changed, or it became unreachable or reachable again), debounced
-// per child. For every change it hands the handler a GenericEvent whose object is a
-// PartialObjectMetadata naming the ClusterDeployment (namespace and name only); the handler maps it
-// to the controller's requests, for example with handler.EnqueueRequestsFromMapFunc.
+// per child. For every change it hands the handler a GenericEvent whose object is a *ChangeEvent
+// naming the ClusterDeployment (kind, namespace and name only) and saying what changed (ChangeOf: the
+// Nodes, the Pods of which namespaces, or anything); the handler maps it to the controller's requests,
+// for example with handler.EnqueueRequestsFromMapFunc.
 //
 // The source subscribes when the controller starts it and unsubscribes when the controller's context
 // ends (the manager stops) or the Cache stops, whichever comes first: nothing is left running or
@@ -41,21 +42,21 @@ func (s *changeSource) String() string { return "childcluster changes" }
 // Start subscribes to the cache and returns; a goroutine hands each notification to the handler
 // until ctx ends or the cache stops, then cancels the subscription.
 func (s *changeSource) Start(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
-	keys, cancel := s.cache.subscribe()
+	changes, cancel := s.cache.subscribe()
 	go func() {
 		defer cancel()
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case key, ok := <-keys:
+			case ch, ok := <-changes:
 				if !ok {
 					return // the cache stopped
 				}
-				obj := &metav1.PartialObjectMetadata{
+				obj := &ChangeEvent{PartialObjectMetadata: metav1.PartialObjectMetadata{
 					TypeMeta:   metav1.TypeMeta{APIVersion: ClusterDeploymentAPIVersion, Kind: ClusterDeploymentKind},
-					ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name},
-				}
+					ObjectMeta: metav1.ObjectMeta{Namespace: ch.Cluster.Namespace, Name: ch.Cluster.Name},
+				}, Change: ch}
 				// The handler only maps and adds to the queue, which never blocks.
 				s.handler.Generic(ctx, event.GenericEvent{Object: obj}, q)
 			}

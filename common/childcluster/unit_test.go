@@ -1,6 +1,8 @@
 package childcluster
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -191,18 +193,18 @@ func TestNotifierCoalescesAndNeverBlocks(t *testing.T) {
 	defer n.close()
 	// No subscriber: triggers are dropped, nothing blocks.
 	for range 1000 {
-		n.trigger(types.NamespacedName{Namespace: "ns", Name: "a"})
+		n.trigger(types.NamespacedName{Namespace: "ns", Name: "a"}, deltaAll)
 	}
 	ch, cancel := n.subscribe()
 	defer cancel()
 	a, b := types.NamespacedName{Namespace: "ns", Name: "a"}, types.NamespacedName{Namespace: "ns", Name: "b"}
 	for range 1000 {
-		n.trigger(a)
-		n.trigger(b)
+		n.trigger(a, deltaAll)
+		n.trigger(b, deltaAll)
 	}
 	got := map[types.NamespacedName]int{}
 	for range 2 {
-		got[<-ch]++
+		got[(<-ch).Cluster]++
 	}
 	if got[a] != 1 || got[b] != 1 {
 		t.Fatalf("want a and b once each, got %v", got)
@@ -210,10 +212,10 @@ func TestNotifierCoalescesAndNeverBlocks(t *testing.T) {
 	// Nobody reads now: more triggers still return. The subscriber holds at most one key in hand and
 	// one pending, so three windows' worth of a arrive as at most two.
 	for range 3 {
-		n.trigger(a)
+		n.trigger(a, deltaAll)
 		time.Sleep(80 * time.Millisecond) // let each window fire, so a is pending several times over
 	}
-	if k := <-ch; k != a {
+	if k := <-ch; k.Cluster != a {
 		t.Fatalf("want a, got %v", k)
 	}
 	extra := 0
@@ -287,17 +289,17 @@ func TestNotifierAtOnce(t *testing.T) {
 	defer n.close()
 	ch, cancel := n.subscribe()
 	defer cancel()
-	n.trigger(a)
+	n.trigger(a, deltaAll)
 	select {
 	case k := <-ch:
-		if k != a {
+		if k.Cluster != a {
 			t.Fatalf("want a, got %v", k)
 		}
 	case <-time.After(wait):
 		t.Fatal("the first change after a quiet window was not told at once")
 	}
 	for range 100 {
-		n.trigger(a)
+		n.trigger(a, deltaAll)
 	}
 	select {
 	case k := <-ch:
@@ -317,11 +319,11 @@ func TestNotifierAtOnce(t *testing.T) {
 	defer short.close()
 	sch, scancel := short.subscribe()
 	defer scancel()
-	short.trigger(a)
+	short.trigger(a, deltaAll)
 	<-sch
 	start := time.Now()
 	for range 100 {
-		short.trigger(a)
+		short.trigger(a, deltaAll)
 	}
 	<-sch
 	if d := time.Since(start); d > wait {
@@ -332,7 +334,7 @@ func TestNotifierAtOnce(t *testing.T) {
 		t.Fatalf("the folded changes were told more than once: %v", k)
 	case <-time.After(300 * time.Millisecond):
 	}
-	short.trigger(a)
+	short.trigger(a, deltaAll)
 	select {
 	case <-sch:
 	case <-time.After(wait):
@@ -344,10 +346,115 @@ func TestNotifierAtOnce(t *testing.T) {
 	defer trailing.close()
 	tch, tcancel := trailing.subscribe()
 	defer tcancel()
-	trailing.trigger(a)
+	trailing.trigger(a, deltaAll)
 	select {
 	case k := <-tch:
 		t.Fatalf("without leading a change was told before the window ended: %v", k)
 	case <-time.After(100 * time.Millisecond):
+	}
+}
+
+// TestNotifierFoldsWhatChanged: the changes of one window are told once, saying everything they
+// changed (the Nodes, the Pods of each namespace); a slow subscriber's pending change folds what
+// arrives meanwhile; past maxChangedNamespaces, or after a change of anything, a change says All.
+func TestNotifierFoldsWhatChanged(t *testing.T) {
+	a := types.NamespacedName{Namespace: "ns", Name: "a"}
+	n := newNotifier(50*time.Millisecond, false)
+	defer n.close()
+	ch, cancel := n.subscribe()
+	defer cancel()
+	n.trigger(a, podsIn("ws-x"))
+	n.trigger(a, podsIn("ws-y"))
+	n.trigger(a, podsIn("ws-x"))
+	got := <-ch
+	if got.All || got.Nodes || !slices.Equal(got.Namespaces, []string{"ws-x", "ws-y"}) || !got.PodsOf("ws-y") || got.PodsOf("ws-z") {
+		t.Fatalf("want the Pods of ws-x and ws-y, got %+v", got)
+	}
+	n.trigger(a, deltaNodes)
+	if got := <-ch; !got.Nodes || got.All || len(got.Namespaces) != 0 || got.PodsOf("ws-x") {
+		t.Fatalf("want the Nodes alone, got %+v", got)
+	}
+	n.trigger(a, podsIn("ws-x"))
+	n.trigger(a, deltaAll)
+	if got := <-ch; !got.All || !got.Nodes || len(got.Namespaces) != 0 || !got.PodsOf("anything") {
+		t.Fatalf("want All, got %+v", got)
+	}
+	for i := range maxChangedNamespaces + 1 {
+		n.trigger(a, podsIn(fmt.Sprintf("ws-%d", i)))
+	}
+	if got := <-ch; !got.All || len(got.Namespaces) != 0 {
+		t.Fatalf("past %d namespaces a change says All, got %d namespaces, All %v", maxChangedNamespaces, len(got.Namespaces), got.All)
+	}
+
+	// A subscriber that does not read: the windows' changes wait as one pending change, folded.
+	slow := newNotifier(time.Millisecond, false)
+	defer slow.close()
+	sch, scancel := slow.subscribe()
+	defer scancel()
+	told := func(what string) { // every timer fired: each change was handed to the subscriber
+		eventually(t, what, func() (bool, string) {
+			slow.mu.Lock()
+			defer slow.mu.Unlock()
+			return len(slow.timers) == 0, fmt.Sprint(len(slow.timers), " timers")
+		})
+	}
+	slow.trigger(a, podsIn("first"))
+	told("the first change told")
+	eventually(t, "the first change in the subscriber's hand, waiting to be sent", func() (bool, string) {
+		s := onlySubscriber(slow)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return len(s.order) == 0, fmt.Sprint(len(s.order), " pending")
+	})
+	for _, ns := range []string{"ws-b", "ws-a"} {
+		slow.trigger(a, podsIn(ns))
+		told("the change of " + ns + " told") // in a window of its own, so it pends beside the others
+	}
+	slow.trigger(a, deltaNodes)
+	told("the Nodes change told")
+	if got := <-sch; !slices.Equal(got.Namespaces, []string{"first"}) {
+		t.Fatalf("want the change in hand first, got %+v", got)
+	}
+	eventually(t, "the later changes folded into one", func() (bool, string) {
+		select {
+		case got := <-sch:
+			if !got.Nodes || got.All || !slices.Equal(got.Namespaces, []string{"ws-a", "ws-b"}) {
+				t.Fatalf("want the Nodes and the Pods of ws-a and ws-b in one change, got %+v", got)
+			}
+			return true, ""
+		default:
+			return false, "nothing yet"
+		}
+	})
+	select {
+	case got := <-sch:
+		t.Fatalf("the folded changes were told again: %+v", got)
+	case <-time.After(100 * time.Millisecond):
+	}
+}
+
+func onlySubscriber(n *notifier) *subscriber {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for s := range n.subs {
+		return s
+	}
+	return nil
+}
+
+func TestChangeOf(t *testing.T) {
+	e := &ChangeEvent{Change: Change{Namespaces: []string{"ws-a"}}}
+	e.Name = "cd"
+	if c := ChangeOf(e); c.All || !c.PodsOf("ws-a") || c.PodsOf("ws-b") {
+		t.Fatalf("a ChangeEvent's change is told as it is, got %+v", c)
+	}
+	cp := e.DeepCopyObject().(*ChangeEvent)
+	cp.Change.Namespaces[0] = "changed"
+	if e.Change.Namespaces[0] != "ws-a" || cp.Name != "cd" {
+		t.Fatal("DeepCopyObject copies the namespaces and the metadata")
+	}
+	other := &metav1.PartialObjectMetadata{}
+	if c := ChangeOf(other); !c.All || !c.Nodes {
+		t.Fatalf("any other object says anything may have changed, got %+v", c)
 	}
 }

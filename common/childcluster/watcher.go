@@ -25,9 +25,10 @@ type watcher struct {
 // newWatcher returns a watcher of the objects lw lists (of type expected), kept as trim makes them.
 // differ reports whether two trimmed objects differ in what is counted; onEvent is called on every
 // event and listing (an answer from the child), onChange after a change that matters (not for the
-// first listing).
+// first listing) with the key (namespace/name, or name) of the object that changed, or "" after a
+// relisting that changed any.
 func newWatcher(name string, lw *toolscache.ListWatch, expected runtime.Object, trim func(any) any,
-	differ func(a, b any) bool, onEvent, onChange func()) *watcher {
+	differ func(a, b any) bool, onEvent func(), onChange func(key string)) *watcher {
 	s := &store{trim: trim, differ: differ, onEvent: onEvent, onChange: onChange, items: map[string]any{}}
 	return &watcher{
 		store:     s,
@@ -66,7 +67,7 @@ type store struct {
 	trim     func(any) any
 	differ   func(a, b any) bool
 	onEvent  func()
-	onChange func()
+	onChange func(key string)
 
 	mu     sync.RWMutex
 	items  map[string]any
@@ -93,7 +94,7 @@ func (s *store) put(obj any) error {
 	s.mu.Unlock()
 	s.onEvent()
 	if !had || s.differ(old, t) {
-		s.onChange()
+		s.onChange(key)
 	}
 	return nil
 }
@@ -110,7 +111,7 @@ func (s *store) Delete(obj any) error {
 	s.mu.Unlock()
 	s.onEvent()
 	if had {
-		s.onChange()
+		s.onChange(key)
 	}
 	return nil
 }
@@ -133,7 +134,7 @@ func (s *store) Replace(list []any, _ string) error {
 	s.mu.Unlock()
 	s.onEvent()
 	if s.synced.Swap(true) && s.replaced(old, items) {
-		s.onChange()
+		s.onChange("")
 	}
 	return nil
 }

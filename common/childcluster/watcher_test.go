@@ -19,20 +19,24 @@ import (
 // differs in what is counted; not for the first listing, a heartbeat-only update, or a relisting
 // that brings the same objects.
 func TestStoreNotifiesChangesThatMatter(t *testing.T) {
-	events, changes := 0, 0
+	events, changes, changed := 0, 0, "-"
 	s := &store{trim: must(trimNode), differ: func(a, b any) bool { return nodeChanged(a.(*corev1.Node), b.(*corev1.Node)) },
-		onEvent: func() { events++ }, onChange: func() { changes++ }, items: map[string]any{}}
+		onEvent: func() { events++ }, onChange: func(key string) { changes++; changed = key }, items: map[string]any{}}
 	node := func(name, rv string, ready corev1.ConditionStatus) *corev1.Node {
 		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: rv, Annotations: map[string]string{"a": "b"}},
 			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready, LastHeartbeatTime: metav1.Now()}}}}
 	}
-	step := func(what string, err error, wantEvents, wantChanges int) {
+	// A change names the object that changed; a relisting that changed any names none ("").
+	step := func(what string, err error, wantEvents, wantChanges int, wantKey ...string) {
 		t.Helper()
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
 		if events != wantEvents || changes != wantChanges {
 			t.Fatalf("%s: %d events, %d changes; want %d, %d", what, events, changes, wantEvents, wantChanges)
+		}
+		if len(wantKey) > 0 && changed != wantKey[0] {
+			t.Fatalf("%s: the change named %q, want %q", what, changed, wantKey[0])
 		}
 	}
 	if s.synced.Load() {
@@ -46,12 +50,12 @@ func TestStoreNotifiesChangesThatMatter(t *testing.T) {
 		t.Fatalf("kept an untrimmed node: %+v", n)
 	}
 	step("heartbeat", s.Update(node("a", "2", "True")), 2, 0)
-	step("not ready", s.Update(node("a", "3", "False")), 3, 1)
-	step("added", s.Add(node("c", "4", "True")), 4, 2)
-	step("deleted", s.Delete(node("c", "5", "True")), 5, 3)
+	step("not ready", s.Update(node("a", "3", "False")), 3, 1, "a")
+	step("added", s.Add(node("c", "4", "True")), 4, 2, "c")
+	step("deleted", s.Delete(node("c", "5", "True")), 5, 3, "c")
 	step("deleted again", s.Delete(node("c", "5", "True")), 6, 3)
 	step("same relisting", s.Replace([]any{node("a", "6", "False"), node("b", "6", "True")}, "6"), 7, 3)
-	step("relisting without b", s.Replace([]any{node("a", "7", "False")}, "7"), 8, 4)
+	step("relisting without b", s.Replace([]any{node("a", "7", "False")}, "7"), 8, 4, "")
 	step("relisting with d instead of a", s.Replace([]any{node("d", "8", "False")}, "8"), 9, 5)
 	step("relisting changing d", s.Replace([]any{node("d", "9", "True")}, "9"), 10, 6)
 	if l := s.List(); len(l) != 1 || l[0].(*corev1.Node).Name != "d" {
@@ -69,7 +73,7 @@ func TestWatcherStopsAtOnceWhileBackingOff(t *testing.T) {
 		ListWithContextFunc:  func(context.Context, metav1.ListOptions) (runtime.Object, error) { return nil, fail() },
 		WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) { return nil, fail() },
 	}
-	w := newWatcher("backoff", lw, &corev1.Node{}, must(trimNode), func(any, any) bool { return true }, func() {}, func() {})
+	w := newWatcher("backoff", lw, &corev1.Node{}, must(trimNode), func(any, any) bool { return true }, func() {}, func(string) {})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan struct{})

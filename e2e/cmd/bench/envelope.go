@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sync"
@@ -83,7 +84,8 @@ type changeResult struct {
 	affected   int
 	peers      int // ClusterDeployments on the changed child server
 	latencies  []time.Duration
-	reconciles float64
+	reconciles float64 // beyond the rate at rest
+	restRate   float64 // reconciles per second at rest, measured before the change
 	timedOut   int
 }
 
@@ -347,10 +349,20 @@ func oneChange(ctx context.Context, e envelopeConfig, tr *tracker, ch *testenv.C
 	cr := changeResult{kind: kind, server: server, node: node}
 	affected := tr.onNode(server, node, serverOf)
 	cr.affected = len(affected)
+	// The controller reconciles at rest too (it looks at each Deploying workspace again every 2
+	// minutes): its rate over a few seconds before the change is taken out of the count after it.
+	rest0, _, err := reconciles(ctx, metricsAddr, controllerName)
+	if err != nil {
+		return cr, err
+	}
+	restFrom := time.Now()
+	time.Sleep(restWindow)
 	recBefore, _, err := reconciles(ctx, metricsAddr, controllerName)
 	if err != nil {
 		return cr, err
 	}
+	restRate := (recBefore - rest0) / time.Since(restFrom).Seconds()
+	cr.restRate = restRate
 	done := tr.expect(affected, node)
 	at := time.Now()
 	if kind == "node cordoned" {
@@ -381,16 +393,21 @@ func oneChange(ctx context.Context, e envelopeConfig, tr *tracker, ch *testenv.C
 		return cr, ctx.Err()
 	}
 	cr.latencies, cr.timedOut = tr.collect(at)
-	// The reconciles the change caused: until the count stays the same for 2 s.
-	var recAfter float64
+	// The reconciles the change caused: the count's growth beyond the rate at rest, until that excess
+	// stays within one second's worth of the rate at rest for 2 s.
+	var excess float64
+	bucket := max(1, restRate)
 	quiet(ctx, 2*time.Second, e.changeTimeout, func() float64 {
 		n, _, err := reconciles(ctx, metricsAddr, controllerName)
 		if err != nil {
 			return -1
 		}
-		recAfter = n
-		return n
+		excess = n - recBefore - restRate*time.Since(at).Seconds()
+		return math.Round(excess / bucket)
 	})
-	cr.reconciles = recAfter - recBefore
+	cr.reconciles = max(0, excess)
 	return cr, nil
 }
+
+// restWindow is how long the reconcile rate at rest is measured before each change.
+const restWindow = 5 * time.Second

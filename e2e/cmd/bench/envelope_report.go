@@ -87,9 +87,15 @@ func renderEnvelope(r envelopeResult, c config, wall time.Duration) string {
 		row("affected workspaces still on the changed node after --change-timeout", fmt.Sprint(timedOut), "0", is(timedOut == 0))
 		sort.Float64s(rec)
 		sort.Float64s(perAffected)
-		row("reconciles per child change, median / max", fmt.Sprintf("%.0f / %.0f", median(rec), rec[len(rec)-1]), "", nil)
+		var rates []float64
+		for _, ch := range r.changes {
+			rates = append(rates, ch.restRate)
+		}
+		sort.Float64s(rates)
+		row("reconciles per child change beyond the rate at rest, median / max", fmt.Sprintf("%.0f / %.0f", median(rec), rec[len(rec)-1]), "", nil)
 		row("… per affected workspace, median", fmt.Sprintf("%.1f", median(perAffected)), "", nil)
-		row("… workspaces per child server (every peer's Deploying workspace is brought back)", fmt.Sprintf("%d (%d ClusterDeployments)",
+		row("… the rate at rest before a change (Deploying workspaces looked at again), median", fmt.Sprintf("%.1f/s", median(rates)), "", nil)
+		row("… workspaces per child server", fmt.Sprintf("%d (%d ClusterDeployments)",
 			r.workspaces/r.servers, r.clusters/r.servers), "", nil)
 	}
 	if r.webhook != "" {

@@ -350,42 +350,62 @@ func (h childEvents) enqueue(ctx context.Context, o client.Object, q workqueue.T
 
 // childEventRequests brings back, when a child's Nodes or Pods changed or it became (un)reachable,
 // the admitted workspaces whose admission the change took away (an admitted node gone, or unable to
-// take their pods: gate.Lost), which are gated again (lost); and the workspaces whose state may
-// depend on the child (others): waiting for GPUs, failed for a missing GPU kind, pending on an
-// unreachable child, deploying (waiting for their pods to be Ready), stopping (waiting for their pods
-// to go), or being deleted, and the unplaced workspaces of the cluster's namespace.
+// take their pods: gate.Lost), which are gated again (lost); the workspaces of the cluster whose
+// state depends on what changed (others: bringsBack); and the unplaced workspaces of the cluster's
+// namespace.
 func (r *Reconciler) childEventRequests(ctx context.Context, o client.Object) (lost, others []reconcile.Request) {
 	cd := client.ObjectKeyFromObject(o)
+	change := childcluster.ChangeOf(o)
 	isLost := r.lostOn(ctx, cd)
 	// The unplaced workspaces of the cluster's namespace may fit on it now.
 	others = r.namespaceWaiters(ctx, o.GetNamespace(), client.ObjectKey{})
 	others = append(others, r.workspaces(ctx, owned.IndexCluster, cd.String(), func(ws *workspacesv1.WorkspaceDeployment) bool {
-		if !ws.DeletionTimestamp.IsZero() {
-			return true // a deletion may wait for the child
-		}
-		if isLost(ws) {
+		if ws.DeletionTimestamp.IsZero() && isLost(ws) {
 			lost = append(lost, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(ws)})
 			return false
 		}
-		switch ws.Status.Phase {
-		case workspacesv1.PhaseWaiting:
-			return true
-		case workspacesv1.PhaseDeploying:
-			// Running waits for the release's pods to be Ready on the child.
-			return true
-		case workspacesv1.PhaseStopped:
-			// A stop waits for the release's pods to be gone from the child; a workspace a reclaim
-			// stopped waits in the cluster's GPU queue to start again, as a Waiting one does.
-			c := meta.FindStatusCondition(ws.Status.Conditions, workspacesv1.ReadyCondition)
-			return c != nil && c.Reason == workspacesv1.ReasonStopping || owned.RestartsAfterReclaim(&ws.Status)
-		case workspacesv1.PhaseFailed, workspacesv1.PhasePending:
-			c := meta.FindStatusCondition(ws.Status.Conditions, workspacesv1.FeasibleCondition)
-			return c != nil && (c.Reason == workspacesv1.ReasonGpuOfferingUnavailable || c.Reason == workspacesv1.ReasonGpuRequestNeverFits ||
-				c.Reason == workspacesv1.ReasonClusterUnreachable)
-		}
-		return false
+		return bringsBack(ws, change)
 	})...)
 	return lost, others
+}
+
+// bringsBack reports whether a change on a workspace's child may change the workspace's state, so
+// that it is reconciled for it. A deploying or stopping workspace waits for its release's pods, so
+// only a change of the Pods in its release namespace (or of anything) matters to it: a child event
+// then brings back the workspaces it concerns, not every workspace of the cluster.
+func bringsBack(ws *workspacesv1.WorkspaceDeployment, change childcluster.Change) bool {
+	if !ws.DeletionTimestamp.IsZero() {
+		return true // a deletion may wait for the child
+	}
+	pods := change.PodsOf(owned.ReleaseNamespace(ws))
+	switch ws.Status.Phase {
+	case workspacesv1.PhaseWaiting:
+		// GPUs, nodes or the child's reachability may have come.
+		return true
+	case workspacesv1.PhaseDeploying:
+		// Running waits for the release's pods to be Ready on the child.
+		return pods
+	case workspacesv1.PhaseStopped:
+		// A workspace a reclaim stopped waits in the cluster's GPU queue to start again, as a Waiting
+		// one does; a stop waits for the release's pods to be gone from the child.
+		if owned.RestartsAfterReclaim(&ws.Status) {
+			return true
+		}
+		c := meta.FindStatusCondition(ws.Status.Conditions, workspacesv1.ReadyCondition)
+		return c != nil && c.Reason == workspacesv1.ReasonStopping && pods
+	case workspacesv1.PhaseFailed, workspacesv1.PhasePending:
+		c := meta.FindStatusCondition(ws.Status.Conditions, workspacesv1.FeasibleCondition)
+		if c == nil {
+			return false
+		}
+		switch c.Reason {
+		case workspacesv1.ReasonGpuOfferingUnavailable, workspacesv1.ReasonGpuRequestNeverFits:
+			return change.Nodes // the child's GPU kinds and sizes are its Nodes'
+		case workspacesv1.ReasonClusterUnreachable:
+			return change.All // reachability changes say All
+		}
+	}
+	return false
 }
 
 // lostOn returns a filter that reports whether a workspace's admission on cluster cd is lost on the

@@ -3,6 +3,7 @@ package workspace
 import (
 	"context"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -14,6 +15,8 @@ import (
 
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
+	"github.com/exalsius/exalsius-operator/common/childcluster"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 )
 
 // TestReleasesGPUsQuotaQueue: a waiter that leaves its quota's queue (its quota now admits it and it
@@ -85,5 +88,60 @@ func TestChildEventsPutLostAdmissionsFirst(t *testing.T) {
 	h.Generic(context.Background(), event.GenericEvent{Object: cd}, plain)
 	if n := plain.Len(); n != 4 {
 		t.Fatalf("plain queue: want 4 queued workspaces, got %d", n)
+	}
+}
+
+// TestChildChangeBringsBackWhomItConcerns: a child event brings back a deploying or stopping
+// workspace only for a change of the Pods in its release namespace (or of anything), a workspace
+// failed or pending for the child's GPU kinds for a change of its Nodes, one pending on an
+// unreachable child for a change of its reachability; waiting workspaces and deletions for any change.
+func TestChildChangeBringsBackWhomItConcerns(t *testing.T) {
+	ws := func(name string, phase workspacesv1.WorkspacePhase, conds ...metav1.Condition) *workspacesv1.WorkspaceDeployment {
+		w := &workspacesv1.WorkspaceDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: name}}
+		w.Spec.ClusterDeploymentRef.Name = "cd"
+		w.Status.Phase = phase
+		w.Status.ServiceSetName = "ss-" + name
+		w.Status.Conditions = conds
+		return w
+	}
+	feasible := func(reason string) metav1.Condition {
+		return metav1.Condition{Type: workspacesv1.FeasibleCondition, Status: metav1.ConditionFalse, Reason: reason}
+	}
+	deploying := ws("a", workspacesv1.PhaseDeploying)
+	ns := owned.ReleaseNamespace(deploying)
+	stopping := ws("b", workspacesv1.PhaseStopped, metav1.Condition{Type: workspacesv1.ReadyCondition, Status: metav1.ConditionFalse, Reason: workspacesv1.ReasonStopping})
+	stoppingNS := owned.ReleaseNamespace(stopping)
+	stopped := ws("c", workspacesv1.PhaseStopped, metav1.Condition{Type: workspacesv1.ReadyCondition, Status: metav1.ConditionFalse, Reason: workspacesv1.ReasonStopped})
+	deleting := ws("d", workspacesv1.PhaseRunning)
+	deleting.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+
+	podsOf := func(namespaces ...string) childcluster.Change { return childcluster.Change{Namespaces: namespaces} }
+	nodes := childcluster.Change{Nodes: true}
+	all := childcluster.Change{All: true, Nodes: true}
+	for _, tc := range []struct {
+		name   string
+		ws     *workspacesv1.WorkspaceDeployment
+		change childcluster.Change
+		want   bool
+	}{
+		{"deploying, its pods", deploying, podsOf("other", ns), true},
+		{"deploying, another namespace's pods", deploying, podsOf("other"), false},
+		{"deploying, nodes", deploying, nodes, false},
+		{"deploying, anything", deploying, all, true},
+		{"stopping, its pods", stopping, podsOf(stoppingNS), true},
+		{"stopping, another namespace's pods", stopping, podsOf(ns), false},
+		{"stopped", stopped, all, false},
+		{"waiting, another namespace's pods", ws("e", workspacesv1.PhaseWaiting), podsOf("other"), true},
+		{"running", ws("f", workspacesv1.PhaseRunning), all, false},
+		{"deleting, another namespace's pods", deleting, podsOf("other"), true},
+		{"GPU kind missing, nodes", ws("g", workspacesv1.PhaseFailed, feasible(workspacesv1.ReasonGpuOfferingUnavailable)), nodes, true},
+		{"GPU kind missing, pods", ws("g", workspacesv1.PhaseFailed, feasible(workspacesv1.ReasonGpuOfferingUnavailable)), podsOf("other"), false},
+		{"never fits, nodes", ws("h", workspacesv1.PhasePending, feasible(workspacesv1.ReasonGpuRequestNeverFits)), nodes, true},
+		{"unreachable, reachability", ws("i", workspacesv1.PhasePending, feasible(workspacesv1.ReasonClusterUnreachable)), all, true},
+		{"unreachable, nodes", ws("i", workspacesv1.PhasePending, feasible(workspacesv1.ReasonClusterUnreachable)), nodes, false},
+	} {
+		if got := bringsBack(tc.ws, tc.change); got != tc.want {
+			t.Errorf("%s: brought back %t, want %t", tc.name, got, tc.want)
+		}
 	}
 }

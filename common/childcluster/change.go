@@ -1,0 +1,113 @@
+package childcluster
+
+import (
+	"slices"
+	"sort"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// maxChangedNamespaces bounds the namespaces a notification names: past it, it says that anything
+// may have changed (Change.All), which costs a subscriber a look at every workspace of the cluster
+// and keeps a storm of pod changes from growing the pending notifications without bound.
+const maxChangedNamespaces = 256
+
+// Change says what changed on a ClusterDeployment's child since the subscriber was last told about
+// it. Changes of one child within the debounce window, and those that wait for a slow subscriber,
+// are folded into one Change.
+type Change struct {
+	// Cluster is the ClusterDeployment.
+	Cluster types.NamespacedName
+	// All: the connection was made, failed, became unreachable or reachable again, or a relisting
+	// (or more than 256 namespaces) changed the Pods: any of the child's objects may have changed.
+	All bool
+	// Nodes: a Node came, went or changed in what is counted (capacity, readiness, schedulability,
+	// labels).
+	Nodes bool
+	// Namespaces holds the namespaces of the Pods that came, went or changed, sorted; empty with All.
+	Namespaces []string
+}
+
+// PodsOf reports whether the Pods of a namespace may have changed.
+func (c Change) PodsOf(namespace string) bool {
+	if c.All {
+		return true
+	}
+	_, found := slices.BinarySearch(c.Namespaces, namespace)
+	return found
+}
+
+// delta is a Change being folded, before it is told.
+type delta struct {
+	all, nodes bool
+	namespaces map[string]struct{}
+}
+
+var (
+	deltaAll   = delta{all: true}
+	deltaNodes = delta{nodes: true}
+)
+
+// podsIn is the delta of a Pod change in a namespace.
+func podsIn(namespace string) delta {
+	return delta{namespaces: map[string]struct{}{namespace: {}}}
+}
+
+// merge folds o into d.
+func (d *delta) merge(o delta) {
+	d.all = d.all || o.all
+	d.nodes = d.nodes || o.nodes
+	if d.all {
+		d.namespaces = nil
+		return
+	}
+	for ns := range o.namespaces {
+		if d.namespaces == nil {
+			d.namespaces = make(map[string]struct{}, len(o.namespaces))
+		}
+		d.namespaces[ns] = struct{}{}
+	}
+	if len(d.namespaces) > maxChangedNamespaces {
+		d.all, d.namespaces = true, nil
+	}
+}
+
+// change returns the Change of the cluster that d describes.
+func (d delta) change(key types.NamespacedName) Change {
+	c := Change{Cluster: key, All: d.all, Nodes: d.nodes || d.all}
+	if !d.all && len(d.namespaces) > 0 {
+		c.Namespaces = make([]string, 0, len(d.namespaces))
+		for ns := range d.namespaces {
+			c.Namespaces = append(c.Namespaces, ns)
+		}
+		sort.Strings(c.Namespaces)
+	}
+	return c
+}
+
+// ChangeEvent is the object Cache.Source hands its handler for a notification: the ClusterDeployment
+// (its kind, namespace and name) and what changed on its child (ChangeOf).
+type ChangeEvent struct {
+	metav1.PartialObjectMetadata
+	Change Change
+}
+
+// DeepCopyObject implements runtime.Object.
+func (e *ChangeEvent) DeepCopyObject() runtime.Object {
+	out := &ChangeEvent{Change: e.Change}
+	e.PartialObjectMetadata.DeepCopyInto(&out.PartialObjectMetadata)
+	out.Change.Namespaces = slices.Clone(e.Change.Namespaces)
+	return out
+}
+
+// ChangeOf returns what changed on the child of the ClusterDeployment a Cache.Source event names; for
+// any other object, a Change that says anything may have changed.
+func ChangeOf(o client.Object) Change {
+	if e, ok := o.(*ChangeEvent); ok {
+		return e.Change
+	}
+	return Change{Cluster: client.ObjectKeyFromObject(o), All: true, Nodes: true}
+}
