@@ -26,10 +26,13 @@ func renderEnvelope(r envelopeResult, c config, wall time.Duration) string {
 		"pod bound to a node taking all its GPUs, each time on the node of that server holding the most admissions.\n" +
 		"Either change makes the admissions on that node lost (no pod of those workspaces runs there), so each\n" +
 		"affected workspace's status must stop naming the node: the time from the change to that status, seen on a\n" +
-		"watch, is the change's latency. Reconciles per change: the delta of `controller_runtime_reconcile_total`\n" +
-		"from the change until it stays the same for 2 s. Since no k0rdent runs, every workspace stays Deploying,\n" +
-		"and a child event brings back the Deploying workspaces of every ClusterDeployment on that child: with\n" +
-		"shared children that is every peer's, which a real fleet (one child per ClusterDeployment) does not have.\n" +
+		"watch, is the change's latency. Reconciles per change: the growth of `controller_runtime_reconcile_total`\n" +
+		"after the change beyond its rate at rest (measured for 5 s before each change), until that excess stays\n" +
+		"the same for 2 s. Since no k0rdent runs, every workspace stays Deploying and is looked at again every 2\n" +
+		"minutes, which is the rate at rest; a child event brings back the workspaces it concerns on every\n" +
+		"ClusterDeployment of that child (a Pod change those whose release namespace it is in, a Node change those\n" +
+		"failed or pending for GPUs): with shared children that includes the peers', which a real fleet (one child\n" +
+		"per ClusterDeployment) does not have.\n" +
 		"With `--webhook-bin` the webhook binary runs too (its configurations registered by URL, its own CA), every\n" +
 		"create passes through it, and at the end the bench times `--webhook-creates` WorkspaceDeployment creates one\n" +
 		"at a time, next to as many ConfigMap creates on the same server (no webhook), and reads the webhook's own\n" +
