@@ -383,6 +383,9 @@ const (
 
 // recordTransitions records an Event for each child whose reachability differs between the Colony's
 // stored inventory and the one just written. Children seen for the first time are not transitions.
+// Each Event is about the Colony and related to the child's ClusterDeployment: the event recorder
+// folds Events with the same reason about the same object version into one series, so without the
+// related object two children changing in the same write would leave one Event naming only the first.
 func (r *Reconciler) recordTransitions(colony *infrav1.Colony, written map[string]infrav1.ClusterGPUInventory) {
 	if r.Recorder == nil {
 		return
@@ -395,13 +398,14 @@ func (r *Reconciler) recordTransitions(colony *infrav1.Colony, written map[strin
 	for _, name := range names {
 		now := written[name]
 		prev, ok := colony.Status.GPUInventory[name]
+		cd := &k0rdentv1beta1.ClusterDeployment{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: colony.Namespace}}
 		switch {
 		case !ok || prev.Reachable == now.Reachable:
 		case now.Reachable:
-			r.Recorder.Eventf(colony, nil, corev1.EventTypeNormal, EventClusterReachable, "CollectInventory",
+			r.Recorder.Eventf(colony, cd, corev1.EventTypeNormal, EventClusterReachable, "CollectInventory",
 				"child cluster of ClusterDeployment %s is reachable again", name)
 		default:
-			r.Recorder.Eventf(colony, nil, corev1.EventTypeWarning, EventClusterUnreachable, "CollectInventory",
+			r.Recorder.Eventf(colony, cd, corev1.EventTypeWarning, EventClusterUnreachable, "CollectInventory",
 				"child cluster of ClusterDeployment %s is unreachable; its last inventory is kept: %s", name, text.Truncate(now.Message, 512))
 		}
 	}
