@@ -261,6 +261,9 @@ func TestUnreachableChildKeepsItsInventory(t *testing.T) {
 		return inv["fleet-c"].Reachable && offeringsEqual(inv["fleet-c"].Offerings, want)
 	})["fleet-c"]
 
+	// Events from before the pause are not this test's: under load, fleet-c's first connect may have
+	// failed (first sight, no Event) and a later one succeeded (a ClusterReachable).
+	pausedAt := time.Now()
 	if err := children[2].Pause(); err != nil {
 		t.Fatalf("pausing child-2: %v", err)
 	}
@@ -295,13 +298,13 @@ func TestUnreachableChildKeepsItsInventory(t *testing.T) {
 	// child may flap once (a watch request sent while it was paused fails after the first probe
 	// succeeded), so the Events must alternate, from unreachable to reachable, rather than number
 	// exactly two.
-	waitTransitions(t, "fleet", "fleet-c")
+	waitTransitions(t, "fleet", "fleet-c", pausedAt)
 }
 
-// waitTransitions waits until the reachability Events of a Colony's child alternate, starting with
-// ClusterUnreachable and ending with ClusterReachable, one Event per transition: none folded into a
-// series, none missing.
-func waitTransitions(t *testing.T, colony, cd string) {
+// waitTransitions waits until the reachability Events of a Colony's child since a time alternate,
+// starting with ClusterUnreachable and ending with ClusterReachable, one Event per transition: none
+// folded into a series, none missing.
+func waitTransitions(t *testing.T, colony, cd string, since time.Time) {
 	t.Helper()
 	deadline := time.Now().Add(wait)
 	for {
@@ -311,7 +314,7 @@ func waitTransitions(t *testing.T, colony, cd string) {
 		}
 		var mine []eventsv1.Event
 		for _, ev := range list.Items {
-			if ev.Regarding.Name == colony && ev.Related != nil && ev.Related.Kind == "ClusterDeployment" && ev.Related.Name == cd &&
+			if ev.EventTime.Time.After(since) && ev.Regarding.Name == colony && ev.Related != nil && ev.Related.Kind == "ClusterDeployment" && ev.Related.Name == cd &&
 				(ev.Reason == EventClusterUnreachable || ev.Reason == EventClusterReachable) {
 				mine = append(mine, ev)
 			}
