@@ -42,13 +42,15 @@ func TestMain(m *testing.M) {
 // kubeconfig Secret's data once, then only after the Secret changed, however often a workspace
 // asks for the child.
 func TestChildCacheReadsSecretDataOnlyOnChange(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	child, err := testenv.StartChild("child")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = child.Stop() })
+	// The deadline is for the test, not for starting its API servers, which can take most of it on a
+	// loaded machine.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
 	ns := fmt.Sprintf("wiring-%d", time.Now().UnixNano()%100000)
 	if err := mgmt.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)

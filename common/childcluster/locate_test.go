@@ -32,11 +32,13 @@ func installCRDs(t *testing.T) bool {
 // its SveltosCluster (adopted, default and named Secret and key) or, when its Credential has a region,
 // through the Region's kubeconfig and the `<cd>-kubeconfig` Secret on the regional cluster.
 func TestAdoptedAndRegionalClusters(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
 	haveSveltos := installCRDs(t)
 	regional := startChild(t, "regional")
 	leaf := startChild(t, "leaf")
+	// The deadline is for the test, not for starting its API servers, which can take most of it on a
+	// loaded machine.
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
 	if err := childtest.CreateNode(ctx, regional.Client, gpuNode("on-regional", 2)); err != nil {
 		t.Fatal(err)
 	}

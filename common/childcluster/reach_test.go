@@ -37,9 +37,11 @@ func withCredentials(t *testing.T, kubeconfig []byte, auth *clientcmdapi.AuthInf
 // sync timeout (an hour here); a valid Secret written next is used at once, despite the backoff (an
 // hour too).
 func TestUnauthorizedReportedAtOnce(t *testing.T) {
+	child := startChild(t, "auth")
+	// The deadline is for the test, not for starting its API servers, which can take most of it on a
+	// loaded machine.
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	child := startChild(t, "auth")
 	c := newCache(t, Options{SyncTimeout: time.Hour, BackoffBase: time.Hour})
 	nobody, err := child.Env.AddUser(envtest.User{Name: "nobody"}, nil)
 	if err != nil {
@@ -73,9 +75,11 @@ func TestUnauthorizedReportedAtOnce(t *testing.T) {
 // TestTryGetNeverWaits: TryGet returns at once while a child is connecting (here one that never
 // answers, with an hour of sync timeout), and a subscriber hears when a connect ends.
 func TestTryGetNeverWaits(t *testing.T) {
+	child := startChild(t, "tryget")
+	// The deadline is for the test, not for starting its API servers, which can take most of it on a
+	// loaded machine.
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	child := startChild(t, "tryget")
 	c := newCache(t, Options{SyncTimeout: time.Hour})
 	keys, unsubscribe := c.subscribe()
 	defer unsubscribe()
@@ -106,9 +110,11 @@ func TestTryGetNeverWaits(t *testing.T) {
 // TestSecretDataReadOnlyWhenChanged: with a MetadataReader, Get reads the kubeconfig Secret's data
 // only when its resourceVersion moved; a rotation is still followed.
 func TestSecretDataReadOnlyWhenChanged(t *testing.T) {
+	child := startChild(t, "metaonly")
+	// The deadline is for the test, not for starting its API servers, which can take most of it on a
+	// loaded machine.
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	child := startChild(t, "metaonly")
 	meta, err := cache.New(mgmt.Config, cache.Options{Scheme: mgmt.Scheme})
 	if err != nil {
 		t.Fatal(err)
@@ -154,9 +160,11 @@ func TestSecretDataReadOnlyWhenChanged(t *testing.T) {
 // connect slots, so a new child (or a rotated credential) connects at once instead of waiting behind
 // them.
 func TestRetriesLeaveSlotsForNewChildren(t *testing.T) {
+	child := startChild(t, "retryslots")
+	// The deadline is for the test, not for starting its API servers, which can take most of it on a
+	// loaded machine.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*wait)
 	defer cancel()
-	child := startChild(t, "retryslots")
 	var mu sync.Mutex
 	var attempts []string // "<name> ok" or "<name> failed", in the order the connects ended
 	c := newCache(t, Options{MaxConcurrentConnects: 2, SyncTimeout: time.Hour,
