@@ -398,9 +398,11 @@ func (r *Reconciler) recordTransitions(colony *infrav1.Colony, written map[strin
 	for _, name := range names {
 		now := written[name]
 		prev, ok := colony.Status.GPUInventory[name]
+		if !ok || prev.Reachable == now.Reachable {
+			continue
+		}
 		cd := &k0rdentv1beta1.ClusterDeployment{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: colony.Namespace}}
 		switch {
-		case !ok || prev.Reachable == now.Reachable:
 		case now.Reachable:
 			r.Recorder.Eventf(colony, cd, corev1.EventTypeNormal, EventClusterReachable, "CollectInventory",
 				"child cluster of ClusterDeployment %s is reachable again", name)

@@ -295,9 +295,8 @@ func TestUnreachableChildKeepsItsInventory(t *testing.T) {
 		return e.Reachable && e.Message == "" && offeringsEqual(e.Offerings, want)
 	})
 	// One Event per transition, on the Colony and related to fleet-c's ClusterDeployment. A resumed
-	// child may flap once (a watch request sent while it was paused fails after the first probe
-	// succeeded), so the Events must alternate, from unreachable to reachable, rather than number
-	// exactly two.
+	// child may flap (a request sent while it was paused can fail after it answered again), so the
+	// Events must alternate, from unreachable to reachable, rather than number exactly two.
 	waitTransitions(t, "fleet", "fleet-c", pausedAt)
 }
 
