@@ -118,7 +118,11 @@ func admittedWorkspace(name, cluster string, nodes ...string) *workspacesv1.Work
 func TestTrackerTimesAChangeUntilTheAffectedLeaveTheNode(t *testing.T) {
 	fw := watch.NewFake()
 	tr := newTracker()
-	go tr.follow(fw)
+	go func() {
+		for ev := range fw.ResultChan() {
+			tr.observe(ev)
+		}
+	}()
 	serverOf := map[string]int{"bench/cd-000": 0, "bench/cd-001": 1, "bench/cd-002": 0}
 	fw.Add(admittedWorkspace("ws-00000", "bench/cd-000", "gpu-0000"))
 	fw.Add(admittedWorkspace("ws-00001", "bench/cd-002", "gpu-0000"))

@@ -218,12 +218,12 @@ func runEnvelope(ctx context.Context, c config) error {
 
 	// Every workspace's status, as the watch last saw it.
 	tr := newTracker()
-	w, err := cl.Watch(ctx, &workspacesv1.WorkspaceDeploymentList{}, client.InNamespace(benchNamespace))
-	if err != nil {
+	followCtx, stopFollowing := context.WithCancel(ctx)
+	defer stopFollowing()
+	if err := followList(followCtx, cl, func() client.ObjectList { return &workspacesv1.WorkspaceDeploymentList{} },
+		benchNamespace, tr.observe); err != nil {
 		return err
 	}
-	defer w.Stop()
-	go tr.follow(w)
 
 	progress("envelope: creating %d workspaces over %d ClusterDeployments from %d creators", e.workspaces, nc, creators)
 	created := make([]time.Time, e.workspaces)

@@ -13,7 +13,7 @@ import (
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 )
 
-// tracker follows every workspace's admission through a watch, and times the changes.
+// tracker follows every workspace's admission through its events (follow), and times the changes.
 type tracker struct {
 	mu        sync.Mutex
 	admission map[string]*workspacesv1.Admission
@@ -28,27 +28,26 @@ func newTracker() *tracker {
 	return &tracker{admission: map[string]*workspacesv1.Admission{}, admitted: map[string]time.Time{}}
 }
 
-func (t *tracker) follow(w watch.Interface) {
-	for ev := range w.ResultChan() {
-		ws, ok := ev.Object.(*workspacesv1.WorkspaceDeployment)
-		if !ok || ev.Type == watch.Deleted {
-			continue
+// observe takes one event of a workspace (a listed one comes as Added, and may come again).
+func (t *tracker) observe(ev watch.Event) {
+	ws, ok := ev.Object.(*workspacesv1.WorkspaceDeployment)
+	if !ok || ev.Type == watch.Deleted {
+		return
+	}
+	now := time.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.admission[ws.Name] = ws.Status.Admission
+	if _, ok := t.admitted[ws.Name]; !ok && ws.Status.ServiceSetName != "" {
+		t.admitted[ws.Name] = now
+	}
+	if t.pending[ws.Name] && !admittedOn(ws.Status.Admission, t.node) {
+		delete(t.pending, ws.Name)
+		t.moved[ws.Name] = now
+		if len(t.pending) == 0 && t.done != nil {
+			close(t.done)
+			t.done = nil
 		}
-		now := time.Now()
-		t.mu.Lock()
-		t.admission[ws.Name] = ws.Status.Admission
-		if _, ok := t.admitted[ws.Name]; !ok && ws.Status.ServiceSetName != "" {
-			t.admitted[ws.Name] = now
-		}
-		if t.pending[ws.Name] && !admittedOn(ws.Status.Admission, t.node) {
-			delete(t.pending, ws.Name)
-			t.moved[ws.Name] = now
-			if len(t.pending) == 0 && t.done != nil {
-				close(t.done)
-				t.done = nil
-			}
-		}
-		t.mu.Unlock()
 	}
 }
 

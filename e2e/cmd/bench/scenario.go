@@ -136,38 +136,33 @@ func runScenario(ctx context.Context, c config, sc scenario, children []*testenv
 		return res, err
 	}
 
-	// The watch that sees each ServiceSet appear.
-	w, err := cl.Watch(ctx, &k0rdentv1beta1.ServiceSetList{}, client.InNamespace(benchNamespace))
-	if err != nil {
-		return res, err
-	}
-	defer w.Stop()
+	// Each ServiceSet, when it is first seen (listed or on a watch).
 	seen := map[string]time.Time{}
 	var seenMu sync.Mutex
 	allSeen := make(chan struct{})
-	go func() {
-		for ev := range w.ResultChan() {
-			if ev.Type != watch.Added {
-				continue
-			}
-			ss, ok := ev.Object.(*k0rdentv1beta1.ServiceSet)
-			if !ok {
-				continue
-			}
-			name := ss.Labels[workspacesv1.WorkspaceLabel]
-			if name == "" {
-				continue
-			}
-			seenMu.Lock()
-			if _, dup := seen[name]; !dup {
-				seen[name] = time.Now()
-				if len(seen) == sc.n {
-					close(allSeen)
-				}
-			}
-			seenMu.Unlock()
+	followCtx, stopFollowing := context.WithCancel(ctx)
+	defer stopFollowing()
+	err = followList(followCtx, cl, func() client.ObjectList { return &k0rdentv1beta1.ServiceSetList{} }, benchNamespace, func(ev watch.Event) {
+		ss, ok := ev.Object.(*k0rdentv1beta1.ServiceSet)
+		if !ok || ev.Type == watch.Deleted {
+			return
 		}
-	}()
+		name := ss.Labels[workspacesv1.WorkspaceLabel]
+		if name == "" {
+			return
+		}
+		seenMu.Lock()
+		defer seenMu.Unlock()
+		if _, dup := seen[name]; !dup {
+			seen[name] = time.Now()
+			if len(seen) == sc.n {
+				close(allSeen)
+			}
+		}
+	})
+	if err != nil {
+		return res, err
+	}
 
 	mgmtBefore, err := scrapeRequests(ctx, m.Config)
 	if err != nil {
