@@ -96,13 +96,26 @@ func (c *Cluster) Nodes() []corev1.Node {
 }
 
 // Pods returns the child's non-terminal Pods as last seen, rebuilt from what the cache keeps (name,
-// namespace, node, phase, and one container holding the pod's effective requests; see pod). Their
-// request maps are shared with the cache: read them, never change them.
+// namespace, node, phase, one container holding the pod's effective requests, and the PodScheduled
+// condition while the scheduler reports the pod Unschedulable; see pod). Their request maps are
+// shared with the cache: read them, never change them.
 func (c *Cluster) Pods() []corev1.Pod {
 	items := c.pods.List()
 	out := make([]corev1.Pod, 0, len(items))
 	for _, o := range items {
 		if p, ok := o.(*pod); ok {
+			out = append(out, p.asPod())
+		}
+	}
+	return out
+}
+
+// PodsIn returns the non-terminal Pods of one namespace of the child as last seen, rebuilt as Pods
+// does, with the PodScheduled condition of those the scheduler reports Unschedulable.
+func (c *Cluster) PodsIn(namespace string) []corev1.Pod {
+	var out []corev1.Pod
+	for _, o := range c.pods.List() {
+		if p, ok := o.(*pod); ok && p.Namespace == namespace {
 			out = append(out, p.asPod())
 		}
 	}

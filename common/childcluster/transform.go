@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/exalsius/exalsius-operator/common/gpu"
+	"github.com/exalsius/exalsius-operator/common/text"
 )
 
 // The watches keep only what GPU and resource arithmetic needs, so that the cache of a child with
@@ -57,6 +58,10 @@ type pod struct {
 	// Ready is the pod's Ready condition: a change is a change of the release whose readiness a
 	// deploying workspace waits for, so it is signalled too (it is not counted).
 	Ready bool
+	// Unschedulable is set while the scheduler reports the pod Unschedulable (PodScheduled False,
+	// reason Unschedulable) and the pod is not being deleted: what a deploying workspace reports as
+	// the child's refusal once it lasts, read from the cache instead of a listing of the child.
+	Unschedulable *unschedulable
 	// Requests are the pod's effective requests as the scheduler counts them (gpu.PodRequestMilli:
 	// pod-level resources, app containers, sidecars, init containers and the pod's overhead), in
 	// thousandths. They are computed from the whole Pod when it arrives, so the fields the computation
@@ -65,12 +70,27 @@ type pod struct {
 	Requests corev1.ResourceList
 }
 
+// unschedulable is what the cache keeps of a pod's PodScheduled=False/Unschedulable condition: when it
+// became so and the scheduler's message, cut to MaxConditionMessageBytes.
+type unschedulable struct {
+	Since   metav1.Time
+	Message string
+}
+
+// MaxConditionMessageBytes bounds the scheduler's message the cache keeps for an Unschedulable pod
+// (a summary over thousands of nodes can be long; a refusal repeats at most this much of it).
+const MaxConditionMessageBytes = 512
+
 // GetObjectKind implements runtime.Object.
 func (p *pod) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
 
 // DeepCopyObject implements runtime.Object.
 func (p *pod) DeepCopyObject() runtime.Object {
 	out := &pod{NodeName: p.NodeName, Phase: p.Phase, Ready: p.Ready, Requests: p.Requests.DeepCopy()}
+	if p.Unschedulable != nil {
+		u := *p.Unschedulable
+		out.Unschedulable = &u
+	}
 	out.Name, out.Namespace = p.Name, p.Namespace
 	return out
 }
@@ -81,9 +101,25 @@ func trimPod(obj any) (any, error) {
 	if !ok {
 		return obj, nil // tombstones and the like pass through
 	}
-	out := &pod{NodeName: p.Spec.NodeName, Phase: p.Status.Phase, Ready: podReady(p), Requests: effectiveRequests(p)}
+	out := &pod{NodeName: p.Spec.NodeName, Phase: p.Status.Phase, Ready: podReady(p), Requests: effectiveRequests(p),
+		Unschedulable: podUnschedulable(p)}
 	out.Name, out.Namespace = p.Name, p.Namespace
 	return out, nil
+}
+
+// podUnschedulable is what the cache keeps of a pod the scheduler reports Unschedulable, or nil (also
+// for a pod being deleted: its refusal no longer matters).
+func podUnschedulable(p *corev1.Pod) *unschedulable {
+	if p.DeletionTimestamp != nil {
+		return nil
+	}
+	for i := range p.Status.Conditions {
+		c := &p.Status.Conditions[i]
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			return &unschedulable{Since: c.LastTransitionTime, Message: text.Truncate(c.Message, MaxConditionMessageBytes)}
+		}
+	}
+	return nil
 }
 
 // effectiveRequests returns, for every resource a pod's containers, pod-level resources or overhead
@@ -117,13 +153,19 @@ func effectiveRequests(p *corev1.Pod) corev1.ResourceList {
 
 // asPod rebuilds a corev1.Pod from a pod: one container holds the effective requests, which gives
 // the same request of every resource under common/gpu's rules as the original Pod did.
+// An Unschedulable pod gets its PodScheduled condition back (time, reason and message).
 func (p *pod) asPod() corev1.Pod {
-	return corev1.Pod{
+	out := corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace},
 		Spec: corev1.PodSpec{NodeName: p.NodeName, Containers: []corev1.Container{{
 			Name: "effective-requests", Resources: corev1.ResourceRequirements{Requests: p.Requests}}}},
 		Status: corev1.PodStatus{Phase: p.Phase},
 	}
+	if u := p.Unschedulable; u != nil {
+		out.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+			Reason: corev1.PodReasonUnschedulable, LastTransitionTime: u.Since, Message: u.Message}}
+	}
+	return out
 }
 
 // nodeChanged reports whether two trimmed Nodes differ in anything but their resourceVersion.
@@ -145,8 +187,12 @@ func podReady(p *corev1.Pod) bool {
 	return false
 }
 
-// podChanged reports whether two pods differ in what is counted, or in their readiness.
+// podChanged reports whether two pods differ in what is counted, in their readiness, or in whether
+// (and since when) the scheduler reports them Unschedulable. A new message alone is not a change: the
+// scheduler rewrites it on every attempt, and the cache keeps the newest for the next read.
 func podChanged(a, b *pod) bool {
 	return a.Phase != b.Phase || a.NodeName != b.NodeName || a.Ready != b.Ready ||
+		(a.Unschedulable == nil) != (b.Unschedulable == nil) ||
+		(a.Unschedulable != nil && !a.Unschedulable.Since.Equal(&b.Unschedulable.Since)) ||
 		!equality.Semantic.DeepEqual(a.Requests, b.Requests)
 }

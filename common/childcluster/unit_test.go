@@ -458,3 +458,61 @@ func TestChangeOf(t *testing.T) {
 		t.Fatalf("any other object says anything may have changed, got %+v", c)
 	}
 }
+
+// The cache keeps an Unschedulable pod's condition (since when, the message cut to its bound), gives
+// it back in asPod, and tells a pod turning Unschedulable, or scheduled again, as a change; a new
+// message alone, which the scheduler writes on every attempt, is not one.
+func TestTrimmedPodKeepsUnschedulable(t *testing.T) {
+	since := metav1.NewTime(time.Date(2026, 12, 6, 1, 0, 0, 0, time.UTC))
+	mk := func(msg string, at metav1.Time, deleting bool) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ws-a"}, Status: corev1.PodStatus{Phase: corev1.PodPending,
+			Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+				LastTransitionTime: at, Message: msg}}}}
+		if deleting {
+			p.DeletionTimestamp = &at
+		}
+		return p
+	}
+	trim := func(p *corev1.Pod) *pod {
+		out, err := trimPod(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.(*pod)
+	}
+	long := strings.Repeat("0/5 nodes are available: 5 Insufficient nvidia.com/gpu. ", 40)
+	kept := trim(mk(long, since, false))
+	if kept.Unschedulable == nil || !kept.Unschedulable.Since.Equal(&since) || len(kept.Unschedulable.Message) > MaxConditionMessageBytes ||
+		!strings.HasPrefix(long, strings.TrimSuffix(kept.Unschedulable.Message, "…")[:100]) {
+		t.Fatalf("kept %+v", kept.Unschedulable)
+	}
+	got := kept.asPod()
+	if len(got.Status.Conditions) != 1 {
+		t.Fatalf("asPod conditions %+v", got.Status.Conditions)
+	}
+	c := got.Status.Conditions[0]
+	if c.Type != corev1.PodScheduled || c.Status != corev1.ConditionFalse || c.Reason != corev1.PodReasonUnschedulable ||
+		!c.LastTransitionTime.Equal(&since) || c.Message != kept.Unschedulable.Message {
+		t.Fatalf("asPod condition %+v", c)
+	}
+	if cp := kept.DeepCopyObject().(*pod); cp.Unschedulable == kept.Unschedulable || !equality.Semantic.DeepEqual(cp, kept) {
+		t.Fatal("DeepCopyObject must copy the condition, not share it")
+	}
+	if d := trim(mk("x", since, true)); d.Unschedulable != nil {
+		t.Fatal("a pod being deleted is not kept as Unschedulable")
+	}
+	scheduled := trim(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ws-a"}, Status: corev1.PodStatus{Phase: corev1.PodPending}})
+	if scheduled.Unschedulable != nil || len(scheduled.asPod().Status.Conditions) != 0 {
+		t.Fatal("a pod without the condition has none")
+	}
+	if !podChanged(scheduled, kept) || !podChanged(kept, scheduled) {
+		t.Fatal("turning Unschedulable, and scheduled again, is a change")
+	}
+	later := metav1.NewTime(since.Add(time.Minute))
+	if !podChanged(kept, trim(mk(long, later, false))) {
+		t.Fatal("Unschedulable since another time is a change")
+	}
+	if podChanged(kept, trim(mk("another attempt's message", since, false))) {
+		t.Fatal("a new message alone is not a change")
+	}
+}
