@@ -52,21 +52,46 @@ func (r Refusal) Found() bool { return r.Reason != "" }
 //
 // now is the pass's clock. A child that cannot be read reports nothing.
 func (n Namespaces) PodRefusal(ctx context.Context, namespace string, now time.Time, unschedulableAfter time.Duration) Refusal {
-	var events eventsv1.EventList
-	if err := n.Child.List(ctx, &events, client.InNamespace(namespace), client.Limit(500)); err == nil {
-		if q := latestQuotaRefusal(events.Items); q != nil {
-			return Refusal{Reason: workspacesv1.ReasonGpuQuotaExceeded, Message: quotaMessage(q)}
-		}
-		if e := latestFailedCreate(events.Items); e != nil {
-			return Refusal{Reason: workspacesv1.ReasonPodsRefused, Message: fmt.Sprintf("the child refused pods of the release: %s %s: %s",
-				e.Regarding.Kind, e.Regarding.Name, text.Truncate(strings.TrimSpace(e.Note), MaxChildMessageBytes))}
-		}
+	if r, ok := n.eventRefusal(ctx, namespace); ok {
+		return r
 	}
 	var pods corev1.PodList
 	if err := n.Child.List(ctx, &pods, client.InNamespace(namespace)); err != nil {
 		return Refusal{}
 	}
-	pod, recheck := longestUnschedulable(pods.Items, now, unschedulableAfter)
+	return podsRefusal(pods.Items, now, unschedulableAfter)
+}
+
+// PodRefusalFrom is PodRefusal with the namespace's pods given, as the child-cluster cache holds them
+// (their PodScheduled condition while Unschedulable): only the workload events are read on the child.
+func (n Namespaces) PodRefusalFrom(ctx context.Context, namespace string, pods []corev1.Pod, now time.Time, unschedulableAfter time.Duration) Refusal {
+	if r, ok := n.eventRefusal(ctx, namespace); ok {
+		return r
+	}
+	return podsRefusal(pods, now, unschedulableAfter)
+}
+
+// eventRefusal is the part of PodRefusal read from the namespace's events: the GPU quota's refusal,
+// then a workload controller's FailedCreate that no SuccessfulCreate followed.
+func (n Namespaces) eventRefusal(ctx context.Context, namespace string) (Refusal, bool) {
+	var events eventsv1.EventList
+	if err := n.Child.List(ctx, &events, client.InNamespace(namespace), client.Limit(500)); err != nil {
+		return Refusal{}, false
+	}
+	if q := latestQuotaRefusal(events.Items); q != nil {
+		return Refusal{Reason: workspacesv1.ReasonGpuQuotaExceeded, Message: quotaMessage(q)}, true
+	}
+	if e := latestFailedCreate(events.Items); e != nil {
+		return Refusal{Reason: workspacesv1.ReasonPodsRefused, Message: fmt.Sprintf("the child refused pods of the release: %s %s: %s",
+			e.Regarding.Kind, e.Regarding.Name, text.Truncate(strings.TrimSpace(e.Note), MaxChildMessageBytes))}, true
+	}
+	return Refusal{}, false
+}
+
+// podsRefusal names the pod Unschedulable the longest once past unschedulableAfter, or says when to
+// look again.
+func podsRefusal(pods []corev1.Pod, now time.Time, unschedulableAfter time.Duration) Refusal {
+	pod, recheck := longestUnschedulable(pods, now, unschedulableAfter)
 	if pod == nil {
 		return Refusal{RecheckAfter: recheck}
 	}

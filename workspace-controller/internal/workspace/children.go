@@ -24,6 +24,9 @@ type Children interface {
 	// Peers returns the other ClusterDeployments connected to the same child cluster now, without
 	// connecting.
 	Peers(cd types.NamespacedName) []types.NamespacedName
+	// PodsIn returns the non-terminal Pods of one namespace of the child from its cache (with the
+	// PodScheduled condition of those Unschedulable). An error means the child cannot be read now.
+	PodsIn(ctx context.Context, cd types.NamespacedName, namespace string) ([]corev1.Pod, error)
 	// Client returns a direct (uncached) client for the child. An error means the child cannot be
 	// reached now.
 	Client(ctx context.Context, cd types.NamespacedName) (client.Client, error)
@@ -73,6 +76,18 @@ func (c CacheChildren) Snapshot(ctx context.Context, cd types.NamespacedName) ([
 		return nil, nil, err
 	}
 	return cl.Nodes(), cl.Pods(), nil
+}
+
+// PodsIn implements Children.
+func (c CacheChildren) PodsIn(ctx context.Context, cd types.NamespacedName, namespace string) ([]corev1.Pod, error) {
+	cl, err := c.Cache.Get(ctx, cd.Namespace, cd.Name)
+	if err != nil {
+		return nil, err
+	}
+	if err := cl.Err(); err != nil {
+		return nil, err
+	}
+	return cl.PodsIn(namespace), nil
 }
 
 // Client implements Children.

@@ -129,8 +129,9 @@ func (r *Reconciler) childContext(ctx context.Context) (context.Context, context
 	return context.WithTimeout(ctx, r.Options.ChildRequestTimeout)
 }
 
-// podRefusal reads on the child why the release's pods are not running (childns.PodRefusal): a pod
-// the child refused to create, or one Unschedulable for longer than UnschedulableAfter.
+// podRefusal reads why the release's pods are not running (childns.PodRefusal): a pod the child
+// refused to create (its workload events, read on the child), or one Unschedulable for longer than
+// UnschedulableAfter (its pods, read from the child's cache).
 func (r *Reconciler) podRefusal(ctx context.Context, s *scope) childns.Refusal {
 	ctx, cancel := r.childContext(ctx)
 	defer cancel()
@@ -138,7 +139,11 @@ func (r *Reconciler) podRefusal(ctx context.Context, s *scope) childns.Refusal {
 	if err != nil {
 		return childns.Refusal{}
 	}
-	return r.namespaces(s, cl).PodRefusal(ctx, s.releaseNamespace(), s.now, r.Options.UnschedulableAfter)
+	pods, err := r.Children.PodsIn(ctx, s.cdKey, s.releaseNamespace())
+	if err != nil {
+		return childns.Refusal{}
+	}
+	return r.namespaces(s, cl).PodRefusalFrom(ctx, s.releaseNamespace(), pods, s.now, r.Options.UnschedulableAfter)
 }
 
 // deleteReleaseNamespace deletes ws-<name> on the child when it belongs to this workspace
