@@ -57,6 +57,11 @@ type Options struct {
 	Scheme *runtime.Scheme
 	// Logger logs connects and disconnects, by ClusterDeployment name only.
 	Logger logr.Logger
+	// WatchWorkloadEvents also watches each child's FailedCreate and SuccessfulCreate Events
+	// (WorkloadEventReasons; Cluster.WorkloadEvents), one watch per reason, and tells a change of them
+	// as a change of their namespace's Pods. A connect does not wait for them: credentials that may
+	// not list Events cluster-wide leave them unread (WorkloadEvents says so) and the child reachable.
+	WatchWorkloadEvents bool
 	// MaxConcurrentConnects bounds how many children are connected at once (default 4). Connects
 	// that retry after a failure may hold at most half of these slots (rounded down, at least one), so the others
 	// stay free for new children and changed Secrets.

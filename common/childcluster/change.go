@@ -28,10 +28,13 @@ type Change struct {
 	// labels).
 	Nodes bool
 	// Namespaces holds the namespaces of the Pods that came, went or changed, sorted; empty with All.
+	// With Options.WatchWorkloadEvents it also holds those of the workload Events that did
+	// (WorkloadEventReasons): what a namespace's pods are refused is told as a change of its Pods.
 	Namespaces []string
 }
 
-// PodsOf reports whether the Pods of a namespace may have changed.
+// PodsOf reports whether the Pods of a namespace (or its workload Events, when watched) may have
+// changed.
 func (c Change) PodsOf(namespace string) bool {
 	if c.All {
 		return true

@@ -21,6 +21,7 @@ import (
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/watch"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/connrotation"
@@ -45,6 +46,9 @@ type Cluster struct {
 	client client.Client
 	nodes  *watcher
 	pods   *watcher
+	// events watch the child's workload Events (WorkloadEventReasons), one per reason, when
+	// Options.WatchWorkloadEvents is set; a connect does not wait for them.
+	events []*watcher
 
 	core       corev1client.CoreV1Interface
 	dialer     *connrotation.Dialer
@@ -234,6 +238,24 @@ func newCluster(key types.NamespacedName, data []byte, cc connectConfig) (*Clust
 		}
 		c.changed(deltaAll)
 	})
+	if cc.opts.WatchWorkloadEvents {
+		ev, err := eventsv1client.NewForConfigAndClient(cfg, httpClient)
+		if err != nil {
+			return nil, &UnreachableError{Cluster: key, Reason: ReasonKubeconfigInvalid, Err: fmt.Errorf("building a client: %w", err)}
+		}
+		for _, reason := range WorkloadEventReasons {
+			c.events = append(c.events, newEventWatcher("childcluster events "+reason+" "+key.String(), ev, reason, c.contact, func(key string) {
+				// Not a change of the Nodes and Pods (Memo's values stay), but of what a reading
+				// of the namespace's refusals shows.
+				c.contact()
+				if ns, _, found := strings.Cut(key, "/"); found {
+					c.notifyChange(podsIn(ns))
+					return
+				}
+				c.notifyChange(deltaAll)
+			}))
+		}
+	}
 	return c, nil
 }
 
@@ -299,7 +321,7 @@ type probeConfig struct {
 func (c *Cluster) start(parent context.Context, timeout time.Duration, probe probeConfig) error {
 	ctx, cancel := context.WithCancel(parent)
 	c.cancel = cancel
-	for _, w := range []*watcher{c.nodes, c.pods} {
+	for _, w := range append([]*watcher{c.nodes, c.pods}, c.events...) {
 		c.wg.Add(1)
 		go func() {
 			defer c.wg.Done()
