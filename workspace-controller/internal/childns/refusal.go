@@ -52,8 +52,11 @@ func (r Refusal) Found() bool { return r.Reason != "" }
 //
 // now is the pass's clock. A child that cannot be read reports nothing.
 func (n Namespaces) PodRefusal(ctx context.Context, namespace string, now time.Time, unschedulableAfter time.Duration) Refusal {
-	if r, ok := n.eventRefusal(ctx, namespace); ok {
-		return r
+	var events eventsv1.EventList
+	if err := n.Child.List(ctx, &events, client.InNamespace(namespace), client.Limit(500)); err == nil {
+		if r, ok := eventRefusal(events.Items); ok {
+			return r
+		}
 	}
 	var pods corev1.PodList
 	if err := n.Child.List(ctx, &pods, client.InNamespace(namespace)); err != nil {
@@ -62,26 +65,38 @@ func (n Namespaces) PodRefusal(ctx context.Context, namespace string, now time.T
 	return podsRefusal(pods.Items, now, unschedulableAfter)
 }
 
-// PodRefusalFrom is PodRefusal with the namespace's pods given, as the child-cluster cache holds them
-// (their PodScheduled condition while Unschedulable): only the workload events are read on the child.
-func (n Namespaces) PodRefusalFrom(ctx context.Context, namespace string, pods []corev1.Pod, now time.Time, unschedulableAfter time.Duration) Refusal {
-	if r, ok := n.eventRefusal(ctx, namespace); ok {
+// Cached is what the child-cluster cache holds of a namespace for PodRefusalFrom: its non-terminal
+// Pods (with their PodScheduled condition while Unschedulable) and, when EventsKnown, its workload
+// controllers' FailedCreate and SuccessfulCreate Events.
+type Cached struct {
+	Pods        []corev1.Pod
+	Events      []eventsv1.Event
+	EventsKnown bool
+}
+
+// PodRefusalFrom is PodRefusal read from what the child-cluster cache holds: the Events are listed on
+// the child only when the cache does not hold them (credentials that may not list Events cluster-wide).
+func (n Namespaces) PodRefusalFrom(ctx context.Context, namespace string, cached Cached, now time.Time, unschedulableAfter time.Duration) Refusal {
+	events := cached.Events
+	if !cached.EventsKnown {
+		var list eventsv1.EventList
+		if err := n.Child.List(ctx, &list, client.InNamespace(namespace), client.Limit(500)); err == nil {
+			events = list.Items
+		}
+	}
+	if r, ok := eventRefusal(events); ok {
 		return r
 	}
-	return podsRefusal(pods, now, unschedulableAfter)
+	return podsRefusal(cached.Pods, now, unschedulableAfter)
 }
 
 // eventRefusal is the part of PodRefusal read from the namespace's events: the GPU quota's refusal,
 // then a workload controller's FailedCreate that no SuccessfulCreate followed.
-func (n Namespaces) eventRefusal(ctx context.Context, namespace string) (Refusal, bool) {
-	var events eventsv1.EventList
-	if err := n.Child.List(ctx, &events, client.InNamespace(namespace), client.Limit(500)); err != nil {
-		return Refusal{}, false
-	}
-	if q := latestQuotaRefusal(events.Items); q != nil {
+func eventRefusal(events []eventsv1.Event) (Refusal, bool) {
+	if q := latestQuotaRefusal(events); q != nil {
 		return Refusal{Reason: workspacesv1.ReasonGpuQuotaExceeded, Message: quotaMessage(q)}, true
 	}
-	if e := latestFailedCreate(events.Items); e != nil {
+	if e := latestFailedCreate(events); e != nil {
 		return Refusal{Reason: workspacesv1.ReasonPodsRefused, Message: fmt.Sprintf("the child refused pods of the release: %s %s: %s",
 			e.Regarding.Kind, e.Regarding.Name, text.Truncate(strings.TrimSpace(e.Note), MaxChildMessageBytes))}, true
 	}

@@ -125,10 +125,10 @@ func TestPodRefusal(t *testing.T) {
 	}
 }
 
-// TestPodRefusalFromCachedPods: with the namespace's pods given (as the child-cluster cache holds
-// them), the workload events are still read on the child and come first, and the pods named are the
-// ones given, not the child's.
-func TestPodRefusalFromCachedPods(t *testing.T) {
+// TestPodRefusalFromCache: with what the child-cluster cache holds given, the pods named are the
+// cache's, not the child's; the workload events are the cache's when it holds them, else read on the
+// child; and a workload's refusal comes before an Unschedulable pod.
+func TestPodRefusalFromCache(t *testing.T) {
 	ctx := context.Background()
 	n := Namespaces{Child: childAPI.Client, Cluster: cluster}
 	now := time.Now()
@@ -136,22 +136,34 @@ func TestPodRefusalFromCachedPods(t *testing.T) {
 	onChild(t, namespaceLabelled(ns, nil))
 	// On the child a pod Unschedulable for five minutes; the cache has not seen it yet.
 	unschedulablePod(t, ns, "on-child", now.Add(-5*time.Minute))
-	if got := n.PodRefusalFrom(ctx, ns, nil, now, time.Minute); got.Found() {
-		t.Fatalf("no pods given, no events: %+v, want nothing (the child's own pods are not listed)", got)
+	if got := n.PodRefusalFrom(ctx, ns, Cached{EventsKnown: true}, now, time.Minute); got.Found() {
+		t.Fatalf("nothing cached: %+v, want nothing (the child's own pods are not listed)", got)
 	}
-	cached := []corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cached-0"}, Status: corev1.PodStatus{Phase: corev1.PodPending,
+	pods := []corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cached-0"}, Status: corev1.PodStatus{Phase: corev1.PodPending,
 		Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
 			LastTransitionTime: metav1.NewTime(now.Add(-2 * time.Minute)), Message: "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."}}}}}
-	got := n.PodRefusalFrom(ctx, ns, cached, now, time.Minute)
+	got := n.PodRefusalFrom(ctx, ns, Cached{Pods: pods, EventsKnown: true}, now, time.Minute)
 	if got.Reason != workspacesv1.ReasonPodsRefused || !strings.Contains(got.Message, "pod cached-0 ") {
-		t.Fatalf("PodRefusalFrom = %s %q, want the given pod named", got.Reason, got.Message)
+		t.Fatalf("PodRefusalFrom = %s %q, want the cached pod named", got.Reason, got.Message)
 	}
-	if got := n.PodRefusalFrom(ctx, ns, cached, now, 5*time.Minute); got.Found() || got.RecheckAfter <= 0 {
+	if got := n.PodRefusalFrom(ctx, ns, Cached{Pods: pods, EventsKnown: true}, now, 5*time.Minute); got.Found() || got.RecheckAfter <= 0 {
 		t.Fatalf("within the bound: %+v, want nothing yet and a recheck", got)
 	}
+
+	// A refusal on the child: not seen while the cache says it holds the events (and holds none)...
 	onChild(t, workloadEvent(ns, "refused", "FailedCreate", "ReplicaSet", "nb-abc", "Error creating: pods \"nb-abc-x\" is forbidden", now))
-	got = n.PodRefusalFrom(ctx, ns, cached, now, time.Minute)
+	if got := n.PodRefusalFrom(ctx, ns, Cached{EventsKnown: true}, now, time.Minute); got.Found() {
+		t.Fatalf("the cache holds the events and none: %+v, want nothing (the child's are not listed)", got)
+	}
+	// ...read on the child when it does not hold them...
+	got = n.PodRefusalFrom(ctx, ns, Cached{Pods: pods}, now, time.Minute)
 	if got.Reason != workspacesv1.ReasonPodsRefused || !strings.Contains(got.Message, "ReplicaSet nb-abc: ") {
-		t.Fatalf("PodRefusalFrom = %s %q, want the workload's refusal first", got.Reason, got.Message)
+		t.Fatalf("PodRefusalFrom = %s %q, want the workload's refusal read on the child, before the pod", got.Reason, got.Message)
+	}
+	// ...and the cache's when it holds them.
+	cachedEvents := []eventsv1.Event{*workloadEvent(ns, "denied", "FailedCreate", "StatefulSet", "nb-db", "Error creating: denied", now)}
+	got = n.PodRefusalFrom(ctx, ns, Cached{Pods: pods, Events: cachedEvents, EventsKnown: true}, now, time.Minute)
+	if got.Reason != workspacesv1.ReasonPodsRefused || !strings.Contains(got.Message, "StatefulSet nb-db: Error creating: denied") {
+		t.Fatalf("PodRefusalFrom = %s %q, want the cached workload's refusal", got.Reason, got.Message)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/exalsius/exalsius-operator/common/childcluster"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/childns"
 )
 
 // Children is what the reconciler needs from the per-child client cache (common/childcluster): the
@@ -24,9 +25,11 @@ type Children interface {
 	// Peers returns the other ClusterDeployments connected to the same child cluster now, without
 	// connecting.
 	Peers(cd types.NamespacedName) []types.NamespacedName
-	// PodsIn returns the non-terminal Pods of one namespace of the child from its cache (with the
-	// PodScheduled condition of those Unschedulable). An error means the child cannot be read now.
-	PodsIn(ctx context.Context, cd types.NamespacedName, namespace string) ([]corev1.Pod, error)
+	// Refusals returns what the child's cache holds of one namespace for reading why its pods are
+	// not running (childns.Cached): its non-terminal Pods (with the PodScheduled condition of those
+	// Unschedulable) and, when watched and listed, its workload Events. An error means the child
+	// cannot be read now.
+	Refusals(ctx context.Context, cd types.NamespacedName, namespace string) (childns.Cached, error)
 	// Client returns a direct (uncached) client for the child. An error means the child cannot be
 	// reached now.
 	Client(ctx context.Context, cd types.NamespacedName) (client.Client, error)
@@ -78,16 +81,17 @@ func (c CacheChildren) Snapshot(ctx context.Context, cd types.NamespacedName) ([
 	return cl.Nodes(), cl.Pods(), nil
 }
 
-// PodsIn implements Children.
-func (c CacheChildren) PodsIn(ctx context.Context, cd types.NamespacedName, namespace string) ([]corev1.Pod, error) {
+// Refusals implements Children.
+func (c CacheChildren) Refusals(ctx context.Context, cd types.NamespacedName, namespace string) (childns.Cached, error) {
 	cl, err := c.Cache.Get(ctx, cd.Namespace, cd.Name)
 	if err != nil {
-		return nil, err
+		return childns.Cached{}, err
 	}
 	if err := cl.Err(); err != nil {
-		return nil, err
+		return childns.Cached{}, err
 	}
-	return cl.PodsIn(namespace), nil
+	events, known := cl.WorkloadEvents(namespace)
+	return childns.Cached{Pods: cl.PodsIn(namespace), Events: events, EventsKnown: known}, nil
 }
 
 // Client implements Children.

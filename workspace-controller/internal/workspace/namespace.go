@@ -129,9 +129,9 @@ func (r *Reconciler) childContext(ctx context.Context) (context.Context, context
 	return context.WithTimeout(ctx, r.Options.ChildRequestTimeout)
 }
 
-// podRefusal reads why the release's pods are not running (childns.PodRefusal): a pod the child
-// refused to create (its workload events, read on the child), or one Unschedulable for longer than
-// UnschedulableAfter (its pods, read from the child's cache).
+// podRefusal reads why the release's pods are not running (childns.PodRefusal) from the child's
+// cache: a pod the child refused to create (its workload events; read on the child when the cache
+// does not hold them), or one Unschedulable for longer than UnschedulableAfter (its pods).
 func (r *Reconciler) podRefusal(ctx context.Context, s *scope) childns.Refusal {
 	ctx, cancel := r.childContext(ctx)
 	defer cancel()
@@ -139,11 +139,11 @@ func (r *Reconciler) podRefusal(ctx context.Context, s *scope) childns.Refusal {
 	if err != nil {
 		return childns.Refusal{}
 	}
-	pods, err := r.Children.PodsIn(ctx, s.cdKey, s.releaseNamespace())
+	cached, err := r.Children.Refusals(ctx, s.cdKey, s.releaseNamespace())
 	if err != nil {
 		return childns.Refusal{}
 	}
-	return r.namespaces(s, cl).PodRefusalFrom(ctx, s.releaseNamespace(), pods, s.now, r.Options.UnschedulableAfter)
+	return r.namespaces(s, cl).PodRefusalFrom(ctx, s.releaseNamespace(), cached, s.now, r.Options.UnschedulableAfter)
 }
 
 // deleteReleaseNamespace deletes ws-<name> on the child when it belongs to this workspace

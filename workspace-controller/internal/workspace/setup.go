@@ -285,6 +285,9 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 	// A child change that takes admissions away (a node gone, cordoned or taken) shows in the status
 	// without waiting for the debounce window; a burst of changes still costs at most two passes.
 	co.NotifyAtOnce = true
+	// The look at a Deploying workspace reads the workload controllers' refusals of its pods from the
+	// cache (childns.PodRefusalFrom), and a refusal brings the workspace back at once.
+	co.WatchWorkloadEvents = true
 	children, err := childcluster.New(SecretReaders(mgr, co))
 	if err != nil {
 		return err
