@@ -9,9 +9,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
 // childEvent is an events.k8s.io Event about a workload, as a workload controller writes it.
@@ -101,5 +103,53 @@ func TestWatchesWorkloadEvents(t *testing.T) {
 	}
 	if evs, ok := cl2.WorkloadEvents("ws-a"); ok || evs != nil {
 		t.Fatalf("without WatchWorkloadEvents: %v %+v, want not known", ok, evs)
+	}
+}
+
+// TestWorkloadEventsForbidden: credentials that may read the child's Nodes and Pods but not its Events
+// connect as before and leave the child reachable; the cache says it does not hold the Events, so
+// that a reading falls back to the child.
+func TestWorkloadEventsForbidden(t *testing.T) {
+	ctx := context.Background()
+	child := startChild(t, "noevents")
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "nodes-and-pods"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"nodes", "pods"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get"}},
+	}}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "nodes-and-pods"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "no-events"}}}
+	for _, o := range []client.Object{role, binding} {
+		if err := child.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	user, err := child.Env.AddUser(envtest.User{Name: "no-events"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, err := user.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := types.NamespacedName{Namespace: "noevents", Name: "alpha"}
+	if err := mgmt.WriteKubeconfigSecret(ctx, key.Namespace, key.Name, kc); err != nil {
+		t.Fatal(err)
+	}
+	c := newCache(t, Options{WatchWorkloadEvents: true})
+	cl, err := c.Get(ctx, key.Namespace, key.Name)
+	if err != nil {
+		t.Fatalf("Get with credentials that may not list Events: %v, want connected", err)
+	}
+	// The events watches' first list was refused (or is under way): either way they never sync.
+	deadline := time.Now().Add(2 * c.opts.HealthInterval)
+	for time.Now().Before(deadline) {
+		if evs, ok := cl.WorkloadEvents("default"); ok {
+			t.Fatalf("WorkloadEvents = %+v, known, with credentials that may not list them", evs)
+		}
+		if err := cl.Err(); err != nil {
+			t.Fatalf("the child is unreachable for its Events: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
