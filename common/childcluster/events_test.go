@@ -2,8 +2,14 @@ package childcluster
 
 import (
 	"context"
+	"encoding/pem"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,8 +18,13 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/exalsius/exalsius-operator/common/testing/testenv"
 )
 
 // childEvent is an events.k8s.io Event about a workload, as a workload controller writes it.
@@ -128,10 +139,10 @@ func TestWorkloadEventsForbidden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kc, err := user.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The child is reached through a proxy that counts the refused lists of Events (the API server's
+	// own request metrics leave out what authorization refuses).
+	proxy := newRefusalCounter(t, child, user.Config())
+	kc := proxy.kubeconfig(t)
 	key := types.NamespacedName{Namespace: "noevents", Name: "alpha"}
 	if err := mgmt.WriteKubeconfigSecret(ctx, key.Namespace, key.Name, kc); err != nil {
 		t.Fatal(err)
@@ -141,15 +152,85 @@ func TestWorkloadEventsForbidden(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Get with credentials that may not list Events: %v, want connected", err)
 	}
-	// The events watches' first list was refused (or is under way): either way they never sync.
-	deadline := time.Now().Add(2 * c.opts.HealthInterval)
-	for time.Now().Before(deadline) {
+	// Each events watch lists once and is refused: wait for both refusals on the child's API server.
+	deadline := time.Now().Add(30 * time.Second)
+	for proxy.forbiddenEventLists() < len(WorkloadEventReasons) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the child refused %d lists of Events, want %d", proxy.forbiddenEventLists(), len(WorkloadEventReasons))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// Over the next ten probes (each a contact) the watches never sync, the child stays reachable, and
+	// the refused lists are not retried: the credentials stay what they are for this connection, and a
+	// Reflector's retries would come within a second and keep coming.
+	for probes, last := 0, cl.LastContact(); probes < 10; {
 		if evs, ok := cl.WorkloadEvents("default"); ok {
 			t.Fatalf("WorkloadEvents = %+v, known, with credentials that may not list them", evs)
 		}
 		if err := cl.Err(); err != nil {
 			t.Fatalf("the child is unreachable for its Events: %v", err)
 		}
-		time.Sleep(50 * time.Millisecond)
+		if now := cl.LastContact(); now.After(last) {
+			probes, last = probes+1, now
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := proxy.forbiddenEventLists(); got != len(WorkloadEventReasons) {
+		t.Fatalf("the child refused %d lists of Events over ten probes, want %d (one per watch, never retried)", got, len(WorkloadEventReasons))
 	}
 }
+
+// refusalCounter is a TLS reverse proxy in front of a child API server that sends each request on
+// with the given credentials and counts the lists of events.k8s.io Events the child refuses.
+type refusalCounter struct {
+	srv       *httptest.Server
+	forbidden atomic.Int64
+}
+
+func newRefusalCounter(t *testing.T, child *testenv.Child, as *rest.Config) *refusalCounter {
+	t.Helper()
+	target, err := url.Parse(child.Config.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := rest.TransportFor(as)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &refusalCounter{}
+	rp := httputil.NewSingleHostReverseProxy(target)
+	rp.FlushInterval = -1 // watches stream
+	rp.Transport = roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		resp, err := rt.RoundTrip(r)
+		if err == nil && resp.StatusCode == http.StatusForbidden && r.Method == http.MethodGet &&
+			r.URL.Path == "/apis/events.k8s.io/v1/events" && r.URL.Query().Get("watch") != "true" {
+			p.forbidden.Add(1)
+		}
+		return resp, err
+	})
+	p.srv = httptest.NewTLSServer(rp)
+	t.Cleanup(p.srv.Close)
+	return p
+}
+
+func (p *refusalCounter) forbiddenEventLists() int { return int(p.forbidden.Load()) }
+
+// kubeconfig reaches the child through the proxy, which adds the credentials.
+func (p *refusalCounter) kubeconfig(t *testing.T) []byte {
+	t.Helper()
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: p.srv.Certificate().Raw})
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["child"] = &clientcmdapi.Cluster{Server: p.srv.URL, CertificateAuthorityData: ca}
+	cfg.AuthInfos["proxied"] = &clientcmdapi.AuthInfo{}
+	cfg.Contexts["child"] = &clientcmdapi.Context{Cluster: "child", AuthInfo: "proxied"}
+	cfg.CurrentContext = "child"
+	out, err := clientcmd.Write(*cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
