@@ -44,3 +44,31 @@ func TestFailedUntilDeadline(t *testing.T) {
 		})
 	}
 }
+
+// The look at a Deploying workspace comes after DeployingRecheck and at most a fifth later, and a herd
+// of workspaces one child event brought back together is spread out after a few looks, instead of
+// filling the queue together every DeployingRecheck.
+func TestDeployingRecheckSpreadsAHerd(t *testing.T) {
+	const d = 2 * time.Minute
+	const n = 1000
+	at := make([]time.Duration, n) // all brought back at 0
+	for look := 0; look < 5; look++ {
+		for i := range at {
+			next := deployingRecheck(d)
+			if next < d || next > d+d/5 {
+				t.Fatalf("look after %v, want within [%v, %v]", next, d, d+d/5)
+			}
+			at[i] += next
+		}
+	}
+	perSecond := map[time.Duration]int{}
+	most := 0
+	for _, a := range at {
+		s := a.Truncate(time.Second)
+		perSecond[s]++
+		most = max(most, perSecond[s])
+	}
+	if most > n/10 {
+		t.Fatalf("after 5 looks, %d of %d workspaces are looked at in the same second, want at most %d", most, n, n/10)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
@@ -229,9 +230,9 @@ func (r *Reconciler) readiness(ctx context.Context, s *scope) (stepResult, error
 		s.noteRefusal(why)
 	}
 	s.deploying(workspacesv1.HelmReleaseReadyCondition, reason, msg)
-	// The child's refusals are not watched: look again while the release is installed (a refusal may
-	// go, or change), and when a pod Unschedulable now passes the bound.
-	s.requeueAfter = min(rd.RequeueAfter, r.Options.DeployingRecheck)
+	// Look again while the release is installed (a refusal may go, or change, and its event may be
+	// missed), and when a pod Unschedulable now passes the bound.
+	s.requeueAfter = min(rd.RequeueAfter, deployingRecheck(r.Options.DeployingRecheck))
 	if why.RecheckAfter > 0 {
 		s.requeueAfter = min(s.requeueAfter, why.RecheckAfter)
 	}
@@ -275,8 +276,20 @@ func (r *Reconciler) releasePodsRun(ctx context.Context, s *scope, rd release.Re
 	s.deploying(workspacesv1.HelmReleaseReadyCondition, workspacesv1.ReasonHelmReleaseDeploying, msg)
 	// A pod of the release turning Ready (or being created, bound or finishing) is a child event that
 	// brings the workspace back; the timer only bounds what a missed event costs, and the deadline.
-	s.requeueAfter = min(rd.Deadline.Sub(s.now), r.Options.DeployingRecheck)
+	s.requeueAfter = min(rd.Deadline.Sub(s.now), deployingRecheck(r.Options.DeployingRecheck))
 	return false
+}
+
+// deployingRecheckJitter is the largest share by which deployingRecheck lengthens the look.
+const deployingRecheckJitter = 0.2
+
+// deployingRecheck is when a Deploying workspace is looked at again without an event: d, lengthened
+// at random by up to deployingRecheckJitter of it. Workspaces one child event brought back together
+// (a reconnect brings back every workspace of the child) would otherwise be looked at together every
+// d for as long as they stay Deploying: a herd that fills the queue in front of a child change every
+// d, and that only a random length, drawn again at each look, spreads out.
+func deployingRecheck(d time.Duration) time.Duration {
+	return wait.Jitter(d, deployingRecheckJitter)
 }
 
 // asksGPUs reports whether the workspace's release asks GPUs (replicas with a GPU count).

@@ -121,8 +121,9 @@ type Options struct {
 	// Unschedulable for a moment while nodes start or a previous pod's GPUs are freed. Default 2m.
 	UnschedulableAfter time.Duration
 	// DeployingRecheck is how soon a Deploying workspace whose release is installed is looked at again
-	// without an event: the child's refusals of its pods (quota, admission, RuntimeClass) are not
-	// watched, while its pods' scheduling and readiness are (a pod turning Ready wakes it). Default 2m.
+	// without an event, lengthened at random by up to a fifth (deployingRecheck). The child-cluster
+	// cache watches the child's pods and its workload Events (refusals), so a change wakes the
+	// workspace at once; the look bounds what a missed event costs, and reads the cache. Default 2m.
 	DeployingRecheck time.Duration
 	// ClusterGoneGrace is how long a workspace whose ClusterDeployment does not exist keeps what it
 	// holds for that cluster: its admission (counted by the GPU gate and the WorkspaceQuotas), its
