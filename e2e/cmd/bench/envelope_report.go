@@ -28,8 +28,9 @@ func renderEnvelope(r envelopeResult, c config, wall time.Duration) string {
 		"affected workspace's status must stop naming the node: the time from the change to that status, seen on a\n" +
 		"watch, is the change's latency. Reconciles per change: the growth of `controller_runtime_reconcile_total`\n" +
 		"after the change beyond its rate at rest (measured for 5 s before each change), until that excess stays\n" +
-		"the same for 2 s. Since no k0rdent runs, every workspace stays Deploying and is looked at again every 2\n" +
-		"minutes, which is the rate at rest; a child event brings back the workspaces it concerns on every\n" +
+		"the same for 2 s. Since no k0rdent runs, every workspace stays Deploying (the classes' deployTimeout is\n" +
+		"24 h, longer than the run) and is looked at again every 2 to 2.4 minutes, which is the rate at rest; a\n" +
+		"child event brings back the workspaces it concerns on every\n" +
 		"ClusterDeployment of that child (a Pod change those whose release namespace it is in, a Node change those\n" +
 		"failed or pending for GPUs): with shared children that includes the peers', which a real fleet (one child\n" +
 		"per ClusterDeployment) does not have.\n" +

@@ -370,6 +370,9 @@ func scrapeChildren(ctx context.Context, children []*testenv.Child) (requests, e
 // class puts the namespace into a cohort, setupCohort), the namespace and one
 // ClusterDeployment per kubeconfig (with its kubeconfig Secret); it returns the classes' names by
 // class and the ClusterDeployments' names.
+// benchDeployTimeout is the benchmark classes' deployTimeout: longer than any run.
+const benchDeployTimeout = 24 * time.Hour
+
 func setupManagement(ctx context.Context, cl client.Client, m *testenv.Management, classes []string, kubeconfigs [][]byte) (map[string]string, []string, error) {
 	for _, ns := range []string{workspacesv1.DefaultServiceTemplateNamespace, benchNamespace} {
 		if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
@@ -398,6 +401,10 @@ func setupManagement(ctx context.Context, cl client.Client, m *testenv.Managemen
 			DisplayName:     "Bench",
 			ServiceTemplate: workspacesv1.ServiceTemplateRef{Name: templateName},
 			AccessEndpoints: []workspacesv1.AccessEndpoint{{Name: "web", Protocol: workspacesv1.EndpointProtocolHTTP, Port: 8888}},
+			// No k0rdent runs here, so no release ever deploys: with the default 15m every workspace
+			// would turn Failed during a long run (the envelope's changes come 10 to 20 minutes after
+			// the first create), a wave of status writes and Events that is no part of what is measured.
+			DeployTimeout: &metav1.Duration{Duration: benchDeployTimeout},
 		}
 		if cls == "cohort" {
 			if err := setupCohort(ctx, cl); err != nil {
