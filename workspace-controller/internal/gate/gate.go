@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
@@ -33,15 +34,18 @@ type Snapshotter interface {
 
 // Gate is the GPU gate of one process. Its zero value is not usable: use New.
 type Gate struct {
-	client   client.Client
-	children Snapshotter
-	mem      *memory
+	client    client.Client
+	informers cache.Informers
+	children  Snapshotter
+	mem       *memory
 }
 
-// New returns a gate that reads workspaces, ServiceSets and quotas through c (the manager's cache) and
-// the children's Nodes and Pods through children.
-func New(c client.Client, children Snapshotter) *Gate {
-	return &Gate{client: c, children: children, mem: newMemory()}
+// New returns a gate that reads workspaces, ServiceSets and quotas through c (the manager's cache),
+// the workspaces and ServiceSets on a child through informers (the same cache, by its field indexes,
+// without copying: index.go; nil lists them through c), and the children's Nodes and Pods through
+// children.
+func New(c client.Client, informers cache.Informers, children Snapshotter) *Gate {
+	return &Gate{client: c, informers: informers, children: children, mem: newMemory()}
 }
 
 // Request asks the gate about one workspace.

@@ -161,6 +161,39 @@ func (c priorityCaps) aheadOn(a, b *workspacesv1.WorkspaceDeployment, st site) b
 	return c.ahead(a, b)
 }
 
+// sortOn sorts workspaces into the GPU queue of a site, as aheadOn orders them. Each workspace's
+// reclaim and effective priority are read once rather than at each of the sort's comparisons: a
+// decision sorts every workspace on its child, and at a thousand the comparisons were a fifth of the
+// decision's CPU (make bench, class gpu).
+func (c priorityCaps) sortOn(list []*workspacesv1.WorkspaceDeployment, st site) {
+	type queued struct {
+		o        *workspacesv1.WorkspaceDeployment
+		reclaim  *workspacesv1.Reclaiming
+		priority int32
+	}
+	q := make([]queued, len(list))
+	for i, o := range list {
+		q[i] = queued{o: o, reclaim: reclaimingOn(o, st), priority: c.effective(o)}
+	}
+	sort.Slice(q, func(i, j int) bool {
+		a, b := &q[i], &q[j]
+		switch {
+		case a.reclaim != nil && b.reclaim == nil:
+			return true
+		case a.reclaim == nil && b.reclaim != nil:
+			return false
+		case a.reclaim != nil && !a.reclaim.Since.Equal(&b.reclaim.Since):
+			return a.reclaim.Since.Before(&b.reclaim.Since)
+		case a.priority != b.priority:
+			return a.priority > b.priority
+		}
+		return owned.Older(a.o, b.o)
+	})
+	for i := range q {
+		list[i] = q[i].o
+	}
+}
+
 // reclaim decides whether a workspace the gate told to wait on st reclaims GPUs its cohort borrows
 // there: its request is within its namespace's guarantees (the quota check admits it without
 // borrowing), and stopping borrowers of the other members (chooseBorrowers: admissions on the cluster
@@ -208,8 +241,7 @@ func (g *Gate) reclaim(ctx context.Context, req Request, st site, cohort string,
 	byKey := map[string]*workspacesv1.WorkspaceDeployment{}
 	var resv []gpu.Reservation
 	bound := boundPodsByNamespace(others, nodes)
-	for i := range list {
-		o := &list[i]
+	for _, o := range list {
 		key := o.Namespace + "/" + o.Name
 		if key == self {
 			continue

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
@@ -212,4 +213,48 @@ func TestReclaimHoldsAcrossClusterDeployments(t *testing.T) {
 	if !(priorityCaps{}).aheadOn(waiting(b.String()), waiting(""), st) {
 		t.Error("a reclaimer on a peer ClusterDeployment is not ahead of a waiter of the site")
 	}
+}
+
+// FuzzSortOnAgreesWithAheadOn: sortOn, which reads each workspace's reclaim and priority once, puts
+// the workspaces in the order aheadOn gives: no workspace after another that aheadOn puts behind it.
+// The workspaces are drawn from the bytes: namespace (capped or not), priority, creation second, a
+// reclaim on the site, on another child, or none, with its time, and Waiting or Deploying.
+func FuzzSortOnAgreesWithAheadOn(f *testing.F) {
+	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17})
+	f.Add([]byte{255, 0, 3, 3, 3, 1, 0, 2, 2, 2, 200, 7, 7, 7, 7, 7, 7, 1})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		st := site{cd: types.NamespacedName{Namespace: "team-a", Name: "gpu"}}
+		caps := priorityCaps{"team-a": 5, "team-b": 1}
+		t0 := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
+		var list []*workspacesv1.WorkspaceDeployment
+		for i := 0; i+2 < len(data) && len(list) < 64; i += 3 {
+			b0, b1, b2 := data[i], data[i+1], data[i+2]
+			ws := &workspacesv1.WorkspaceDeployment{}
+			ws.Namespace = []string{"team-a", "team-b", "team-c"}[int(b0)%3]
+			ws.Name = string(rune('a' + len(list)%26))
+			ws.Spec.Priority = int32(b1%9) - 2
+			ws.CreationTimestamp = metav1.NewTime(t0.Add(time.Duration(b2%4) * time.Second))
+			ws.Status.Phase = workspacesv1.PhaseWaiting
+			if b0&0x40 != 0 {
+				ws.Status.Phase = workspacesv1.PhaseDeploying
+			}
+			switch (b0 >> 2) % 3 {
+			case 1:
+				ws.Status.Reclaiming = &workspacesv1.Reclaiming{Cluster: st.cd.String(), Since: metav1.NewTime(t0.Add(time.Duration(b1%3) * time.Second))}
+			case 2:
+				ws.Status.Reclaiming = &workspacesv1.Reclaiming{Cluster: "elsewhere/gpu", Since: metav1.NewTime(t0)}
+			}
+			list = append(list, ws)
+		}
+		caps.sortOn(list, st)
+		for i := range list {
+			for j := i + 1; j < len(list); j++ {
+				if caps.aheadOn(list[j], list[i], st) {
+					t.Fatalf("sortOn put %s/%s (priority %d, reclaim %v) at %d, before %s/%s (priority %d, reclaim %v) at %d, which aheadOn puts ahead of it",
+						list[i].Namespace, list[i].Name, list[i].Spec.Priority, list[i].Status.Reclaiming, i,
+						list[j].Namespace, list[j].Name, list[j].Spec.Priority, list[j].Status.Reclaiming, j)
+				}
+			}
+		}
+	})
 }

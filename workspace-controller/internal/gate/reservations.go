@@ -3,7 +3,6 @@ package gate
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
@@ -113,15 +112,14 @@ func (d *deployTimeouts) of(ctx context.Context, o *workspacesv1.WorkspaceDeploy
 func (g *Gate) reservations(ctx context.Context, ws *workspacesv1.WorkspaceDeployment, want *workspacesv1.ResolvedResources, st site,
 	nodes []corev1.Node, pods []corev1.Pod, now time.Time) (heldGPUs, error) {
 	self := ws.Namespace + "/" + ws.Name
-	var list workspacesv1.WorkspaceDeploymentList
-	var err error
-	if list.Items, err = g.workspacesOn(ctx, st); err != nil {
+	list, err := g.workspacesOn(ctx, st)
+	if err != nil {
 		return heldGPUs{}, err
 	}
 	withSet := map[string]*k0rdentv1beta1.ServiceSet{}
 	listed := map[types.NamespacedName]bool{}
-	for i := range list.Items {
-		cd := owned.ClusterKey(&list.Items[i])
+	for _, o := range list {
+		cd := owned.ClusterKey(o)
 		if listed[cd] {
 			continue
 		}
@@ -135,7 +133,7 @@ func (g *Gate) reservations(ctx context.Context, ws *workspacesv1.WorkspaceDeplo
 	if err != nil {
 		return heldGPUs{}, err
 	}
-	sort.Slice(list.Items, func(i, j int) bool { return caps.aheadOn(&list.Items[i], &list.Items[j], st) })
+	caps.sortOn(list, st)
 	mySel := gpu.Selector(gpuRequest("", want))
 	// queuedAhead returns the resources of o when it waits in the cluster's queue ahead of ws for the
 	// same GPUs (vendor and selector), or reclaims GPUs there (its hold counts against every other
@@ -160,8 +158,7 @@ func (g *Gate) reservations(ctx context.Context, ws *workspacesv1.WorkspaceDeplo
 	lost := newLostView(nodes, pods) // read once: asked for every admitted workspace ahead
 	timeouts := deployTimeouts{client: g.client}
 	var admitted, waiting []gpu.Reservation
-	for i := range list.Items {
-		o := &list.Items[i]
+	for _, o := range list {
 		key := o.Namespace + "/" + o.Name
 		if key == self {
 			continue
@@ -376,26 +373,32 @@ func growthReservations(key string, ad *workspacesv1.Admission, res *workspacesv
 // of its ClusterDeployment and of its peers (by the cluster index), those admitted on the same child
 // by identity (the identity index: a peer not connected since a restart is not known as a peer, but
 // its admissions are counted), and those this process admitted there that the cache does not show
-// yet. Each once; the cached objects are not copied (the slice is, so sorting it is safe).
-func (g *Gate) workspacesOn(ctx context.Context, st site) ([]workspacesv1.WorkspaceDeployment, error) {
-	var items []workspacesv1.WorkspaceDeployment
-	seen := map[types.NamespacedName]bool{}
+// yet. Each once. They are the cache's own objects, not copied: read only (the slice is the caller's,
+// so sorting it is safe).
+func (g *Gate) workspacesOn(ctx context.Context, st site) ([]*workspacesv1.WorkspaceDeployment, error) {
+	var items []*workspacesv1.WorkspaceDeployment
+	var seen map[types.NamespacedName]bool
+	lists := 0
 	add := func(index, value string) error {
-		var list workspacesv1.WorkspaceDeploymentList
-		if err := g.client.List(ctx, &list, client.MatchingFields{index: value}, client.UnsafeDisableDeepCopy); err != nil {
+		got, err := g.workspacesBy(ctx, index, value)
+		if err != nil {
 			return fmt.Errorf("listing workspaces of %s: %w", value, err)
 		}
-		if len(seen) == 0 && len(items) == 0 {
-			items = list.Items
-			for i := range items {
-				seen[client.ObjectKeyFromObject(&items[i])] = true
-			}
+		lists++
+		if lists == 1 {
+			items = got
 			return nil
 		}
-		for i := range list.Items {
-			if k := client.ObjectKeyFromObject(&list.Items[i]); !seen[k] {
+		if seen == nil {
+			seen = make(map[types.NamespacedName]bool, len(items)+len(got))
+			for _, o := range items {
+				seen[types.NamespacedName{Namespace: o.Namespace, Name: o.Name}] = true
+			}
+		}
+		for _, o := range got {
+			if k := (types.NamespacedName{Namespace: o.Namespace, Name: o.Name}); !seen[k] {
 				seen[k] = true
-				items = append(items, list.Items[i])
+				items = append(items, o)
 			}
 		}
 		return nil
@@ -417,19 +420,17 @@ func (g *Gate) workspacesOn(ctx context.Context, st site) ([]workspacesv1.Worksp
 // from their labels, leaving out those of stopped workspaces. The ServiceSets are the cache's own
 // objects: they are only read.
 func (g *Gate) workspacesWithServiceSets(ctx context.Context, cd types.NamespacedName, out map[string]*k0rdentv1beta1.ServiceSet) error {
-	var list k0rdentv1beta1.ServiceSetList
-	// Read-only: the cached ServiceSets (with their values) are not copied on every GPU decision.
 	// By the cluster index: a label selector alone would read every ServiceSet of the namespace.
-	if err := g.client.List(ctx, &list, client.MatchingFields{owned.IndexServiceSetCluster: cd.String()}, client.UnsafeDisableDeepCopy,
-		client.HasLabels{workspacesv1.WorkspaceLabel}); err != nil {
+	sets, err := g.serviceSetsBy(ctx, owned.IndexServiceSetCluster, cd.String())
+	if err != nil {
 		return fmt.Errorf("listing ServiceSets of %s: %w", cd, err)
 	}
-	for i := range list.Items {
-		l := list.Items[i].Labels
+	for _, set := range sets {
+		l := set.Labels
 		if l[owned.LabelStopped] == "true" {
 			continue // scaled to zero: its release holds no GPU (stop.go)
 		}
-		out[l[workspacesv1.WorkspaceNamespaceLabel]+"/"+l[workspacesv1.WorkspaceLabel]] = &list.Items[i]
+		out[l[workspacesv1.WorkspaceNamespaceLabel]+"/"+l[workspacesv1.WorkspaceLabel]] = set
 	}
 	return nil
 }
@@ -474,21 +475,26 @@ func boundGPUPods(pods []*corev1.Pod, res corev1.ResourceName, perReplica int64,
 // withRecentAdmissions adds to a site's workspaces those this process admitted there whose
 // placement the cache does not show yet (the cluster index reads status.placement), so that the gate
 // counts their GPUs.
-func (g *Gate) withRecentAdmissions(ctx context.Context, st site, items []workspacesv1.WorkspaceDeployment) []workspacesv1.WorkspaceDeployment {
-	seen := make(map[string]bool, len(items))
-	for i := range items {
-		seen[items[i].Namespace+"/"+items[i].Name] = true
+func (g *Gate) withRecentAdmissions(ctx context.Context, st site, items []*workspacesv1.WorkspaceDeployment) []*workspacesv1.WorkspaceDeployment {
+	keys := g.mem.keysOn(st.counts)
+	if len(keys) == 0 {
+		return items
 	}
-	for _, key := range g.mem.keysOn(st.counts) {
-		if seen[key] {
-			continue
-		}
+	seen := make(map[types.NamespacedName]bool, len(items))
+	for _, o := range items {
+		seen[types.NamespacedName{Namespace: o.Namespace, Name: o.Name}] = true
+	}
+	for _, key := range keys {
 		ns, name, _ := strings.Cut(key, "/")
-		o := &workspacesv1.WorkspaceDeployment{}
-		if err := g.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, o); err != nil {
+		k := types.NamespacedName{Namespace: ns, Name: name}
+		if seen[k] {
 			continue
 		}
-		items = append(items, *o)
+		o := &workspacesv1.WorkspaceDeployment{}
+		if err := g.client.Get(ctx, k, o); err != nil {
+			continue
+		}
+		items = append(items, o)
 	}
 	return items
 }

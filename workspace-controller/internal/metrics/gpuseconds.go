@@ -59,10 +59,9 @@ func (c *gpuSecondsCollector) Collect(ch chan<- prometheus.Metric) {
 
 // add counts what the workspaces hold from their last count (or admission, or the process's start)
 // to now; the caller holds mu.
-func (c *gpuSecondsCollector) add(items []workspacesv1.WorkspaceDeployment, now time.Time) {
+func (c *gpuSecondsCollector) add(items []*workspacesv1.WorkspaceDeployment, now time.Time) {
 	seen := make(map[types.UID]bool, len(c.counted))
-	for i := range items {
-		w := &items[i]
+	for _, w := range items {
 		held := map[gpuKey]int64{}
 		addAdmitted(held, w.Namespace, w.Status.Admission)
 		if len(held) == 0 {

@@ -30,7 +30,7 @@ func TestGPUSeconds(t *testing.T) {
 	now := t0
 	var items []workspacesv1.WorkspaceDeployment
 	list := func() listWorkspaces { return static(items...) }
-	c := newGPUSecondsCollector(func(ctx context.Context) ([]workspacesv1.WorkspaceDeployment, error) { return list()(ctx) }, func() time.Time { return now })
+	c := newGPUSecondsCollector(func(ctx context.Context) ([]*workspacesv1.WorkspaceDeployment, error) { return list()(ctx) }, func() time.Time { return now })
 	scrape := func(want string) {
 		t.Helper()
 		head := "# HELP exalsius_workspace_controller_gpu_seconds_total GPU-seconds held by the namespace's admitted workspaces (GPUs admitted x seconds, counted at each scrape), by the admitted nodes' GPU model: the figure to bill GPU-hours from.\n# TYPE exalsius_workspace_controller_gpu_seconds_total counter\n"

@@ -29,7 +29,13 @@ func resolved(gpus, replicas int32, vendor workspacesv1.GPUVendor, model string)
 }
 
 func static(items ...workspacesv1.WorkspaceDeployment) listWorkspaces {
-	return func(context.Context) ([]workspacesv1.WorkspaceDeployment, error) { return items, nil }
+	return func(context.Context) ([]*workspacesv1.WorkspaceDeployment, error) {
+		out := make([]*workspacesv1.WorkspaceDeployment, len(items))
+		for i := range items {
+			out[i] = &items[i]
+		}
+		return out, nil
+	}
 }
 
 // TestWorkspaceCollector: workspaces by namespace and phase (every phase of a namespace that has

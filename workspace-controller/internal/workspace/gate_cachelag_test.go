@@ -2,6 +2,7 @@ package workspace
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/gate"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/release"
 )
 
 // TestPendingAdmissionOfAFailedWorkspaceHoldsGPUs: a workspace that failed before its cluster's GPUs
@@ -48,7 +50,7 @@ func TestPendingAdmissionOfAFailedWorkspaceHoldsGPUs(t *testing.T) {
 	healing.Status.ResolvedResources = res.DeepCopy()
 	must(t, k8s.Status().Update(ctx, healing))
 
-	cached := gateCache(ctx, t)
+	cached, informers := gateCache(ctx, t)
 	eventually(t, "the cache shows the workspace Failed", func() error {
 		var got workspacesv1.WorkspaceDeployment
 		if err := cached.Get(ctx, client.ObjectKeyFromObject(healing), &got); err != nil {
@@ -61,7 +63,7 @@ func TestPendingAdmissionOfAFailedWorkspaceHoldsGPUs(t *testing.T) {
 	node := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{corev1.LabelHostname: "n1"}},
 		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")},
 			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
-	g := gate.New(cached, snapshot{nodes: []corev1.Node{node}})
+	g := gate.New(cached, informers, snapshot{nodes: []corev1.Node{node}})
 	noServiceSet := func(context.Context) (bool, error) { return false, nil }
 	// The healing workspace's pass admits it onto n1 and goes on to make its ServiceSet: its
 	// admission is pending, not written, and the cache still shows it Failed.
@@ -89,13 +91,15 @@ func TestPendingAdmissionOfAFailedWorkspaceHoldsGPUs(t *testing.T) {
 type snapshot struct {
 	nodes []corev1.Node
 	pods  []corev1.Pod
+	// id is the child's identity; empty: not known.
+	id types.UID
 }
 
 func (c snapshot) Snapshot(context.Context, types.NamespacedName) ([]corev1.Node, []corev1.Pod, error) {
 	return c.nodes, c.pods, nil
 }
 
-func (c snapshot) Identity(context.Context, types.NamespacedName) types.UID { return "" }
+func (c snapshot) Identity(context.Context, types.NamespacedName) types.UID { return c.id }
 
 func (c snapshot) Peers(types.NamespacedName) []types.NamespacedName { return nil }
 
@@ -115,7 +119,7 @@ func TestAWaiterKeepsItsPlaceBeforeItsStatusIsCached(t *testing.T) {
 	res := &workspacesv1.ResolvedResources{Replicas: 1, GPUResourceName: "nvidia.com/gpu",
 		PerReplica: workspacesv1.PerReplicaResources{GPUVendor: workspacesv1.GPUVendorNVIDIA, GPUCount: &one}}
 	wss := olderAndNewer(ctx, t, cd)
-	cached := gateCache(ctx, t)
+	cached, informers := gateCache(ctx, t)
 	eventually(t, "the cache shows both workspaces", func() error {
 		var list workspacesv1.WorkspaceDeploymentList
 		if err := cached.List(ctx, &list, client.InNamespace(ns)); err != nil {
@@ -131,7 +135,7 @@ func TestAWaiterKeepsItsPlaceBeforeItsStatusIsCached(t *testing.T) {
 		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")},
 			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
 	child := &snapshot{nodes: []corev1.Node{node}}
-	g := gate.New(cached, child)
+	g := gate.New(cached, informers, child)
 	admit := admitter(ctx, t, g, res, cd)
 	if d := admit(wss[0]); d.Outcome != gate.Waiting {
 		t.Fatalf("the older workspace on a cordoned node: %s: %s, want %s", d.Outcome, d.Message, gate.Waiting)
@@ -146,25 +150,108 @@ func TestAWaiterKeepsItsPlaceBeforeItsStatusIsCached(t *testing.T) {
 	}
 }
 
-// gateCache is a client reading workspaces through a cache of its own, indexed as the gate needs,
-// which runs until ctx ends.
-func gateCache(ctx context.Context, t *testing.T) client.Client {
+// gateCache is a client reading through a cache of its own, made and indexed as the controller's
+// (registerIndexes), which runs until ctx ends, and that cache.
+func gateCache(ctx context.Context, t *testing.T) (client.Client, cache.Cache) {
 	t.Helper()
-	c, err := cache.New(mgmt.Config, cache.Options{Scheme: mgmt.Scheme})
+	c, err := cache.New(mgmt.Config, cache.Options{Scheme: mgmt.Scheme, ByObject: release.CacheByObject()}) // as the binary's
 	must(t, err)
-	must(t, c.IndexField(ctx, &workspacesv1.WorkspaceDeployment{}, owned.IndexCluster, func(o client.Object) []string {
-		return []string{owned.ClusterKey(o.(*workspacesv1.WorkspaceDeployment)).String()}
-	}))
-	must(t, c.IndexField(ctx, &k0rdentv1beta1.ServiceSet{}, owned.IndexServiceSetCluster, func(o client.Object) []string {
-		return owned.ServiceSetClusterKeys(o)
-	}))
+	must(t, registerIndexes(ctx, c))
 	go func() { _ = c.Start(ctx) }()
 	if !c.WaitForCacheSync(ctx) {
 		t.Fatal("the cache did not start")
 	}
 	cached, err := client.New(mgmt.Config, client.Options{Scheme: mgmt.Scheme, Cache: &client.CacheOptions{Reader: c}})
 	must(t, err)
-	return cached
+	return cached, c
+}
+
+// TestGateReadsTheCacheIndexes: the gate reads the workspaces and ServiceSets on a child from the
+// cache's field indexes without copying them (internal/cacheread), by the names and keys the cache files
+// them under; it must find there what a list through the cached client finds. Two GPUs of the child
+// are held, one by a workspace admitted through another ClusterDeployment of the same child (found by
+// the identity index only), one by a workspace whose admission only its ServiceSet carries (a pass
+// that ended before its status write: found by the cluster index and the ServiceSet index). A third
+// workspace asking one GPU must wait, whether the gate reads the indexes or lists.
+func TestGateReadsTheCacheIndexes(t *testing.T) {
+	must(t, stopControllers())
+	t.Cleanup(func() { must(t, startControllers()) })
+	ctx, cancel := context.WithCancel(ctxT(t))
+	defer cancel()
+	ns := newNamespace(t)
+	a, b := types.NamespacedName{Namespace: ns, Name: "gpu-a"}, types.NamespacedName{Namespace: ns, Name: "gpu-b"}
+	const id = types.UID("child-1")
+	one := int32(1)
+	res := &workspacesv1.ResolvedResources{Replicas: 1, GPUResourceName: "nvidia.com/gpu",
+		PerReplica: workspacesv1.PerReplicaResources{GPUVendor: workspacesv1.GPUVendorNVIDIA, GPUCount: &one}}
+	admittedOn := func(cd types.NamespacedName, node string) *workspacesv1.Admission {
+		return &workspacesv1.Admission{Cluster: cd.String(), ClusterIdentity: id, GPUResourceName: "nvidia.com/gpu",
+			GPUVendor: workspacesv1.GPUVendorNVIDIA, GPUsPerReplica: 1, GPUs: 1, Replicas: 1,
+			Nodes: []workspacesv1.AdmittedNode{{Name: node, Hostname: node, Replicas: 1}}}
+	}
+	newWorkspace := func(name string, cd types.NamespacedName) *workspacesv1.WorkspaceDeployment {
+		ws := &workspacesv1.WorkspaceDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: workspacesv1.WorkspaceDeploymentSpec{WorkspaceClassRef: "c-1-0-0",
+				ClusterDeploymentRef: workspacesv1.ClusterDeploymentRef{Namespace: ns, Name: cd.Name}}}
+		must(t, k8s.Create(ctx, ws))
+		return ws
+	}
+	// On n1, through gpu-a: Running, its admission in its status.
+	byIdentity := newWorkspace("a-by-identity", a)
+	byIdentity.Status.Phase = workspacesv1.PhaseRunning
+	byIdentity.Status.ResolvedResources = res.DeepCopy()
+	byIdentity.Status.Admission = admittedOn(a, "n1")
+	must(t, k8s.Status().Update(ctx, byIdentity))
+	// On n2, through gpu-b: Deploying, its admission only on its ServiceSet.
+	bySet := newWorkspace("b-by-serviceset", b)
+	bySet.Status.Phase = workspacesv1.PhaseDeploying
+	bySet.Status.ResolvedResources = res.DeepCopy()
+	must(t, k8s.Status().Update(ctx, bySet))
+	carried, err := json.Marshal(admittedOn(b, "n2"))
+	must(t, err)
+	must(t, k8s.Create(ctx, &k0rdentv1beta1.ServiceSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "b-by-serviceset",
+			Labels: map[string]string{workspacesv1.ClusterDeploymentLabel: b.Name, workspacesv1.WorkspaceLabel: bySet.Name,
+				workspacesv1.WorkspaceNamespaceLabel: ns},
+			Annotations: map[string]string{owned.AnnotationAdmission: string(carried)}},
+		Spec: k0rdentv1beta1.ServiceSetSpec{Cluster: b.Name,
+			Provider: k0rdentv1beta1.StateManagementProviderConfig{Name: k0rdentv1beta1.DefaultStateManagementProvider},
+			Services: []k0rdentv1beta1.ServiceWithValues{{Name: "b-by-serviceset", Namespace: "ws-b", Template: "t"}}},
+	}))
+	asking := newWorkspace("c-asking", b)
+
+	cached, informers := gateCache(ctx, t)
+	eventually(t, "the cache shows the workspaces and the ServiceSet", func() error {
+		var got workspacesv1.WorkspaceDeployment
+		if err := cached.Get(ctx, client.ObjectKeyFromObject(byIdentity), &got); err != nil {
+			return err
+		}
+		if err := contains(string(got.Status.Phase), string(workspacesv1.PhaseRunning)); err != nil {
+			return err
+		}
+		var sets k0rdentv1beta1.ServiceSetList
+		if err := cached.List(ctx, &sets, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		return contains(fmt.Sprint(len(sets.Items)), "1")
+	})
+	gpuNode := func(name string) corev1.Node {
+		return corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{corev1.LabelHostname: name}},
+			Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")},
+				Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+	}
+	child := snapshot{nodes: []corev1.Node{gpuNode("n1"), gpuNode("n2")}, id: id}
+	for _, tc := range []struct {
+		name      string
+		informers cache.Informers
+	}{{"the cache's indexes", informers}, {"a list through the cached client", nil}} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := gate.New(cached, tc.informers, child)
+			if d := admitter(ctx, t, g, res, b)(asking); d.Outcome != gate.Waiting {
+				t.Fatalf("both GPUs of the child are held, yet the workspace asking one got %s: %s", d.Outcome, d.Message)
+			}
+		})
+	}
 }
 
 // TestALostAdmissionKeepsItsPlaceBeforeItsPassComes: when a GPU node is replaced under a new name, the
@@ -191,7 +278,7 @@ func TestALostAdmissionKeepsItsPlaceBeforeItsPassComes(t *testing.T) {
 		GPUVendor: workspacesv1.GPUVendorNVIDIA, GPUsPerReplica: 1, GPUs: 1, Replicas: 1,
 		Nodes: []workspacesv1.AdmittedNode{{Name: "n1", Hostname: "n1", Replicas: 1}}}
 	must(t, k8s.Status().Update(ctx, older))
-	cached := gateCache(ctx, t)
+	cached, informers := gateCache(ctx, t)
 	eventually(t, "the cache shows the older workspace Running", func() error {
 		var got workspacesv1.WorkspaceDeployment
 		if err := cached.Get(ctx, client.ObjectKeyFromObject(older), &got); err != nil {
@@ -204,7 +291,7 @@ func TestALostAdmissionKeepsItsPlaceBeforeItsPassComes(t *testing.T) {
 	node := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1-r1", Labels: map[string]string{corev1.LabelHostname: "n1-r1"}},
 		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")},
 			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
-	g := gate.New(cached, snapshot{nodes: []corev1.Node{node}})
+	g := gate.New(cached, informers, snapshot{nodes: []corev1.Node{node}})
 	admit := admitter(ctx, t, g, res, cd)
 	if d := admit(wss[1]); d.Outcome != gate.Waiting {
 		t.Fatalf("the newer workspace took the GPU of the node that replaced the older one's: %s: %s", d.Outcome, d.Message)

@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -37,6 +38,9 @@ const Component = component.Name
 type Reconciler struct {
 	// Client reads through the manager's cache and writes to the API server.
 	Client client.Client
+	// Cache is the manager's cache, whose field indexes the GPU gate reads without copying; nil lists
+	// through Client.
+	Cache cache.Informers
 	// APIReader reads the API server directly, for what is not cached (events on failure).
 	APIReader client.Reader
 	// Children reaches the child clusters.
@@ -328,7 +332,7 @@ func (s *scope) releaseNamespace() string { return owned.ReleaseNamespace(s.ws) 
 // gateFor returns the reconciler's GPU gate, made on first use.
 func (r *Reconciler) gateFor() *gate.Gate {
 	if r.gate == nil {
-		r.gate = gate.New(r.Client, r.Children)
+		r.gate = gate.New(r.Client, r.Cache, r.Children)
 	}
 	return r.gate
 }

@@ -352,12 +352,14 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 	copts := controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}
 	if err := (&workspaceclass.Reconciler{
 		Client:   mgr.GetClient(),
+		Cache:    mgr.GetCache(),
 		Recorder: mgr.GetEventRecorder(Component),
 	}).SetupWithManager(ctx, mgr, copts); err != nil {
 		return fmt.Errorf("setting up the WorkspaceClass controller: %w", err)
 	}
 	if err := (&Reconciler{
 		Client:    mgr.GetClient(),
+		Cache:     mgr.GetCache(),
 		APIReader: mgr.GetAPIReader(),
 		Children:  CacheChildren{Cache: children},
 		Recorder:  mgr.GetEventRecorder(Component),

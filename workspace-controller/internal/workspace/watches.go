@@ -39,7 +39,52 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager, 
 	if err := r.Options.validateTimings(); err != nil {
 		return err
 	}
-	idx := mgr.GetFieldIndexer()
+	if err := registerIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
+	if err := metrics.Register(mgr.GetClient(), mgr.GetCache(), r.Children.Size); err != nil {
+		return fmt.Errorf("registering metrics: %w", err)
+	}
+
+	b := builder.ControllerManagedBy(mgr).
+		Named("workspacedeployment").
+		For(&workspacesv1.WorkspaceDeployment{}, builder.WithPredicates(workspaceChanged{writes: &r.writes})).
+		Watches(&k0rdentv1beta1.ServiceSet{}, handler.EnqueueRequestsFromMapFunc(r.forServiceSet),
+			builder.WithPredicates(hasLabel(workspacesv1.ClusterDeploymentLabel), notOwnServiceSetCreate{})).
+		Watches(&k0rdentv1beta1.ClusterDeployment{}, handler.EnqueueRequestsFromMapFunc(r.forCluster), builder.WithPredicates(clusterChanged{})).
+		Watches(&workspacesv1.WorkspaceDeployment{}, handler.EnqueueRequestsFromMapFunc(r.forWaiters),
+			builder.WithPredicates(releasesGPUs{})).
+		Watches(&workspacesv1.WorkspaceDeployment{}, reclaimedBorrowers{}).
+		Watches(&workspacesv1.WorkspaceClass{}, handler.EnqueueRequestsFromMapFunc(r.forClass), builder.WithPredicates(classChanged{})).
+		Watches(&k0rdentv1beta1.ServiceTemplate{}, handler.EnqueueRequestsFromMapFunc(r.forTemplate)).
+		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.forKubeconfigSecret),
+			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+				return strings.HasSuffix(o.GetName(), k0rdentv1beta1.KubeconfigSecretSuffix)
+			}), predicate.ResourceVersionChangedPredicate{})).
+		// Secrets and ConfigMaps are watched by metadata only: a change of a valuesFrom source (a
+		// rotated password) or of a workspace's values Secret brings the workspace back, and the
+		// content is read from the API server, never cached.
+		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.forValuesSource("Secret")),
+			builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
+		WatchesMetadata(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.forValuesSource("ConfigMap")),
+			builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
+		WatchesMetadata(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.forNamespace),
+			builder.WithPredicates(predicate.Or(predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
+		WithOptions(opts)
+	b, err := r.setupPlacement(mgr, b)
+	if err != nil {
+		return err
+	}
+	if childChanges != nil {
+		b = b.WatchesRawSource(childChanges(childEvents{split: r.childEventRequests}))
+	}
+	return b.Complete(r)
+}
+
+// registerIndexes registers the field indexes the reconciler, its watches and the GPU gate read
+// (owned.Index*, and the WorkspaceClass controller's index of workspaces by class) with idx: the
+// manager's cache, or in tests a cache of their own.
+func registerIndexes(ctx context.Context, idx client.FieldIndexer) error {
 	if err := idx.IndexField(ctx, &workspacesv1.WorkspaceDeployment{}, owned.IndexCluster, func(o client.Object) []string {
 		return []string{owned.ClusterKey(o.(*workspacesv1.WorkspaceDeployment)).String()}
 	}); err != nil {
@@ -105,46 +150,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager, 
 	}); err != nil {
 		return fmt.Errorf("indexing workspaces by valuesFrom: %w", err)
 	}
-	if err := workspaceclass.IndexClassRefField(ctx, mgr); err != nil {
-		return err
-	}
-	if err := metrics.Register(mgr.GetClient(), r.Children.Size); err != nil {
-		return fmt.Errorf("registering metrics: %w", err)
-	}
-
-	b := builder.ControllerManagedBy(mgr).
-		Named("workspacedeployment").
-		For(&workspacesv1.WorkspaceDeployment{}, builder.WithPredicates(workspaceChanged{writes: &r.writes})).
-		Watches(&k0rdentv1beta1.ServiceSet{}, handler.EnqueueRequestsFromMapFunc(r.forServiceSet),
-			builder.WithPredicates(hasLabel(workspacesv1.ClusterDeploymentLabel), notOwnServiceSetCreate{})).
-		Watches(&k0rdentv1beta1.ClusterDeployment{}, handler.EnqueueRequestsFromMapFunc(r.forCluster), builder.WithPredicates(clusterChanged{})).
-		Watches(&workspacesv1.WorkspaceDeployment{}, handler.EnqueueRequestsFromMapFunc(r.forWaiters),
-			builder.WithPredicates(releasesGPUs{})).
-		Watches(&workspacesv1.WorkspaceDeployment{}, reclaimedBorrowers{}).
-		Watches(&workspacesv1.WorkspaceClass{}, handler.EnqueueRequestsFromMapFunc(r.forClass), builder.WithPredicates(classChanged{})).
-		Watches(&k0rdentv1beta1.ServiceTemplate{}, handler.EnqueueRequestsFromMapFunc(r.forTemplate)).
-		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.forKubeconfigSecret),
-			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
-				return strings.HasSuffix(o.GetName(), k0rdentv1beta1.KubeconfigSecretSuffix)
-			}), predicate.ResourceVersionChangedPredicate{})).
-		// Secrets and ConfigMaps are watched by metadata only: a change of a valuesFrom source (a
-		// rotated password) or of a workspace's values Secret brings the workspace back, and the
-		// content is read from the API server, never cached.
-		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.forValuesSource("Secret")),
-			builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
-		WatchesMetadata(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.forValuesSource("ConfigMap")),
-			builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
-		WatchesMetadata(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.forNamespace),
-			builder.WithPredicates(predicate.Or(predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
-		WithOptions(opts)
-	b, err := r.setupPlacement(mgr, b)
-	if err != nil {
-		return err
-	}
-	if childChanges != nil {
-		b = b.WatchesRawSource(childChanges(childEvents{split: r.childEventRequests}))
-	}
-	return b.Complete(r)
+	return workspaceclass.IndexClassRefField(ctx, idx)
 }
 
 func hasLabel(key string) predicate.Predicate {

@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -36,6 +37,7 @@ import (
 	"github.com/exalsius/exalsius-operator/common/conditions"
 	"github.com/exalsius/exalsius-operator/common/status"
 	"github.com/exalsius/exalsius-operator/common/text"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/cacheread"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/component"
 )
 
@@ -59,7 +61,10 @@ const ReasonDeletionBlocked = "DeletionBlocked"
 
 // Reconciler validates WorkspaceClasses.
 type Reconciler struct {
-	Client   client.Client
+	Client client.Client
+	// Cache is the manager's cache, whose index of workspaces by class the count reads without
+	// copying (internal/cacheread); nil counts through a list of Client.
+	Cache    cache.Informers
 	Recorder events.EventRecorder
 	// APIReader lists WorkspaceDeployments live before a deleting class loses its finalizer, so that
 	// one created a moment ago (not yet in the cache) still protects it; SetupWithManager sets the
@@ -113,7 +118,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager, 
 	if r.APIReader == nil {
 		r.APIReader = mgr.GetAPIReader()
 	}
-	if err := IndexClassRefField(ctx, mgr); err != nil {
+	if err := IndexClassRefField(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &workspacesv1.WorkspaceClass{}, IndexTemplates, func(o client.Object) []string {
@@ -132,10 +137,10 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager, 
 		Complete(r)
 }
 
-// IndexClassRefField registers the WorkspaceDeployment index by class; it is shared with the
-// workspace reconciler and tolerates being registered twice.
-func IndexClassRefField(ctx context.Context, mgr manager.Manager) error {
-	err := mgr.GetFieldIndexer().IndexField(ctx, &workspacesv1.WorkspaceDeployment{}, IndexClassRef, func(o client.Object) []string {
+// IndexClassRefField registers the WorkspaceDeployment index by class with idx (the manager's); it is
+// shared with the workspace reconciler and tolerates being registered twice.
+func IndexClassRefField(ctx context.Context, idx client.FieldIndexer) error {
+	err := idx.IndexField(ctx, &workspacesv1.WorkspaceDeployment{}, IndexClassRef, func(o client.Object) []string {
 		return []string{o.(*workspacesv1.WorkspaceDeployment).Spec.WorkspaceClassRef}
 	})
 	if err != nil && !isIndexConflict(err) {
@@ -187,13 +192,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	var wsList workspacesv1.WorkspaceDeploymentList
-	if err := r.Client.List(ctx, &wsList, client.MatchingFields{IndexClassRef: class.Name}, client.UnsafeDisableDeepCopy); err != nil {
-		return reconcile.Result{}, fmt.Errorf("counting WorkspaceDeployments of class %s: %w", class.Name, err)
+	inUse, err := r.count(ctx, class.Name)
+	if err != nil {
+		return reconcile.Result{}, err
 	}
 
 	st := &class.Status
-	st.InUseBy = int32(len(wsList.Items))
+	st.InUseBy = inUse
 	st.ObservedGeneration = class.Generation
 	cond := metav1.Condition{Type: workspacesv1.ClassReadyCondition, ObservedGeneration: class.Generation}
 	if p == nil {
@@ -226,6 +231,22 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	r.countWrote(class.Name, now)
 	return reconcile.Result{}, nil
+}
+
+// count returns how many WorkspaceDeployments the cache shows using class. A class is counted again
+// at each create and delete of one of its workspaces (while thousands arrive, several times a
+// second), so the count reads the cache's index without copying the workspaces out of it.
+func (r *Reconciler) count(ctx context.Context, class string) (int32, error) {
+	if users, ok, err := cacheread.ByIndex[workspacesv1.WorkspaceDeployment](ctx, r.Cache, IndexClassRef, class); err != nil {
+		return 0, fmt.Errorf("counting WorkspaceDeployments of class %s: %w", class, err)
+	} else if ok {
+		return int32(len(users)), nil
+	}
+	var list workspacesv1.WorkspaceDeploymentList
+	if err := r.Client.List(ctx, &list, client.MatchingFields{IndexClassRef: class}, client.UnsafeDisableDeepCopy); err != nil {
+		return 0, fmt.Errorf("counting WorkspaceDeployments of class %s: %w", class, err)
+	}
+	return int32(len(list.Items)), nil
 }
 
 // reconcileDelete removes the finalizer of a deleting class once no WorkspaceDeployment uses it; a

@@ -43,7 +43,7 @@ func TestMain(m *testing.M) {
 		if err != nil {
 			return err
 		}
-		r := &Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("workspace-controller")}
+		r := &Reconciler{Client: mgr.GetClient(), Cache: mgr.GetCache(), Recorder: mgr.GetEventRecorder("workspace-controller")}
 		if err := r.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: 2}); err != nil {
 			return err
 		}
