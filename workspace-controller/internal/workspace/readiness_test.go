@@ -1,6 +1,7 @@
 package workspace
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -8,11 +9,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/gpu"
+	"github.com/exalsius/exalsius-operator/common/childcluster"
 	"github.com/exalsius/exalsius-operator/common/testing/childtest"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 )
@@ -154,4 +158,65 @@ func TestStaleDeployedHashNotTaken(t *testing.T) {
 	})
 	setDeployedHash(t, ssKey, "hash-2")
 	waitPhase(t, key, workspacesv1.PhaseRunning, workspacesv1.ReasonRunning)
+}
+
+// TestTheDeployingLookIsSpreadOut: a pass that finds the workspace Deploying (its release installed, a
+// pod not Ready) asks to be looked at again after DeployingRecheck lengthened at random by up to a
+// fifth (deployingRecheck), drawn at each pass: not after DeployingRecheck itself, which would keep a
+// herd of workspaces together. The passes are made by a Reconciler of the test's own over a cache
+// indexed as the controller's, the suite's controllers stopped, so that each pass's result is seen.
+func TestTheDeployingLookIsSpreadOut(t *testing.T) {
+	const recheck = time.Minute
+	ns := newNamespace(t)
+	node := gpuNode(t, child.Client, gpu.ResourceNVIDIA, 1, nil)
+	class := createClass(t, classSpec(name("jupyter")), ns)
+	cd := createCluster(t, ns, child.Kubeconfig)
+	key := createWorkspace(t, ns, class, cd.Name)
+	ws := waitPhase(t, key, workspacesv1.PhaseDeploying, workspacesv1.ReasonHelmReleaseDeploying)
+	// The pod first: a release deployed with no pod seen yet is not waited on.
+	pod := releasePod(t, ws, node, 0, true)
+	setServiceState(t, client.ObjectKeyFromObject(waitServiceSet(t, ws)), k0rdentv1beta1.ServiceStateDeployed, "")
+	eventually(t, "Deploying, naming the pod not Ready", func() error {
+		got := getWS(t, key)
+		if got.Status.Phase != workspacesv1.PhaseDeploying {
+			return fmt.Errorf("phase %s", got.Status.Phase)
+		}
+		return contains(got.Status.Message, pod)
+	})
+
+	must(t, stopControllers())
+	t.Cleanup(func() { must(t, startControllers()) })
+	ctx, cancel := context.WithCancel(ctxT(t))
+	defer cancel()
+	cached, informers := gateCache(ctx, t)
+	children, err := childcluster.New(childcluster.Options{Reader: k8s})
+	must(t, err)
+	t.Cleanup(children.Stop)
+	opts := DefaultOptions()
+	opts.DeployingRecheck = recheck
+	r := &Reconciler{Client: cached, Cache: informers, APIReader: k8s, Children: CacheChildren{Cache: children},
+		Recorder: events.NewFakeRecorder(100), Options: opts}
+	var looks []time.Duration
+	for pass := 0; pass < 100 && len(looks) < 10; pass++ {
+		res, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: key})
+		must(t, err)
+		if res.RequeueAfter < time.Second {
+			// The cache has not caught up with the pass's own write yet, or the child is being
+			// connected: asked back at once, not the look under test.
+			continue
+		}
+		if res.RequeueAfter < recheck || res.RequeueAfter > recheck+recheck/5 {
+			t.Fatalf("pass %d of the Deploying workspace asks to be looked at after %v, want within [%v, %v]", pass, res.RequeueAfter, recheck, recheck+recheck/5)
+		}
+		looks = append(looks, res.RequeueAfter)
+	}
+	if len(looks) < 10 {
+		t.Fatalf("only %d of 100 passes asked for the look: %v", len(looks), looks)
+	}
+	for _, l := range looks[1:] {
+		if l != looks[0] {
+			return
+		}
+	}
+	t.Fatalf("10 passes all ask for the look after %v: not drawn at each pass", looks[0])
 }
