@@ -15,8 +15,8 @@ import (
 
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
-	"github.com/exalsius/exalsius-operator/common/gpu"
 	"github.com/exalsius/exalsius-operator/common/childcluster"
+	"github.com/exalsius/exalsius-operator/common/gpu"
 	"github.com/exalsius/exalsius-operator/common/testing/childtest"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 )
