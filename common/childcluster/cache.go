@@ -62,11 +62,14 @@ type Options struct {
 	// as a change of their namespace's Pods. A connect does not wait for them: credentials that may
 	// not list Events cluster-wide leave them unread (WorkloadEvents says so) and the child reachable.
 	WatchWorkloadEvents bool
-	// MaxConcurrentConnects bounds how many children are connected at once (default 4). Connects
-	// that retry after a failure may hold at most half of these slots (rounded down, at least one), so the others
-	// stay free for new children and changed Secrets.
+	// MaxConcurrentConnects bounds how many children are listed and watched for the first time at
+	// once (default 4). A connect takes its slot only once the child answered its first request (8
+	// times as many first requests may be under way), so children that do not answer hold none.
+	// Connects that retry after a failure run at most half as many at once (rounded down, at least
+	// one), so the others stay free for new children and changed Secrets.
 	MaxConcurrentConnects int
-	// SyncTimeout bounds a connect: listing the child's Nodes and Pods (default 30s).
+	// SyncTimeout bounds each step of a connect: the child's answer to its first request, then listing
+	// its Nodes and Pods (default 30s).
 	SyncTimeout time.Duration
 	// IdleTimeout stops a connection that no Get used for this long (default 0: never). Leave it at 0
 	// when the connection must keep watching without Gets, as the inventory does.
@@ -178,11 +181,14 @@ type Cache struct {
 	opts     Options
 	log      logr.Logger
 	notifier *notifier
-	// sem holds a slot per running connect; retrySem bounds how many of those slots connects that
-	// retry after a failure may hold (retrySlots), so that children that keep failing (a dropped
-	// route holds a slot for a whole TLS handshake timeout) never starve the first connect of a new
-	// child or the reconnect of a rotated credential.
+	// sem holds a slot per connect listing its child; reachSem one per connect waiting for the
+	// child's first answer (reachSlots), so that children that do not answer (a dropped route waits
+	// out a whole TLS handshake timeout) never hold one of sem's few slots. retrySem bounds how many
+	// connects that retry after a failure run at once (retrySlots), so that children that keep
+	// failing never starve the first connect of a new child or the reconnect of a rotated
+	// credential.
 	sem      chan struct{}
+	reachSem chan struct{}
 	retrySem chan struct{}
 	ctx      context.Context
 	cancel   context.CancelFunc
@@ -197,8 +203,9 @@ type Cache struct {
 	sources   map[types.NamespacedName]map[types.NamespacedName]struct{}
 	sourcesOf map[types.NamespacedName][]types.NamespacedName
 
-	// inFlight and peakInFlight count connects running now and at most, for tests and debugging.
-	inFlight, peakInFlight atomic.Int32
+	// inFlight and peakInFlight count connects listing a child (in a connect slot) now and at most;
+	// reaching counts first requests under way (in a reach slot). For tests and debugging.
+	inFlight, peakInFlight, reaching atomic.Int32
 	// secretReads counts reads of Secret data.
 	secretReads atomic.Int64
 }
@@ -216,6 +223,7 @@ func New(opts Options) (*Cache, error) {
 		notifier:  newNotifier(opts.Debounce, opts.NotifyAtOnce),
 		sem:       make(chan struct{}, opts.MaxConcurrentConnects),
 		retrySem:  make(chan struct{}, retrySlots(opts.MaxConcurrentConnects)),
+		reachSem:  make(chan struct{}, reachSlots(opts.MaxConcurrentConnects)),
 		ctx:       ctx,
 		cancel:    cancel,
 		entries:   map[types.NamespacedName]*entry{},

@@ -317,6 +317,31 @@ type probeConfig struct {
 	threshold         int
 }
 
+// reach makes the child's first request within timeout: one Node, as the probe reads it, which opens
+// the connection the watches then share and checks the credentials. A refusal of the credentials is
+// ReasonUnauthorized at once; no answer, or any other failure, ReasonConnectFailed. On failure the
+// cluster is stopped.
+func (c *Cluster) reach(parent context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(parent, timeout)
+	defer cancel()
+	_, err := c.core.Nodes().List(ctx, metav1.ListOptions{Limit: 1})
+	if err == nil {
+		c.contact()
+		return nil
+	}
+	c.stop()
+	switch {
+	case parent.Err() != nil:
+		return &UnreachableError{Cluster: c.key, Reason: ReasonConnectFailed, Err: parent.Err()}
+	case isAuthError(err):
+		return &UnreachableError{Cluster: c.key, Reason: ReasonUnauthorized, Err: err}
+	case ctx.Err() != nil:
+		return &UnreachableError{Cluster: c.key, Reason: ReasonConnectFailed, Err: fmt.Errorf("no answer within %s: %w", timeout, err)}
+	default:
+		return &UnreachableError{Cluster: c.key, Reason: ReasonConnectFailed, Err: fmt.Errorf("reaching the API server: %w", err)}
+	}
+}
+
 // start runs the watches and waits until both have listed the child, or fails after timeout.
 func (c *Cluster) start(parent context.Context, timeout time.Duration, probe probeConfig) error {
 	ctx, cancel := context.WithCancel(parent)

@@ -5,6 +5,7 @@ package childcluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -123,6 +124,12 @@ func retrySlots(n int) int {
 	return max(1, n/2)
 }
 
+// reachSlots is how many first requests may be under way for n connect slots: a child that has not
+// answered yet costs a goroutine and a socket, not the memory of a listing, so 8 times as many.
+func reachSlots(n int) int {
+	return 8 * n
+}
+
 // acquire takes a slot of sem, or fails when ctx ends first.
 func acquire(ctx context.Context, sem chan struct{}) bool {
 	select {
@@ -133,9 +140,12 @@ func acquire(ctx context.Context, sem chan struct{}) bool {
 	}
 }
 
-// connect builds and starts the cluster of a connection, within the connect concurrency bound; a
-// retry after a failure first takes one of the retry slots. key is the ClusterDeployment the
-// connection is made for (its logs and errors name it).
+// connect builds and starts the cluster of a connection. It first reaches the child (its first
+// request, within a reach slot) and only then takes a connect slot to list and watch it, so a child
+// that does not answer (a black-holed address waits out the dial or TLS handshake timeout, 10 s)
+// never holds one of the few connect slots that bound the listings' memory. A retry after a failure
+// first takes one of the retry slots. key is the ClusterDeployment the connection is made for (its
+// logs and errors name it).
 func (c *Cache) connect(ctx context.Context, cn *conn, key types.NamespacedName, data []byte) {
 	defer close(cn.done)
 	stopped := func() {
@@ -151,19 +161,25 @@ func (c *Cache) connect(ctx context.Context, cn *conn, key types.NamespacedName,
 		}
 		defer func() { <-c.retrySem }()
 	}
-	if !acquire(ctx, c.sem) {
-		stopped()
-		return
-	}
-	defer func() { <-c.sem }()
-	n := c.inFlight.Add(1)
-	defer c.inFlight.Add(-1)
-	for peak := c.peakInFlight.Load(); n > peak && !c.peakInFlight.CompareAndSwap(peak, n); peak = c.peakInFlight.Load() {
-	}
 	start := time.Now()
 	cl, err := newCluster(key, data, connectConfig{opts: &c.opts, onChange: func(d delta) { c.triggerUsers(cn, d) }})
 	if err == nil {
-		err = cl.start(ctx, c.opts.SyncTimeout, probeConfig{interval: c.opts.HealthInterval, timeout: c.opts.ProbeTimeout, threshold: c.opts.ProbeFailureThreshold})
+		if !acquire(ctx, c.reachSem) {
+			cl.stop()
+			stopped()
+			return
+		}
+		c.reaching.Add(1)
+		err = cl.reach(ctx, c.opts.SyncTimeout)
+		c.reaching.Add(-1)
+		<-c.reachSem
+		if err == nil {
+			err = c.startInSlot(ctx, cl)
+			if errors.Is(err, errNoSlot) {
+				stopped()
+				return
+			}
+		}
 	}
 	if c.opts.OnConnect != nil {
 		c.opts.OnConnect(key, time.Since(start), err)
@@ -191,6 +207,23 @@ func (c *Cache) connect(ctx context.Context, cn *conn, key types.NamespacedName,
 		return
 	}
 	c.log.V(1).Info("child cluster connected", "clusterDeployment", key.String(), "took", time.Since(start).String())
+}
+
+// errNoSlot: ctx ended while waiting for a connect slot.
+var errNoSlot = errors.New("no connect slot")
+
+// startInSlot lists and watches a reached child within one of the connect slots.
+func (c *Cache) startInSlot(ctx context.Context, cl *Cluster) error {
+	if !acquire(ctx, c.sem) {
+		cl.stop()
+		return errNoSlot
+	}
+	defer func() { <-c.sem }()
+	n := c.inFlight.Add(1)
+	defer c.inFlight.Add(-1)
+	for peak := c.peakInFlight.Load(); n > peak && !c.peakInFlight.CompareAndSwap(peak, n); peak = c.peakInFlight.Load() {
+	}
+	return cl.start(ctx, c.opts.SyncTimeout, probeConfig{interval: c.opts.HealthInterval, timeout: c.opts.ProbeTimeout, threshold: c.opts.ProbeFailureThreshold})
 }
 
 // backoff returns the wait after the n-th consecutive failure.

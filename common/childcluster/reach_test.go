@@ -3,6 +3,7 @@ package childcluster
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -155,72 +156,78 @@ func TestSecretDataReadOnlyWhenChanged(t *testing.T) {
 	})
 }
 
-// TestRetriesLeaveSlotsForNewChildren: children that keep failing to connect (here two black holes,
-// each holding a connect slot for a whole TLS handshake timeout) retry in at most half of the
-// connect slots, so a new child (or a rotated credential) connects at once instead of waiting behind
-// them.
-func TestRetriesLeaveSlotsForNewChildren(t *testing.T) {
-	child := startChild(t, "retryslots")
+// TestSilentChildrenHoldNoConnectSlot: children that do not answer (here three black holes, each
+// waiting out a whole TLS handshake timeout, first and again on every retry) wait for their first
+// answer outside the connect slots, so a new child (or a rotated credential) is listed at once
+// instead of waiting behind them, with a single slot and while they retry.
+func TestSilentChildrenHoldNoConnectSlot(t *testing.T) {
+	child := startChild(t, "reachslots")
 	// The deadline is for the test, not for starting its API servers, which can take most of it on a
 	// loaded machine.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*wait)
 	defer cancel()
 	var mu sync.Mutex
 	var attempts []string // "<name> ok" or "<name> failed", in the order the connects ended
-	c := newCache(t, Options{MaxConcurrentConnects: 2, SyncTimeout: time.Hour,
+	c := newCache(t, Options{MaxConcurrentConnects: 1, SyncTimeout: time.Hour,
 		BackoffBase: time.Millisecond, BackoffMax: time.Millisecond,
 		OnConnect: func(cd types.NamespacedName, _ time.Duration, err error) {
 			mu.Lock()
 			defer mu.Unlock()
 			attempts = append(attempts, fmt.Sprintf("%s %s", cd.Name, map[bool]string{true: "ok", false: "failed"}[err == nil]))
 		}})
-	ended := func(what string) int {
+	snapshot := func() []string {
 		mu.Lock()
 		defer mu.Unlock()
-		n := 0
-		for _, a := range attempts {
-			if a == what {
-				n++
-			}
-		}
-		return n
+		return append([]string(nil), attempts...)
 	}
-	holes := []string{"hole-a", "hole-b"}
+	holes := []string{"hole-a", "hole-b", "hole-c"}
 	for _, name := range holes {
 		data, err := clientcmd.Write(kubeconfigFor(testenv.BlackHoleURL(t)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := mgmt.WriteKubeconfigSecret(ctx, "retryslots", name, data); err != nil {
+		if err := mgmt.WriteKubeconfigSecret(ctx, "reachslots", name, data); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.TryGet(ctx, "retryslots", name); UnreachableReason(err) != ReasonConnecting {
+		if _, err := c.TryGet(ctx, "reachslots", name); UnreachableReason(err) != ReasonConnecting {
 			t.Fatalf("%s: want Connecting, got %v", name, err)
 		}
 	}
-	// Both first connects take both slots and fail after the handshake timeout; then both retry.
-	for _, name := range holes {
-		eventually(t, name+" failed once", func() (bool, string) {
-			return ended(name+" failed") >= 1, fmt.Sprint(attempts)
-		})
-	}
-	for _, name := range holes {
-		if _, err := c.TryGet(ctx, "retryslots", name); UnreachableReason(err) != ReasonConnecting {
-			t.Fatalf("%s retry: want Connecting, got %v", name, err)
+	// A new child while all three wait for their first answer.
+	eventually(t, "the black holes wait for their first answer", func() (bool, string) {
+		return c.reaching.Load()+c.inFlight.Load() >= int32(len(holes)) && len(snapshot()) == 0, fmt.Sprint(c.reaching.Load(), c.inFlight.Load(), snapshot())
+	})
+	newChild := func(name string) {
+		t.Helper()
+		if err := mgmt.WriteKubeconfigSecret(ctx, "reachslots", name, child.Kubeconfig); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Get(ctx, "reachslots", name); err != nil {
+			t.Fatalf("%s: %v", name, err)
 		}
 	}
-	eventually(t, "a retry holds a slot", func() (bool, string) {
-		return c.inFlight.Load() >= 1, fmt.Sprint(c.inFlight.Load())
+	newChild("new-a")
+	if got := snapshot(); len(got) != 1 || got[0] != "new-a ok" {
+		t.Fatalf("the new child waited for a black hole's slot: connects ended %v, want the new child first", got)
+	}
+	// Again while they retry.
+	eventually(t, "every black hole failed once and retries", func() (bool, string) {
+		n := 0
+		for _, a := range snapshot() {
+			if strings.HasSuffix(a, " failed") {
+				n++
+			}
+		}
+		return n >= len(holes) && c.reaching.Load()+c.inFlight.Load() >= 1, fmt.Sprint(snapshot())
 	})
-	if err := mgmt.WriteKubeconfigSecret(ctx, "retryslots", "new", child.Kubeconfig); err != nil {
-		t.Fatal(err)
+	before := len(snapshot())
+	newChild("new-b")
+	got := snapshot()
+	for _, a := range got[before:] {
+		if a == "new-b ok" {
+			return
+		}
+		t.Fatalf("the new child waited for a retrying black hole's slot: connects ended %v after the first failures, want the new child first", got[before:])
 	}
-	if _, err := c.Get(ctx, "retryslots", "new"); err != nil {
-		t.Fatalf("new child: %v", err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if n := len(attempts); n != 3 || attempts[2] != "new ok" {
-		t.Fatalf("the new child waited for a retrying black hole's slot: connects ended %v, want the two first failures then the new child", attempts)
-	}
+	t.Fatalf("new-b's connect is not recorded: %v", got)
 }

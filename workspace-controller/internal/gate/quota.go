@@ -377,8 +377,10 @@ func (q *QuotaReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 // portsHeld counts the SSH and TCP endpoints of the namespace's workspaces that hold a port: their
 // status.access entries with a URL.
 func portsHeld(ctx context.Context, c client.Reader, namespace string) (int32, error) {
+	// Read-only: the cache's own objects (a copy of every workspace of the namespace on each count
+	// of its quota would cost in proportion to the namespace).
 	var list workspacesv1.WorkspaceDeploymentList
-	if err := c.List(ctx, &list, client.InNamespace(namespace)); err != nil {
+	if err := c.List(ctx, &list, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return 0, fmt.Errorf("listing workspaces of %s: %w", namespace, err)
 	}
 	var n int32
