@@ -199,7 +199,16 @@ func TestSilentChildrenHoldNoConnectSlot(t *testing.T) {
 	})
 	newChild := func(name string) {
 		t.Helper()
-		if err := mgmt.WriteKubeconfigSecret(ctx, "reachslots", name, child.Kubeconfig); err != nil {
+		// A user of its own: a kubeconfig of the same content would share new-a's connection.
+		user, err := child.Env.AddUser(envtest.User{Name: name, Groups: []string{"system:masters"}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kc, err := user.KubeConfig()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := mgmt.WriteKubeconfigSecret(ctx, "reachslots", name, kc); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := c.Get(ctx, "reachslots", name); err != nil {
@@ -211,14 +220,22 @@ func TestSilentChildrenHoldNoConnectSlot(t *testing.T) {
 		t.Fatalf("the new child waited for a black hole's slot: connects ended %v, want the new child first", got)
 	}
 	// Again while they retry.
-	eventually(t, "every black hole failed once and retries", func() (bool, string) {
+	eventually(t, "every black hole failed once", func() (bool, string) {
 		n := 0
 		for _, a := range snapshot() {
 			if strings.HasSuffix(a, " failed") {
 				n++
 			}
 		}
-		return n >= len(holes) && c.reaching.Load()+c.inFlight.Load() >= 1, fmt.Sprint(snapshot())
+		return n >= len(holes), fmt.Sprint(snapshot())
+	})
+	for _, name := range holes {
+		if _, err := c.TryGet(ctx, "reachslots", name); UnreachableReason(err) != ReasonConnecting {
+			t.Fatalf("%s retry: want Connecting, got %v", name, err)
+		}
+	}
+	eventually(t, "a black hole retries", func() (bool, string) {
+		return c.reaching.Load()+c.inFlight.Load() >= 1, fmt.Sprint(snapshot())
 	})
 	before := len(snapshot())
 	newChild("new-b")
