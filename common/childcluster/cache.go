@@ -22,7 +22,8 @@
 // caching reader is used), and, for adopted and regional clusters (locate.go), `get` on
 // sveltosclusters (lib.projectsveltos.io), credentials and regions (k0rdent.mirantis.com) and on the
 // Secrets they name; the Region's kubeconfig needs `get` on secrets of the ClusterDeployments'
-// namespaces on the regional cluster. The child side needs get/list/watch on nodes and pods, which a
+// namespaces on the regional cluster. The child side needs get/list/watch on nodes and pods (and, with
+// Options.OwnedSelector, list/watch on namespaces, resourcequotas and networkpolicies), which a
 // ClusterDeployment's admin kubeconfig has. Kubeconfig contents never reach logs or errors.
 package childcluster
 
@@ -62,6 +63,12 @@ type Options struct {
 	// as a change of their namespace's Pods. A connect does not wait for them: credentials that may
 	// not list Events cluster-wide leave them unread (WorkloadEvents says so) and the child reachable.
 	WatchWorkloadEvents bool
+	// OwnedSelector, a label selector, also watches each child's Namespaces, ResourceQuotas and
+	// NetworkPolicies that it selects: the objects the caller keeps there. Cluster.OwnedClient reads
+	// them from the watch, and a change of one by someone else (not one that came) is told as
+	// Change.Owned. A connect does not wait for them, and credentials that may not list them leave
+	// them to be read on the child. Empty (the default) watches none.
+	OwnedSelector string
 	// MaxConcurrentConnects bounds how many children are listed and watched for the first time at
 	// once (default 4). A connect takes its slot only once the child answered its first request (8
 	// times as many first requests may be under way), so children that do not answer hold none.

@@ -359,10 +359,15 @@ func TestChildGoingAwayAndBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The connect says anything changed, but not the child's reachability; going away and coming
+	// back do.
+	if got := expectKey(t, events, key); !got.All || got.Reach {
+		t.Fatalf("the connect told %+v, want All without Reach", got)
+	}
 	if err := child.Pause(); err != nil {
 		t.Fatal(err)
 	}
-	expectKey(t, events, key)
+	expectChange(t, events, key, "the child unreachable", func(c Change) bool { return c.All && c.Reach })
 	eventually(t, "Get reports the child unhealthy", func() (bool, string) {
 		_, err := c.Get(ctx, key.Namespace, key.Name)
 		return UnreachableReason(err) == ReasonUnhealthy, fmt.Sprint(err)
@@ -373,6 +378,7 @@ func TestChildGoingAwayAndBack(t *testing.T) {
 	if err := child.Resume(); err != nil {
 		t.Fatal(err)
 	}
+	expectChange(t, events, key, "the child reachable again", func(c Change) bool { return c.All && c.Reach })
 	eventually(t, "Get returns the same connection again", func() (bool, string) {
 		got, err := c.Get(ctx, key.Namespace, key.Name)
 		return err == nil && got == cl, fmt.Sprint(err)

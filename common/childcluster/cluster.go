@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
+	networkingv1client "k8s.io/client-go/kubernetes/typed/networking/v1"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/connrotation"
@@ -49,6 +50,9 @@ type Cluster struct {
 	// events watch the child's workload Events (WorkloadEventReasons), one per reason, when
 	// Options.WatchWorkloadEvents is set; a connect does not wait for them.
 	events []*watcher
+	// owned watch the objects Options.OwnedSelector selects (owned.go); nil without it. A connect does
+	// not wait for them.
+	owned *ownedWatchers
 
 	core       corev1client.CoreV1Interface
 	dialer     *connrotation.Dialer
@@ -256,6 +260,17 @@ func newCluster(key types.NamespacedName, data []byte, cc connectConfig) (*Clust
 			}))
 		}
 	}
+	if cc.opts.OwnedSelector != "" {
+		nw, err := networkingv1client.NewForConfigAndClient(cfg, httpClient)
+		if err != nil {
+			return nil, &UnreachableError{Cluster: key, Reason: ReasonKubeconfigInvalid, Err: fmt.Errorf("building a client: %w", err)}
+		}
+		// Not a change of the Nodes and Pods (Memo's values stay).
+		c.owned = newOwnedWatchers(key.String(), cs, nw, cc.opts.OwnedSelector, c.contact, func(d delta) {
+			c.contact()
+			c.notifyChange(d)
+		})
+	}
 	return c, nil
 }
 
@@ -302,7 +317,7 @@ func (c *Cluster) Memo(name string, compute func() any) any {
 
 // notify tells the cache's subscribers that anything may have changed on the child (its reachability
 // did).
-func (c *Cluster) notify() { c.notifyChange(deltaAll) }
+func (c *Cluster) notify() { c.notifyChange(deltaReach) }
 
 // notifyChange tells the cache's subscribers what changed on the child.
 func (c *Cluster) notifyChange(d delta) {
@@ -346,7 +361,7 @@ func (c *Cluster) reach(parent context.Context, timeout time.Duration) error {
 func (c *Cluster) start(parent context.Context, timeout time.Duration, probe probeConfig) error {
 	ctx, cancel := context.WithCancel(parent)
 	c.cancel = cancel
-	for _, w := range append([]*watcher{c.nodes, c.pods}, c.events...) {
+	for _, w := range append(append([]*watcher{c.nodes, c.pods}, c.events...), c.owned.all()...) {
 		c.wg.Add(1)
 		go func() {
 			defer c.wg.Done()

@@ -516,3 +516,73 @@ func TestTrimmedPodKeepsUnschedulable(t *testing.T) {
 		t.Fatal("a new message alone is not a change")
 	}
 }
+
+// TestNotifierFoldsOwnedChanges: the namespaces of changed owned objects are folded apart from those
+// of changed Pods, and past maxChangedNamespaces of them a change says All.
+func TestNotifierFoldsOwnedChanges(t *testing.T) {
+	a := types.NamespacedName{Namespace: "ns", Name: "a"}
+	n := newNotifier(50*time.Millisecond, false)
+	defer n.close()
+	ch, cancel := n.subscribe()
+	defer cancel()
+	n.trigger(a, ownedIn("ws-y"))
+	n.trigger(a, podsIn("ws-x"))
+	n.trigger(a, ownedIn("ws-x"))
+	got := <-ch
+	if got.All || got.Nodes || !slices.Equal(got.Owned, []string{"ws-x", "ws-y"}) || !slices.Equal(got.Namespaces, []string{"ws-x"}) ||
+		!got.OwnedIn("ws-y") || got.PodsOf("ws-y") || got.OwnedIn("ws-z") {
+		t.Fatalf("want the Pods of ws-x and the owned objects of ws-x and ws-y, got %+v", got)
+	}
+	for i := range maxChangedNamespaces + 1 {
+		n.trigger(a, ownedIn(fmt.Sprintf("ws-%d", i)))
+	}
+	if got := <-ch; !got.All || len(got.Owned) != 0 || !got.OwnedIn("anything") {
+		t.Fatalf("past %d namespaces a change says All, got %d owned namespaces, All %v", maxChangedNamespaces, len(got.Owned), got.All)
+	}
+}
+
+// TestOwnedStoreTellsWhatSomeoneDid: the store of owned objects tells no object that came (the
+// controller made it), tells one that changed in what counts or went, and after a relisting names each
+// object it found changed or gone, never "all".
+func TestOwnedStoreTellsWhatSomeoneDid(t *testing.T) {
+	var told []string
+	w := newOwnedWatcher("test", "x=y", nil, nil, &corev1.ResourceQuota{}, quotaChanged, func() {}, func(key string) { told = append(told, key) })
+	s := w.store
+	quota := func(ns, name, gpus, used string) *corev1.ResourceQuota {
+		return &corev1.ResourceQuota{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "m"}}},
+			Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"requests.nvidia.com/gpu": resource.MustParse(gpus)}},
+			Status:     corev1.ResourceQuotaStatus{Used: corev1.ResourceList{"requests.nvidia.com/gpu": resource.MustParse(used)}},
+		}
+	}
+	if err := s.Replace([]any{quota("ws-a", "gpu", "1", "0"), quota("ws-b", "gpu", "2", "0")}, "1"); err != nil {
+		t.Fatal(err)
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(s.Add(quota("ws-c", "gpu", "1", "0")))
+	must(s.Update(quota("ws-a", "gpu", "1", "1"))) // the quota controller counted a pod
+	if len(told) != 0 {
+		t.Fatalf("a listing, an object that came and a new status told %v, want nothing", told)
+	}
+	kept, ok := s.get("ws-a/gpu")
+	if q, isQuota := kept.(*corev1.ResourceQuota); !ok || !isQuota || q.ManagedFields != nil || q.Status.Used != nil {
+		t.Fatalf("kept %+v, want the quota without its managed fields and status", kept)
+	}
+	must(s.Update(quota("ws-a", "gpu", "8", "1"))) // someone raised it
+	must(s.Delete(quota("ws-c", "gpu", "1", "0")))
+	if !slices.Equal(told, []string{"ws-a/gpu", "ws-c/gpu"}) {
+		t.Fatalf("a raised and a deleted quota told %v, want both", told)
+	}
+	told = nil
+	// Relisted after a watch gap: ws-a's put back, ws-b's gone, ws-d's new.
+	must(s.Replace([]any{quota("ws-a", "gpu", "1", "0"), quota("ws-d", "gpu", "1", "0")}, "2"))
+	slices.Sort(told)
+	if !slices.Equal(told, []string{"ws-a/gpu", "ws-b/gpu"}) {
+		t.Fatalf("a relisting told %v, want the changed and the gone quota by name", told)
+	}
+}

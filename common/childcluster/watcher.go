@@ -69,6 +69,10 @@ type store struct {
 	onEvent  func()
 	onChange func(key string)
 
+	// quietAdds: an object that came is not a change, and a relisting tells each object it found
+	// changed or gone (onChange with its key) rather than one change of all (the owned objects).
+	quietAdds bool
+
 	mu     sync.RWMutex
 	items  map[string]any
 	synced atomic.Bool
@@ -93,7 +97,7 @@ func (s *store) put(obj any) error {
 	s.items[key] = t
 	s.mu.Unlock()
 	s.onEvent()
-	if !had || s.differ(old, t) {
+	if had && s.differ(old, t) || !had && !s.quietAdds {
 		s.onChange(key)
 	}
 	return nil
@@ -133,7 +137,18 @@ func (s *store) Replace(list []any, _ string) error {
 	s.items = items
 	s.mu.Unlock()
 	s.onEvent()
-	if s.synced.Swap(true) && s.replaced(old, items) {
+	if !s.synced.Swap(true) {
+		return nil
+	}
+	if s.quietAdds {
+		for k, o := range old {
+			if n, ok := items[k]; !ok || s.differ(o, n) {
+				s.onChange(k)
+			}
+		}
+		return nil
+	}
+	if s.replaced(old, items) {
 		s.onChange("")
 	}
 	return nil
@@ -154,6 +169,14 @@ func (s *store) replaced(old, items map[string]any) bool {
 
 // Resync implements toolscache.ReflectorStore; there is nothing to resync.
 func (s *store) Resync() error { return nil }
+
+// get returns the object kept under key (namespace/name, or name).
+func (s *store) get(key string) (any, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	o, ok := s.items[key]
+	return o, ok
+}
 
 // List returns the kept objects.
 func (s *store) List() []any {
