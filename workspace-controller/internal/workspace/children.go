@@ -12,8 +12,8 @@ import (
 )
 
 // Children is what the reconciler needs from the per-child client cache (common/childcluster): the
-// live Nodes and Pods of a ClusterDeployment's child cluster for the GPU gate, and a direct client for
-// the release namespace, its ResourceQuota and teardown. Implementations keep one cached client per
+// live Nodes and Pods of a ClusterDeployment's child cluster for the GPU gate, and a client for the
+// release namespace, its ResourceQuota and teardown. Implementations keep one cached client per
 // child, built from the `<cd>-kubeconfig` Secret, and rebuild it when the Secret rotates.
 type Children interface {
 	// Snapshot returns the child's Nodes and Pods from its cache, starting the cache and
@@ -30,8 +30,10 @@ type Children interface {
 	// Unschedulable) and, when watched and listed, its workload Events. An error means the child
 	// cannot be read now.
 	Refusals(ctx context.Context, cd types.NamespacedName, namespace string) (childns.Cached, error)
-	// Client returns a direct (uncached) client for the child. An error means the child cannot be
-	// reached now.
+	// Client returns a client for the child whose Gets of the controller's own release namespaces,
+	// their ResourceQuotas and NetworkPolicies are served from the child's watch of them when it holds
+	// them (childcluster.Cluster.OwnedClient); every other read and every write goes to the child. An
+	// error means the child cannot be reached now.
 	Client(ctx context.Context, cd types.NamespacedName) (client.Client, error)
 	// Find reports whether the child's kubeconfig exists: `<cd>-kubeconfig`, or the Secret of an
 	// adopted (SveltosCluster) or regional (Region) cluster. Nil when found; an error with reason
@@ -103,7 +105,7 @@ func (c CacheChildren) Client(ctx context.Context, cd types.NamespacedName) (cli
 	if err := cl.Err(); err != nil {
 		return nil, err
 	}
-	return cl.Client(), nil
+	return cl.OwnedClient(), nil
 }
 
 // Find implements Children.

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -21,6 +22,7 @@ import (
 	"github.com/exalsius/exalsius-operator/common/testing/childtest"
 	"github.com/exalsius/exalsius-operator/common/testing/testenv"
 	"github.com/exalsius/exalsius-operator/common/text"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/childns"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/release"
 )
@@ -194,6 +196,58 @@ func TestReleaseNamespaceEnforced(t *testing.T) {
 		}
 		return contains(got.Status.Message, "exceeded quota")
 	})
+}
+
+// TestGuardRailsPutBackWhileRunning: a Running workspace, which no pod change brings back, puts its
+// release namespace's guard rails right as soon as someone changes them on the child: a GPU quota
+// raised, the Pod Security label loosened, the NetworkPolicy deleted (the child's watch of the
+// controller's own objects tells the change).
+func TestGuardRailsPutBackWhileRunning(t *testing.T) {
+	key, _, _ := runningWorkspace(t, newNamespace(t))
+	relNS := owned.LocalReleaseNamespace(key.Name)
+	gpus := corev1.ResourceName("requests." + gpu.ResourceNVIDIA)
+	quota := &corev1.ResourceQuota{}
+	policy := &networkingv1.NetworkPolicy{}
+	eventually(t, "the quota and the network policy on the child", func() error {
+		if err := child.Client.Get(ctxT(t), client.ObjectKey{Namespace: relNS, Name: owned.GPUQuotaName}, quota); err != nil {
+			return err
+		}
+		return child.Client.Get(ctxT(t), client.ObjectKey{Namespace: relNS, Name: childns.NetworkPolicyName}, policy)
+	})
+	base := quota.DeepCopy()
+	quota.Spec.Hard[gpus] = resource.MustParse("8")
+	must(t, child.Client.Patch(ctxT(t), quota, client.MergeFrom(base)))
+	childNS, err := childNamespace(t, child.Client, key.Name)
+	must(t, err)
+	nsBase := childNS.DeepCopy()
+	childNS.Labels[owned.LabelPodSecurityEnforce] = "privileged"
+	must(t, child.Client.Patch(ctxT(t), childNS, client.MergeFrom(nsBase)))
+	must(t, child.Client.Delete(ctxT(t), policy))
+
+	eventually(t, "the guard rails put back", func() error {
+		q := &corev1.ResourceQuota{}
+		if err := child.Client.Get(ctxT(t), client.ObjectKey{Namespace: relNS, Name: owned.GPUQuotaName}, q); err != nil {
+			return err
+		}
+		if got := q.Spec.Hard[gpus]; got.Value() != 0 {
+			return fmt.Errorf("quota %s", childns.QuotaString(q))
+		}
+		got, err := childNamespace(t, child.Client, key.Name)
+		if err != nil {
+			return err
+		}
+		if got.Labels[owned.LabelPodSecurityEnforce] != "baseline" {
+			return fmt.Errorf("namespace labels %v", got.Labels)
+		}
+		np := &networkingv1.NetworkPolicy{}
+		if err := child.Client.Get(ctxT(t), client.ObjectKey{Namespace: relNS, Name: childns.NetworkPolicyName}, np); err != nil {
+			return err
+		}
+		return nil
+	})
+	if got := getWS(t, key); got.Status.Phase != workspacesv1.PhaseRunning {
+		t.Errorf("phase %s after the guard rails were put back, want Running", got.Status.Phase)
+	}
 }
 
 // TestRefusedPodNamedWhileDeploying: a chart asking a RuntimeClass the child lacks (runtimeClassName

@@ -16,7 +16,9 @@ import (
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	"github.com/exalsius/exalsius-operator/common/bootstrap"
 	"github.com/exalsius/exalsius-operator/common/childcluster"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/component"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/mesh"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/prerequisites"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/routing"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/workspaceclass"
@@ -289,6 +291,10 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 	// The look at a Deploying workspace reads the workload controllers' refusals of its pods from the
 	// cache (childns.PodRefusalFrom), and a refusal brings the workspace back at once.
 	co.WatchWorkloadEvents = true
+	// The release namespaces, their quotas and network policies are read from a watch
+	// (Children.Client), and one changed or deleted on the child brings its workspace back to be put
+	// right at once (bringsBack).
+	co.OwnedSelector = owned.LabelManagedBy + "=" + component.Name
 	children, err := childcluster.New(SecretReaders(mgr, co))
 	if err != nil {
 		return err

@@ -378,12 +378,30 @@ func (r *Reconciler) childEventRequests(ctx context.Context, o client.Object) (l
 // bringsBack reports whether a change on a workspace's child may change the workspace's state, so
 // that it is reconciled for it. A deploying or stopping workspace waits for its release's pods, so
 // only a change of the Pods in its release namespace (or of anything) matters to it: a child event
-// then brings back the workspaces it concerns, not every workspace of the cluster.
+// then brings back the workspaces it concerns, not every workspace of the cluster. An installed
+// workspace (Deploying, Running or Stopped) also comes back when its release namespace, quota or
+// network policy changed on the child, to put them right; and any installed workspace (its ServiceSet
+// made) when the child stopped answering or answers again, to say so.
 func bringsBack(ws *workspacesv1.WorkspaceDeployment, change childcluster.Change) bool {
 	if !ws.DeletionTimestamp.IsZero() {
 		return true // a deletion may wait for the child
 	}
-	pods := change.PodsOf(owned.ReleaseNamespace(ws))
+	if change.Reach && ws.Status.ServiceSetName != "" {
+		// The child stopped answering, or answers again: an installed workspace's pass says so (its
+		// release namespace is read from the child's watch, which a silent child leaves as it was).
+		return true
+	}
+	ns := owned.ReleaseNamespace(ws)
+	pods := change.PodsOf(ns)
+	switch ws.Status.Phase {
+	case workspacesv1.PhaseDeploying, workspacesv1.PhaseRunning, workspacesv1.PhaseStopped:
+		if !change.All && change.OwnedIn(ns) {
+			// Someone changed or deleted the release namespace, its quota or its network policy on
+			// the child: the pass puts them right (a stopped one's stop quota included). A connect
+			// or a relisting (All) does not bring back every installed workspace of the cluster.
+			return true
+		}
+	}
 	switch ws.Status.Phase {
 	case workspacesv1.PhaseWaiting:
 		// GPUs, nodes or the child's reachability may have come.

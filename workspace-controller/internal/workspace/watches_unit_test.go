@@ -94,7 +94,10 @@ func TestChildEventsPutLostAdmissionsFirst(t *testing.T) {
 // TestChildChangeBringsBackWhomItConcerns: a child event brings back a deploying or stopping
 // workspace only for a change of the Pods in its release namespace (or of anything), a workspace
 // failed or pending for the child's GPU kinds for a change of its Nodes, one pending on an
-// unreachable child for a change of its reachability; waiting workspaces and deletions for any change.
+// unreachable child for a change of its reachability; waiting workspaces and deletions for any change;
+// an installed workspace (deploying, running, stopped) for a change of its own release namespace or
+// guard rails, but not for a connect or relisting; any workspace with its release made for a change of
+// the child's reachability.
 func TestChildChangeBringsBackWhomItConcerns(t *testing.T) {
 	ws := func(name string, phase workspacesv1.WorkspacePhase, conds ...metav1.Condition) *workspacesv1.WorkspaceDeployment {
 		w := &workspacesv1.WorkspaceDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: name}}
@@ -116,6 +119,11 @@ func TestChildChangeBringsBackWhomItConcerns(t *testing.T) {
 	deleting.DeletionTimestamp = &metav1.Time{Time: time.Now()}
 
 	podsOf := func(namespaces ...string) childcluster.Change { return childcluster.Change{Namespaces: namespaces} }
+	ownedIn := func(namespaces ...string) childcluster.Change { return childcluster.Change{Owned: namespaces} }
+	running := ws("f", workspacesv1.PhaseRunning)
+	runningNS := owned.ReleaseNamespace(running)
+	notInstalled := ws("l", workspacesv1.PhaseFailed)
+	notInstalled.Status.ServiceSetName = ""
 	nodes := childcluster.Change{Nodes: true}
 	all := childcluster.Change{All: true, Nodes: true}
 	for _, tc := range []struct {
@@ -132,7 +140,18 @@ func TestChildChangeBringsBackWhomItConcerns(t *testing.T) {
 		{"stopping, another namespace's pods", stopping, podsOf(ns), false},
 		{"stopped", stopped, all, false},
 		{"waiting, another namespace's pods", ws("e", workspacesv1.PhaseWaiting), podsOf("other"), true},
-		{"running", ws("f", workspacesv1.PhaseRunning), all, false},
+		{"running", running, all, false},
+		{"running, the child unreachable or back", running, childcluster.Change{All: true, Nodes: true, Reach: true}, true},
+		{"stopped, the child unreachable or back", stopped, childcluster.Change{All: true, Nodes: true, Reach: true}, true},
+		{"failed with its release, the child unreachable or back", ws("k", workspacesv1.PhaseFailed), childcluster.Change{All: true, Nodes: true, Reach: true}, true},
+		{"failed without a release, the child unreachable or back", notInstalled, childcluster.Change{All: true, Nodes: true, Reach: true}, false},
+		{"running, its pods", running, podsOf(runningNS), false},
+		{"running, its release namespace or guard rails", running, ownedIn("other", runningNS), true},
+		{"running, another's guard rails", running, ownedIn("other"), false},
+		{"deploying, its guard rails", deploying, ownedIn(ns), true},
+		{"stopped, its guard rails", stopped, ownedIn(owned.ReleaseNamespace(stopped)), true},
+		{"stopped, another's guard rails", stopped, ownedIn(ns), false},
+		{"failed, its guard rails", ws("j", workspacesv1.PhaseFailed), ownedIn(owned.ReleaseNamespace(ws("j", workspacesv1.PhaseFailed))), false},
 		{"deleting, another namespace's pods", deleting, podsOf("other"), true},
 		{"GPU kind missing, nodes", ws("g", workspacesv1.PhaseFailed, feasible(workspacesv1.ReasonGpuOfferingUnavailable)), nodes, true},
 		{"GPU kind missing, pods", ws("g", workspacesv1.PhaseFailed, feasible(workspacesv1.ReasonGpuOfferingUnavailable)), podsOf("other"), false},
