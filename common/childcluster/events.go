@@ -78,6 +78,19 @@ func workloadEventChanged(a, b *workloadEvent) bool {
 	return a.Reason != b.Reason || a.Kind != b.Kind || a.Regarding != b.Regarding || a.Note != b.Note || !a.Time.Equal(&b.Time)
 }
 
+// unlessForbidden returns a list's answer, except a refusal of the credentials: credentials that may
+// not list a kind stay so for this connection (a rotated Secret is a new one), so the list waits for
+// the connection's end instead of retrying and logging forever.
+func unlessForbidden(ctx context.Context) func(runtime.Object, error) (runtime.Object, error) {
+	return func(l runtime.Object, err error) (runtime.Object, error) {
+		if apierrors.IsForbidden(err) {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+		return l, err
+	}
+}
+
 // newEventWatcher returns the watcher of the child's Events of one reason. Its failures are not the
 // child's: credentials that may not read Events cluster-wide leave the refusals to be read on the
 // child, and never make the child unreachable.
@@ -86,14 +99,7 @@ func newEventWatcher(name string, events eventsv1client.EventsV1Interface, reaso
 	return newWatcher(name, &toolscache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = selector
-			l, err := events.Events(metav1.NamespaceAll).List(ctx, o)
-			if apierrors.IsForbidden(err) {
-				// Credentials that may not list Events stay so for this connection (a rotated
-				// Secret is a new one): wait for its end instead of retrying and logging forever.
-				<-ctx.Done()
-				return nil, ctx.Err()
-			}
-			return l, err
+			return unlessForbidden(ctx)(events.Events(metav1.NamespaceAll).List(ctx, o))
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.FieldSelector = selector

@@ -7,7 +7,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -100,13 +99,7 @@ func newOwnedWatcher(name, selector string,
 	w := newWatcher(name, &toolscache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.LabelSelector = selector
-			l, err := list(ctx, o)
-			if apierrors.IsForbidden(err) {
-				// As for the workload Events: the credentials stay what they are for this connection.
-				<-ctx.Done()
-				return nil, ctx.Err()
-			}
-			return l, err
+			return unlessForbidden(ctx)(list(ctx, o))
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.LabelSelector = selector
