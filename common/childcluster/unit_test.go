@@ -546,7 +546,7 @@ func TestNotifierFoldsOwnedChanges(t *testing.T) {
 // object it found changed or gone, never "all".
 func TestOwnedStoreTellsWhatSomeoneDid(t *testing.T) {
 	var told []string
-	w := newOwnedWatcher("test", "x=y", nil, nil, &corev1.ResourceQuota{}, quotaChanged, func() {}, func(key string) { told = append(told, key) })
+	w := newOwnedWatcher("test", "x=y", nil, nil, &corev1.ResourceQuota{}, func() {}, func(key string) { told = append(told, key) })
 	s := w.store
 	quota := func(ns, name, gpus, used string) *corev1.ResourceQuota {
 		return &corev1.ResourceQuota{
@@ -570,8 +570,12 @@ func TestOwnedStoreTellsWhatSomeoneDid(t *testing.T) {
 		t.Fatalf("a listing, an object that came and a new status told %v, want nothing", told)
 	}
 	kept, ok := s.get("ws-a/gpu")
-	if q, isQuota := kept.(*corev1.ResourceQuota); !ok || !isQuota || q.ManagedFields != nil || q.Status.Used != nil {
+	q := &corev1.ResourceQuota{}
+	if !ok || !copyInto(kept, q) || q.ManagedFields != nil || q.Status.Used != nil || q.Name != "gpu" || q.Namespace != "ws-a" {
 		t.Fatalf("kept %+v, want the quota without its managed fields and status", kept)
+	}
+	if got := q.Spec.Hard["requests.nvidia.com/gpu"]; got.Value() != 1 {
+		t.Fatalf("kept quota %v, want its spec", q.Spec.Hard)
 	}
 	must(s.Update(quota("ws-a", "gpu", "8", "1"))) // someone raised it
 	must(s.Delete(quota("ws-c", "gpu", "1", "0")))
