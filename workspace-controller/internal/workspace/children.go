@@ -19,6 +19,11 @@ type Children interface {
 	// Snapshot returns the child's Nodes and Pods from its cache, starting the cache and
 	// waiting for its first sync when needed. An error means the child cannot be reached now.
 	Snapshot(ctx context.Context, cd types.NamespacedName) ([]corev1.Node, []corev1.Pod, error)
+	// DeviceResources returns the device resources the child's Nodes advertise
+	// (childns.DeviceResources), computed once per change of the child's cached Nodes and Pods rather
+	// than once per pass. The slice is shared: read it only. An error means the child cannot be
+	// reached now.
+	DeviceResources(ctx context.Context, cd types.NamespacedName) ([]corev1.ResourceName, error)
 	// Identity returns the identity of the child cluster (the UID of its kube-system namespace);
 	// empty when not known.
 	Identity(ctx context.Context, cd types.NamespacedName) types.UID
@@ -81,6 +86,19 @@ func (c CacheChildren) Snapshot(ctx context.Context, cd types.NamespacedName) ([
 		return nil, nil, err
 	}
 	return cl.Nodes(), cl.Pods(), nil
+}
+
+// DeviceResources implements Children.
+func (c CacheChildren) DeviceResources(ctx context.Context, cd types.NamespacedName) ([]corev1.ResourceName, error) {
+	cl, err := c.Cache.Get(ctx, cd.Namespace, cd.Name)
+	if err != nil {
+		return nil, err
+	}
+	if err := cl.Err(); err != nil {
+		return nil, err
+	}
+	devices, _ := cl.Memo("childns.DeviceResources", func() any { return childns.DeviceResources(cl.Nodes()) }).([]corev1.ResourceName)
+	return devices, nil
 }
 
 // Refusals implements Children.

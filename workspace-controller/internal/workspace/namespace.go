@@ -47,13 +47,13 @@ func (r *Reconciler) ensureReleaseNamespace(ctx context.Context, s *scope) (step
 	if err != nil {
 		return r.childUnreachable(s, err), nil
 	}
-	nodes, _, err := r.Children.Snapshot(ctx, s.cdKey)
+	devices, err := r.Children.DeviceResources(ctx, s.cdKey)
 	if err != nil {
 		return r.childUnreachable(s, err), nil
 	}
 	out, err := r.namespaces(s, cl).Ensure(ctx, childns.Want{
 		Workspace: s.ws, PodSecurityLevel: childns.PodSecurityLevel(s.class), Admission: s.ws.Status.Admission,
-		Devices: childns.DeviceResources(nodes), ResourceClaims: s.class != nil && s.class.Spec.AllowResourceClaims,
+		Devices: devices, ResourceClaims: s.class != nil && s.class.Spec.AllowResourceClaims,
 		Compute:    childns.ComputeCap(s.class, s.resources),
 		Ingress:    childns.IngressPolicy(s.class, append([]string{r.Options.GatewayNamespace}, r.Options.ReleaseIngressNamespaces...)),
 		MeshLabels: r.mesh().ReleaseNamespaceLabels(s.cdKey.Name),
