@@ -250,6 +250,50 @@ func TestGuardRailsPutBackWhileRunning(t *testing.T) {
 	}
 }
 
+// TestQuotaCapsDeviceResourcesThatCameLater: a device resource a node brings to the child after the
+// release namespace was made (a MIG profile) is capped at 0 by the quota at the next pass: what the
+// quota caps follows the child's Nodes, not what they were at the first pass.
+func TestQuotaCapsDeviceResourcesThatCameLater(t *testing.T) {
+	other, err := testenv.StartChild("devices")
+	must(t, err)
+	t.Cleanup(func() { _ = other.Stop() })
+	ns := newNamespace(t)
+	class := createClass(t, classSpec(name("dev")), ns)
+	cd := createCluster(t, ns, other.Kubeconfig)
+	key := createWorkspace(t, ns, class, cd.Name)
+	waitServiceSet(t, waitPhase(t, key, workspacesv1.PhaseDeploying, ""))
+	relNS := owned.LocalReleaseNamespace(key.Name)
+	mig := corev1.ResourceName("requests.nvidia.com/mig-1g.10gb")
+	quota := func() (*corev1.ResourceQuota, error) {
+		q := &corev1.ResourceQuota{}
+		return q, other.Client.Get(ctxT(t), client.ObjectKey{Namespace: relNS, Name: owned.GPUQuotaName}, q)
+	}
+	eventually(t, "the GPU quota on the child", func() error {
+		q, err := quota()
+		if err == nil {
+			if _, capped := q.Spec.Hard[mig]; capped {
+				return fmt.Errorf("quota %s caps a device no node advertises yet", childns.QuotaString(q))
+			}
+		}
+		return err
+	})
+	gpuNode(t, other.Client, "nvidia.com/mig-1g.10gb", 7, nil)
+	ws := getWS(t, key)
+	patch := client.MergeFrom(ws.DeepCopy())
+	ws.Labels = map[string]string{"nudge": "1"} // a pass, without a spec change
+	must(t, k8s.Patch(ctxT(t), ws, patch))
+	eventually(t, "the new device resource capped at 0", func() error {
+		q, err := quota()
+		if err != nil {
+			return err
+		}
+		if got, capped := q.Spec.Hard[mig]; !capped || got.Value() != 0 {
+			return fmt.Errorf("quota %s", childns.QuotaString(q))
+		}
+		return nil
+	})
+}
+
 // TestRefusedPodNamedWhileDeploying: a chart asking a RuntimeClass the child lacks (runtimeClassName
 // nvidia on a child without NVIDIA's GPU operator) has its pods refused by the child's API server;
 // the workspace stays Deploying, names the workload and the child's message in HelmReleaseReady
