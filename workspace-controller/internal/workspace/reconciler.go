@@ -163,7 +163,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (reconcile.R
 		{"stop", r.stopWorkspace},
 		// Everything that can fail the workspace for good is checked before the gate, so that an
 		// admission is never written and then dropped again pass after pass.
-		{"values check", r.values},
+		{"values check", r.valuesCheck},
 		{"prerequisites", r.prerequisites},
 		{"release namespace claim", r.claimReleaseNamespace},
 		{"serviceset claim", r.claimServiceSet},
@@ -290,6 +290,9 @@ type scope struct {
 	secretValues string
 	// sourcesRead caches the spec.valuesFrom sources the first values step of the pass read.
 	sourcesRead *valuesFromRead
+	// built are the values the pass built last, with what they were built from; a values step with
+	// the same input uses them.
+	built *builtValues
 	// claimed is the workspace's own ServiceSet as "serviceset claim" found it (nil: none); "gpu gate"
 	// reads it.
 	claimed *k0rdentv1beta1.ServiceSet

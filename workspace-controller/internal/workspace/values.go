@@ -8,18 +8,47 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/valuepath"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/gate"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/helmvalues"
 )
 
 // values builds the Helm values of the workspace for its resolved resources (docs/RECONCILIATION.md,
-// steps 8 and 14).
+// step 14), the admitted node pinned by then.
 func (r *Reconciler) values(ctx context.Context, s *scope) (stepResult, error) {
 	return r.valuesFor(ctx, s, s.resources)
+}
+
+// valuesCheck builds the values before the gate (docs/RECONCILIATION.md, step 8), so that values that
+// fail the workspace fail it before an admission is written. A workspace the gate admitted before
+// has its node pinned already, as "pin to admitted nodes" will pin it: when the gate keeps the
+// admission, as it does at every pass after the first, the "values" step finds the same input and
+// does not build them again.
+func (r *Reconciler) valuesCheck(ctx context.Context, s *scope) (stepResult, error) {
+	res := s.resources
+	if pin := gate.PinSelector(s.ws.Status.Admission); len(pin) > 0 && res != nil {
+		res = res.DeepCopy()
+		res.NodeSelector = withSelector(res.NodeSelector, pin)
+	}
+	return r.valuesFor(ctx, s, res)
+}
+
+// builtValues is the last values a pass built and what they were built from (besides the class, the
+// workspace's spec and its valuesFrom sources, which do not change within a pass).
+type builtValues struct {
+	resources *workspacesv1.ResolvedResources
+	admission *workspacesv1.Admission
+	out       helmvalues.Output
+}
+
+// builtFrom tells whether b was built from res and the admission ad.
+func (b *builtValues) builtFrom(res *workspacesv1.ResolvedResources, ad *workspacesv1.Admission) bool {
+	return b != nil && apiequality.Semantic.DeepEqual(b.resources, res) && apiequality.Semantic.DeepEqual(b.admission, ad)
 }
 
 // valuesFor builds the Helm values of the workspace for res: spec.valuesFrom is read, the class's
@@ -36,8 +65,7 @@ func (r *Reconciler) valuesFor(ctx context.Context, s *scope, res *workspacesv1.
 		}
 		s.sourcesRead = &valuesFromRead{from: from, missing: missing, problem: problem}
 	}
-	// helmvalues.Build takes the sources apart (secret values leave the inline ones): it gets a copy.
-	from, missing, problem := copySources(s.sourcesRead.from), s.sourcesRead.missing, s.sourcesRead.problem
+	missing, problem := s.sourcesRead.missing, s.sourcesRead.problem
 	if problem != "" {
 		s.failed(workspacesv1.ResourcesInjectedCondition, workspacesv1.ReasonInvalidValues, problem)
 		return stop, nil
@@ -53,7 +81,7 @@ func (r *Reconciler) valuesFor(ctx context.Context, s *scope, res *workspacesv1.
 		s.waitFor(workspacesv1.ResourcesInjectedCondition, workspacesv1.ReasonValuesFromNotFound, msg)
 		return stop, nil
 	}
-	out, err := helmvalues.Build(helmvalues.Input{Class: s.class, Workspace: s.ws, Resources: res, From: from})
+	out, err := r.buildValues(s, res)
 	if err != nil {
 		s.failed(workspacesv1.ResourcesInjectedCondition, workspacesv1.ReasonInvalidValues, err.Error())
 		return stop, nil
@@ -74,6 +102,21 @@ func (r *Reconciler) valuesFor(ctx context.Context, s *scope, res *workspacesv1.
 			"resources are injected in _exalsius and the class's resourceInjection paths")
 	}
 	return next, nil
+}
+
+// buildValues builds the workspace's values for res, or returns the ones the pass built from the same
+// input.
+func (r *Reconciler) buildValues(s *scope, res *workspacesv1.ResolvedResources) (helmvalues.Output, error) {
+	if s.built.builtFrom(res, s.ws.Status.Admission) {
+		return s.built.out, nil
+	}
+	// helmvalues.Build takes the sources apart (secret values leave the inline ones): it gets a copy.
+	out, err := helmvalues.Build(helmvalues.Input{Class: s.class, Workspace: s.ws, Resources: res, From: copySources(s.sourcesRead.from)})
+	if err != nil {
+		return out, err
+	}
+	s.built = &builtValues{resources: res.DeepCopy(), admission: s.ws.Status.Admission.DeepCopy(), out: out}
+	return out, nil
 }
 
 // copySources deep-copies decoded values documents.
