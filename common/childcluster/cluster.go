@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/discovery"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
 	networkingv1client "k8s.io/client-go/kubernetes/typed/networking/v1"
@@ -186,11 +187,18 @@ func newCluster(key types.NamespacedName, data []byte, cc connectConfig) (*Clust
 	// The REST mapper discovers a kind at its first use, with a context of its own and under a lock
 	// that every request of a kind not yet mapped waits for: against a child that stopped answering
 	// it would wait for ever, and so would those requests, whatever their contexts. Its requests get
-	// a time limit of their own (the probe's).
-	mapper, err := apiutil.NewDynamicRESTMapper(cfg, &http.Client{Transport: httpClient.Transport, Timeout: cc.opts.ProbeTimeout})
+	// a time limit of their own (the probe's). It reads the group versions it is asked for, not the
+	// whole discovery document (mapper.go).
+	discoveryHTTP := &http.Client{Transport: httpClient.Transport, Timeout: cc.opts.ProbeTimeout}
+	fallback, err := apiutil.NewDynamicRESTMapper(cfg, discoveryHTTP)
 	if err != nil {
 		return nil, &UnreachableError{Cluster: key, Reason: ReasonKubeconfigInvalid, Err: fmt.Errorf("building a client: %w", err)}
 	}
+	disc, err := discovery.NewDiscoveryClientForConfigAndClient(cfg, discoveryHTTP)
+	if err != nil {
+		return nil, &UnreachableError{Cluster: key, Reason: ReasonKubeconfigInvalid, Err: fmt.Errorf("building a client: %w", err)}
+	}
+	mapper := newVersionMapper(disc, fallback)
 	cl, err := client.New(cfg, client.Options{Scheme: cc.opts.Scheme, HTTPClient: httpClient, Mapper: mapper})
 	if err != nil {
 		return nil, &UnreachableError{Cluster: key, Reason: ReasonKubeconfigInvalid, Err: fmt.Errorf("building a client: %w", err)}
