@@ -173,8 +173,8 @@ BENCH_FLAGS ?=
 
 .PHONY: bench
 bench: tools build ## The modules' Go benchmarks (the inventory one among them), then workspace admission at scale against the built workspace-controller; rewrites its section of docs/benchmarks.md (not part of `make test`).
-	@out=$$(mktemp); 	for m in common $(COMPONENTS); do (cd $$m && go test -run '^$$' -bench . -benchmem ./...) || exit 1; done | tee "$$out"; 	cd e2e && go run ./cmd/bench --bin "$(EXALSIUS_BIN_DIR)/workspace-controller" --doc "$(CURDIR)/docs/benchmarks.md" \
-	  --go-bench-output "$$out" $(BENCH_FLAGS)
+	@load=$$(cut -d' ' -f1-3 /proc/loadavg); out=$$(mktemp); 	for m in common $(COMPONENTS); do (cd $$m && go test -run '^$$' -bench . -benchmem ./...) || exit 1; done | tee "$$out"; 	cd e2e && go run ./cmd/bench --bin "$(EXALSIUS_BIN_DIR)/workspace-controller" --doc "$(CURDIR)/docs/benchmarks.md" \
+	  --go-bench-output "$$out" --start-load "$$load" $(BENCH_FLAGS)
 
 # The child-cluster cache against Cluster API's ClusterCache (e2e/clustercachebench, a module outside
 # go.work): one process per cache and identity mode, so that each resident set belongs to one cache.
@@ -190,7 +190,7 @@ BENCH_ENVELOPE_FLAGS ?=
 
 .PHONY: bench-envelope
 bench-envelope: tools build ## The scale envelope: 10,000 workspaces over 200 clusters (shared child API servers), child changes, the webhook at that size; rewrites its section of docs/benchmarks.md (not part of `make test`).
-	cd e2e && go run ./cmd/bench --envelope --bin "$(EXALSIUS_BIN_DIR)/workspace-controller" --webhook-bin "$(EXALSIUS_BIN_DIR)/webhook" \
+	load=$$(cut -d' ' -f1-3 /proc/loadavg); cd e2e && go run ./cmd/bench --envelope --start-load "$$load" --bin "$(EXALSIUS_BIN_DIR)/workspace-controller" --webhook-bin "$(EXALSIUS_BIN_DIR)/webhook" \
 	  --repo-root "$(CURDIR)" --doc "$(CURDIR)/docs/benchmarks.md" --workspaces 10000 --clusters 200 $(BENCH_ENVELOPE_FLAGS)
 
 .PHONY: fuzz

@@ -176,3 +176,16 @@ func TestTargetsCountTheClassStatusWrites(t *testing.T) {
 		t.Fatalf("want 4 writes per workspace and the class's 3 applies counted apart, got:\n%s", out)
 	}
 }
+
+// TestParseLoad: --start-load takes /proc/loadavg's first three fields and refuses anything else,
+// naming what is wrong.
+func TestParseLoad(t *testing.T) {
+	if got, err := parseLoad(" 0.93  1.20 2.05\n"); err != nil || got != "0.93 1.20 2.05" {
+		t.Fatalf("parseLoad of three load averages = %q, %v", got, err)
+	}
+	for _, bad := range []string{"", "0.93 1.20", "0.93 1.20 2.05 1/300", "0.93 x 2.05", "-1 0 0", "NaN 0 0", "Inf 0 0"} {
+		if _, err := parseLoad(bad); err == nil {
+			t.Errorf("parseLoad(%q) accepted it", bad)
+		}
+	}
+}

@@ -66,7 +66,7 @@ type config struct {
 
 func run() error {
 	var c config
-	var sizes, clusters, classes, extra, creators string
+	var sizes, clusters, classes, extra, creators, startLoad string
 	var envelope bool
 	flag.StringVar(&c.bin, "bin", "", "The built workspace-controller binary.")
 	flag.StringVar(&c.doc, "doc", "", "docs/benchmarks.md to rewrite the admission section of; empty prints only.")
@@ -82,11 +82,17 @@ func run() error {
 	flag.StringVar(&creators, "creators", "1,8", "Concurrent creators at the largest N, one scenario each; the smaller N use the first.")
 	flag.DurationVar(&c.refFor, "reference-time", 3*time.Second, "How long the reference (ConfigMap creates on the scenario's own API server, from 1 and from 8 clients) runs, each.")
 	flag.BoolVar(&envelope, "envelope", false, "Run the scale envelope instead of the admission scenarios (`make bench-envelope`).")
+	flag.StringVar(&startLoad, "start-load", "", "The machine's 1, 5 and 15 minute load averages when the run started, as /proc/loadavg's first three fields (`make bench` reads them before its Go benchmarks, which run first); empty reads them now.")
 	c.envelope.bindFlags(flag.CommandLine)
 	flag.Parse()
-	c.load = loadAverage()
-	c.gpusByNode = 8
 	var err error
+	c.load = loadAverage()
+	if startLoad != "" {
+		if c.load, err = parseLoad(startLoad); err != nil {
+			return fmt.Errorf("--start-load: %w", err)
+		}
+	}
+	c.gpusByNode = 8
 	if c.sizes, err = ints(sizes); err != nil {
 		return fmt.Errorf("--sizes: %w", err)
 	}

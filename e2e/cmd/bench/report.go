@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -172,6 +174,21 @@ func loadAverage() string {
 		}
 	}
 	return "unknown"
+}
+
+// parseLoad checks s as three load averages (the first three fields of /proc/loadavg) and returns
+// them separated by single spaces.
+func parseLoad(s string) (string, error) {
+	f := strings.Fields(s)
+	if len(f) != 3 {
+		return "", fmt.Errorf("%q: want three load averages, such as \"0.93 1.20 2.05\"", s)
+	}
+	for _, v := range f {
+		if x, err := strconv.ParseFloat(v, 64); err != nil || x < 0 || math.IsNaN(x) || math.IsInf(x, 0) {
+			return "", fmt.Errorf("%q: %q is not a load average", s, v)
+		}
+	}
+	return strings.Join(f, " "), nil
 }
 
 // writeDoc replaces the admission section of the doc (between the markers; appended when missing)
