@@ -70,19 +70,11 @@ func (m *versionMapper) RESTMapping(gk schema.GroupKind, versions ...string) (*m
 	if !versionsGiven(versions) {
 		return m.fallback.RESTMapping(gk, versions...)
 	}
-	for _, v := range versions {
-		if v == "" {
-			continue
-		}
-		mapping, err := m.lookup(gk, v)
-		if err != nil {
-			return nil, err
-		}
-		if mapping != nil {
-			return mapping, nil
-		}
+	out, err := m.mappings(gk, versions, true)
+	if err != nil {
+		return nil, err
 	}
-	return nil, &meta.NoKindMatchError{GroupKind: gk, SearchedVersions: versions}
+	return out[0], nil
 }
 
 // RESTMappings maps gk in each of versions the child serves it in. Without a version it asks the
@@ -91,6 +83,12 @@ func (m *versionMapper) RESTMappings(gk schema.GroupKind, versions ...string) ([
 	if !versionsGiven(versions) {
 		return m.fallback.RESTMappings(gk, versions...)
 	}
+	return m.mappings(gk, versions, false)
+}
+
+// mappings maps gk in versions, in their order, stopping at the first served when first is set; a
+// no-match error when the child serves gk in none of them.
+func (m *versionMapper) mappings(gk schema.GroupKind, versions []string, first bool) ([]*meta.RESTMapping, error) {
 	var out []*meta.RESTMapping
 	for _, v := range versions {
 		if v == "" {
@@ -102,6 +100,9 @@ func (m *versionMapper) RESTMappings(gk schema.GroupKind, versions ...string) ([
 		}
 		if mapping != nil {
 			out = append(out, mapping)
+			if first {
+				break
+			}
 		}
 	}
 	if len(out) == 0 {
