@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bufio"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -14,8 +16,14 @@ import (
 // stands in for another program that holds the lock's pid.
 const envStandIn = "LOCALWORLD_LOCK_TEST_STAND_IN"
 
+// standInReady is the line the stand-in prints once it runs.
+const standInReady = "stand-in running"
+
 func TestMain(m *testing.M) {
 	if os.Getenv(envStandIn) == "1" {
+		// Say it runs: its command line is readable from now on (right after exec, before the new
+		// program has started, /proc/<pid>/cmdline can still read empty).
+		fmt.Println(standInReady)
 		// Wait until the test that started this process kills it (or the test binary's stdin closes,
 		// so that an interrupted test leaves no process behind).
 		_, _ = io.Copy(io.Discard, os.Stdin)
@@ -54,10 +62,20 @@ func runAs(t *testing.T, name string) int {
 	if err != nil {
 		t.Fatal(err)
 	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = stdin.Close(); _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	// Start returns once the kernel has begun the new program, which can be before its command line
+	// is set: wait for the stand-in to say it runs.
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if strings.TrimSpace(line) != standInReady {
+		t.Fatalf("the stand-in %s did not start: %q, %v", name, line, err)
+	}
 	return cmd.Process.Pid
 }
 
