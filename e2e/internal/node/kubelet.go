@@ -30,11 +30,11 @@ func (n *Node) startKubelet() error {
 	if err != nil {
 		return err
 	}
-	port, err := freePort()
+	port, err := world.FreePort()
 	if err != nil {
 		return err
 	}
-	healthz, err := freePort()
+	healthz, err := world.FreePort()
 	if err != nil {
 		return err
 	}
@@ -93,7 +93,7 @@ func (n *Node) startKubeProxy(kubeconfig string) error {
 	if err != nil {
 		return err
 	}
-	metrics, err := freePort()
+	metrics, err := world.FreePort()
 	if err != nil {
 		return err
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -280,13 +279,4 @@ func runLogged(ctx context.Context, logPath string, env []string, name string, a
 		return fmt.Errorf("%s %s: writing its log %s: %w", name, strings.Join(args, " "), logPath, cerr)
 	}
 	return nil
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = l.Close() }() // only its port was wanted
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"sync"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -48,8 +49,35 @@ func WriteKubeconfig(cfg *rest.Config, name, path string) error {
 	return os.WriteFile(path, b, 0o600)
 }
 
-// FreePort returns a TCP port on 127.0.0.1 that is free at the time of the call.
+// handedOut holds the ports FreePort returned in this process. The port of a closed listener is free
+// again at once, and the kernel may give it to the next listen on port 0: two calls in a row (a
+// component's metrics and health addresses) returned the same port once, and the component could
+// never start ("address already in use").
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
+// FreePort returns a TCP port on 127.0.0.1 that is free at the time of the call and that no earlier
+// call in this process returned.
 func FreePort() (int, error) {
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	for range 100 {
+		port, err := listenPort()
+		if err != nil {
+			return 0, err
+		}
+		if !handedOut.ports[port] {
+			handedOut.ports[port] = true
+			return port, nil
+		}
+	}
+	return 0, fmt.Errorf("no free port on 127.0.0.1 that was not handed out before (%d handed out)", len(handedOut.ports))
+}
+
+// listenPort returns the port the kernel gives a listener on 127.0.0.1 port 0, and closes it.
+func listenPort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
