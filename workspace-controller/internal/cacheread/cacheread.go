@@ -59,6 +59,23 @@ func ByIndex[T any, PT interface {
 	return typed[T, PT](objs), true, nil
 }
 
+// InNamespace returns the cached objects of PT's kind in one namespace (the informer's namespace
+// index), and true; false when the cache cannot be read this way (see indexer).
+func InNamespace[T any, PT interface {
+	*T
+	client.Object
+}](ctx context.Context, informers cache.Informers, namespace string) ([]PT, bool, error) {
+	idx, err := indexer(ctx, informers, PT(new(T)))
+	if idx == nil || err != nil {
+		return nil, false, err
+	}
+	objs, err := idx.ByIndex(toolscache.NamespaceIndex, namespace)
+	if err != nil {
+		return nil, false, fmt.Errorf("reading the cache's namespace index: %w", err)
+	}
+	return typed[T, PT](objs), true, nil
+}
+
 // All returns every cached object of PT's kind, and true; false when the cache cannot be read this
 // way (see indexer).
 func All[T any, PT interface {

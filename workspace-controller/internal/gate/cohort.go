@@ -119,8 +119,8 @@ func cohortNamespaces(ctx context.Context, c client.Reader, cohort string) ([]st
 
 // cohortMembers lists the namespaces of a cohort other than self that have WorkspaceQuotas, with what
 // their workspaces hold (as namespaceUse counts it, through state).
-func cohortMembers(ctx context.Context, c client.Reader, cohort, self string, state admissionState) ([]cohortMember, error) {
-	names, err := cohortNamespaces(ctx, c, cohort)
+func cohortMembers(ctx context.Context, rd cached, cohort, self string, state admissionState) ([]cohortMember, error) {
+	names, err := cohortNamespaces(ctx, rd.client, cohort)
 	if err != nil {
 		return nil, err
 	}
@@ -129,14 +129,14 @@ func cohortMembers(ctx context.Context, c client.Reader, cohort, self string, st
 		if ns == self {
 			continue
 		}
-		quotas, err := listQuotas(ctx, c, ns)
+		quotas, err := listQuotas(ctx, rd.client, ns)
 		if err != nil {
 			return nil, err
 		}
 		if len(quotas) == 0 {
 			continue
 		}
-		held, waiting, err := namespaceUse(ctx, c, ns, "", state)
+		held, waiting, err := namespaceUse(ctx, rd, ns, "", state)
 		if err != nil {
 			return nil, err
 		}

@@ -2,12 +2,15 @@ package gate
 
 import (
 	"context"
+	"fmt"
 
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/cacheread"
+	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 )
 
 // A GPU decision reads every workspace and ServiceSet on its child cluster. Listing them through the
@@ -56,6 +59,50 @@ func (g *Gate) serviceSetsBy(ctx context.Context, index, value string) ([]*k0rde
 	}
 	for i := range list.Items {
 		out = append(out, &list.Items[i])
+	}
+	return out, nil
+}
+
+// cached reads what a namespace's quota counts from the manager's cache: the cache's own objects by
+// its indexes when informers can be read so (see cacheread), else the items of lists made without a
+// deep copy. Read only, as workspacesBy's.
+type cached struct {
+	client    client.Reader
+	informers cache.Informers
+}
+
+// cache is the gate's reader of its namespace counts.
+func (g *Gate) cache() cached { return cached{client: g.client, informers: g.informers} }
+
+// workspacesIn returns the cached workspaces of a namespace.
+func (c cached) workspacesIn(ctx context.Context, namespace string) ([]*workspacesv1.WorkspaceDeployment, error) {
+	if out, ok, err := cacheread.InNamespace[workspacesv1.WorkspaceDeployment](ctx, c.informers, namespace); ok || err != nil {
+		return out, err
+	}
+	var list workspacesv1.WorkspaceDeploymentList
+	if err := c.client.List(ctx, &list, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing workspaces of %s: %w", namespace, err)
+	}
+	out := make([]*workspacesv1.WorkspaceDeployment, len(list.Items))
+	for i := range list.Items {
+		out[i] = &list.Items[i]
+	}
+	return out, nil
+}
+
+// serviceSetsOf returns the cached ServiceSets of the workspaces of a namespace (those labelled
+// with it: workspacesv1.WorkspaceNamespaceLabel).
+func (c cached) serviceSetsOf(ctx context.Context, namespace string) ([]*k0rdentv1beta1.ServiceSet, error) {
+	if out, ok, err := cacheread.ByIndex[k0rdentv1beta1.ServiceSet](ctx, c.informers, owned.IndexServiceSetWorkspaceNamespace, namespace); ok || err != nil {
+		return out, err
+	}
+	var list k0rdentv1beta1.ServiceSetList
+	if err := c.client.List(ctx, &list, client.MatchingLabels{workspacesv1.WorkspaceNamespaceLabel: namespace}, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing ServiceSets of the workspaces of %s: %w", namespace, err)
+	}
+	out := make([]*k0rdentv1beta1.ServiceSet, len(list.Items))
+	for i := range list.Items {
+		out[i] = &list.Items[i]
 	}
 	return out, nil
 }

@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -204,27 +206,26 @@ func quotaSummary(q *workspacesv1.WorkspaceQuota, use []workspacesv1.GPUUsage, n
 // namespaceUse lists what the other workspaces of a namespace hold (admissions that still hold
 // GPUs, see holdsGPUs) and the workspaces waiting for the namespace's quota. state returns a
 // workspace's admission and the phase that goes with it.
-func namespaceUse(ctx context.Context, c client.Reader, namespace, self string, state admissionState) ([]quotaCharge, []workspacesv1.WorkspaceDeployment, error) {
+func namespaceUse(ctx context.Context, rd cached, namespace, self string, state admissionState) ([]quotaCharge, []workspacesv1.WorkspaceDeployment, error) {
 	// Read-only: the cache's own objects, not copies (a decision under a quota reads every workspace
 	// and ServiceSet of the namespace, and in a cohort of every member: copies would cost in
 	// proportion). Nothing here or in the callers writes to them; the waiters returned are shallow copies
 	// that share the cache's maps and slices, and are only read.
-	var list workspacesv1.WorkspaceDeploymentList
-	if err := c.List(ctx, &list, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
-		return nil, nil, fmt.Errorf("listing workspaces of %s: %w", namespace, err)
+	list, err := rd.workspacesIn(ctx, namespace)
+	if err != nil {
+		return nil, nil, err
 	}
-	var sets k0rdentv1beta1.ServiceSetList
-	if err := c.List(ctx, &sets, client.MatchingLabels{workspacesv1.WorkspaceNamespaceLabel: namespace}, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, nil, fmt.Errorf("listing ServiceSets of the workspaces of %s: %w", namespace, err)
+	sets, err := rd.serviceSetsOf(ctx, namespace)
+	if err != nil {
+		return nil, nil, err
 	}
-	withSet := make(map[string]*k0rdentv1beta1.ServiceSet, len(sets.Items))
-	for i := range sets.Items {
-		withSet[sets.Items[i].Labels[workspacesv1.WorkspaceLabel]] = &sets.Items[i]
+	withSet := make(map[string]*k0rdentv1beta1.ServiceSet, len(sets))
+	for _, set := range sets {
+		withSet[set.Labels[workspacesv1.WorkspaceLabel]] = set
 	}
 	var held []quotaCharge
 	var waiting []workspacesv1.WorkspaceDeployment
-	for i := range list.Items {
-		o := &list.Items[i]
+	for _, o := range list {
 		key := o.Namespace + "/" + o.Name
 		if key == self {
 			continue
@@ -299,12 +300,12 @@ func (g *Gate) quotaCheck(ctx context.Context, ws *workspacesv1.WorkspaceDeploym
 	// next decision on.
 	sc := quotaScope{quotas: quotas, cohort: cohort}
 	if sc.cohort != "" {
-		if sc.others, err = cohortMembers(ctx, g.client, sc.cohort, ws.Namespace, g.mem.state); err != nil {
+		if sc.others, err = cohortMembers(ctx, g.cache(), sc.cohort, ws.Namespace, g.mem.state); err != nil {
 			return QuotaResult{}, err
 		}
 	}
 	self := ws.Namespace + "/" + ws.Name
-	held, waiting, err := namespaceUse(ctx, g.client, ws.Namespace, self, g.mem.state)
+	held, waiting, err := namespaceUse(ctx, g.cache(), ws.Namespace, self, g.mem.state)
 	if err != nil {
 		return QuotaResult{}, err
 	}
@@ -328,6 +329,8 @@ func (g *Gate) quotaCheck(ctx context.Context, ws *workspacesv1.WorkspaceDeploym
 // QuotaReconciler writes the use of each WorkspaceQuota into its status.
 type QuotaReconciler struct {
 	Client client.Client
+	// Cache is the manager's cache, read by its indexes (nil: the counts list through Client).
+	Cache cache.Informers
 }
 
 // Reconcile counts the namespace's admitted workspaces and quota waiters into the quota's status.
@@ -336,7 +339,8 @@ func (q *QuotaReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 	if err := q.Client.Get(ctx, req.NamespacedName, quota); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	held, waiting, err := namespaceUse(ctx, q.Client, quota.Namespace, "", statusState)
+	rd := cached{client: q.Client, informers: q.Cache}
+	held, waiting, err := namespaceUse(ctx, rd, quota.Namespace, "", statusState)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -346,11 +350,11 @@ func (q *QuotaReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 	}
 	var others []cohortMember
 	if cohort != "" {
-		if others, err = cohortMembers(ctx, q.Client, cohort, quota.Namespace, statusState); err != nil {
+		if others, err = cohortMembers(ctx, rd, cohort, quota.Namespace, statusState); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
-	ports, err := portsHeld(ctx, q.Client, quota.Namespace)
+	ports, err := portsHeld(ctx, rd, quota.Namespace)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -376,16 +380,16 @@ func (q *QuotaReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 
 // portsHeld counts the SSH and TCP endpoints of the namespace's workspaces that hold a port: their
 // status.access entries with a URL.
-func portsHeld(ctx context.Context, c client.Reader, namespace string) (int32, error) {
+func portsHeld(ctx context.Context, rd cached, namespace string) (int32, error) {
 	// Read-only: the cache's own objects (a copy of every workspace of the namespace on each count
 	// of its quota would cost in proportion to the namespace).
-	var list workspacesv1.WorkspaceDeploymentList
-	if err := c.List(ctx, &list, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
-		return 0, fmt.Errorf("listing workspaces of %s: %w", namespace, err)
+	list, err := rd.workspacesIn(ctx, namespace)
+	if err != nil {
+		return 0, err
 	}
 	var n int32
-	for i := range list.Items {
-		for _, a := range list.Items[i].Status.Access {
+	for _, o := range list {
+		for _, a := range o.Status.Access {
 			if (a.Protocol == workspacesv1.EndpointProtocolSSH || a.Protocol == workspacesv1.EndpointProtocolTCP) && a.URL != "" {
 				n++
 			}
@@ -400,8 +404,8 @@ func (q *QuotaReconciler) SetupWithManager(mgr manager.Manager) error {
 	return builder.ControllerManagedBy(mgr).
 		Named("workspacequota").
 		For(&workspacesv1.WorkspaceQuota{}).
-		Watches(&workspacesv1.WorkspaceDeployment{}, handler.EnqueueRequestsFromMapFunc(q.forWorkspace)).
-		Watches(&k0rdentv1beta1.ServiceSet{}, handler.EnqueueRequestsFromMapFunc(q.forWorkspace),
+		Watches(&workspacesv1.WorkspaceDeployment{}, countLater(q.forWorkspace)).
+		Watches(&k0rdentv1beta1.ServiceSet{}, countLater(q.forWorkspace),
 			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 				_, ok := o.GetLabels()[workspacesv1.WorkspaceNamespaceLabel]
 				return ok
@@ -420,6 +424,41 @@ func (q *QuotaReconciler) SetupWithManager(mgr manager.Manager) error {
 			},
 		}).
 		Complete(q)
+}
+
+// quotaCountDelay is how long a change of a workspace or of its ServiceSet waits before the quotas
+// it maps to are counted again: a burst of admissions changes each workspace several times, and its
+// namespace's quotas (in a cohort, every member's) are counted once per delay instead of once per
+// change; each count reads every workspace of the namespace, so counting on every change made a burst
+// quadratic, and wrote the quota's status about once and a half per workspace (make bench, class
+// cohort). A quota's status trails its namespace by at most this much; the gate's decisions never read
+// it, they count the workspaces themselves. A change of the quota itself is counted at once.
+const quotaCountDelay = time.Second
+
+// countLater is an event handler that enqueues the quotas fn maps an object to after quotaCountDelay:
+// the queue keeps one entry per quota, however many events name it meanwhile. An update maps the old
+// object and the new one, as handler.EnqueueRequestsFromMapFunc does.
+func countLater(fn handler.MapFunc) handler.EventHandler {
+	add := func(ctx context.Context, o client.Object, wq workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		for _, r := range fn(ctx, o) {
+			wq.AddAfter(r, quotaCountDelay)
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, wq workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(ctx, e.Object, wq)
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, wq workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(ctx, e.ObjectOld, wq)
+			add(ctx, e.ObjectNew, wq)
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, wq workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(ctx, e.Object, wq)
+		},
+		GenericFunc: func(ctx context.Context, e event.GenericEvent, wq workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(ctx, e.Object, wq)
+		},
+	}
 }
 
 // forWorkspace maps a workspace (or its ServiceSet) to the quotas of its namespace and of the other

@@ -213,7 +213,7 @@ func (g *Gate) reclaim(ctx context.Context, req Request, st site, cohort string,
 	if err != nil || !q.Applies || !q.Within || q.Borrowed > 0 {
 		return nil, "", err
 	}
-	members, err := cohortMembers(ctx, g.client, cohort, ws.Namespace, g.mem.state)
+	members, err := cohortMembers(ctx, g.cache(), cohort, ws.Namespace, g.mem.state)
 	if err != nil {
 		return nil, "", err
 	}

@@ -101,5 +101,10 @@ const (
 // under its cluster's lock, and every workspace event the prerequisite collector sees read them).
 const IndexServiceSetCluster = "serviceset.cluster"
 
+// IndexServiceSetWorkspaceNamespace indexes the workspaces' ServiceSets by the namespace of their
+// workspace (workspacesv1.WorkspaceNamespaceLabel): a decision under a namespace's quota, and the
+// count of its use into the quota's status, read the ServiceSets of that namespace's workspaces only.
+const IndexServiceSetWorkspaceNamespace = "serviceset.workspaceNamespace"
+
 // ValuesFromKey is the IndexValuesFrom value of one spec.valuesFrom source.
 func ValuesFromKey(kind, namespace, name string) string { return kind + "/" + namespace + "/" + name }

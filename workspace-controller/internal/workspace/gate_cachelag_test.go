@@ -254,6 +254,100 @@ func TestGateReadsTheCacheIndexes(t *testing.T) {
 	}
 }
 
+// TestQuotaReadsTheCacheIndexes: a decision under a namespace's WorkspaceQuota counts the namespace's
+// workspaces and their ServiceSets from the cache's namespace index and its index of ServiceSets by
+// their workspace's namespace; it must find there what a list through the cached client finds. Of a
+// quota of 2 GPUs, one is held by a workspace whose status carries its admission and one by a
+// workspace whose admission only its ServiceSet carries (it lives in the ClusterDeployment's
+// namespace, apart from its workspace's); a third workspace asking one GPU, with free GPUs on the
+// child, must be refused by the quota whether the gate reads the indexes or lists.
+func TestQuotaReadsTheCacheIndexes(t *testing.T) {
+	must(t, stopControllers())
+	t.Cleanup(func() { must(t, startControllers()) })
+	ctx, cancel := context.WithCancel(ctxT(t))
+	defer cancel()
+	ns, cdNS := newNamespace(t), newNamespace(t)
+	cd := types.NamespacedName{Namespace: cdNS, Name: "gpu"}
+	must(t, k8s.Create(ctx, &workspacesv1.WorkspaceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gpus"},
+		Spec: workspacesv1.WorkspaceQuotaSpec{GPUs: []workspacesv1.GPUQuota{{Vendor: workspacesv1.GPUVendorNVIDIA, Limit: 2}}}}))
+	one := int32(1)
+	res := &workspacesv1.ResolvedResources{Replicas: 1, GPUResourceName: "nvidia.com/gpu",
+		PerReplica: workspacesv1.PerReplicaResources{GPUVendor: workspacesv1.GPUVendorNVIDIA, GPUCount: &one}}
+	admittedOn := func(node string) *workspacesv1.Admission {
+		return &workspacesv1.Admission{Cluster: cd.String(), GPUResourceName: "nvidia.com/gpu",
+			GPUVendor: workspacesv1.GPUVendorNVIDIA, GPUsPerReplica: 1, GPUs: 1, Replicas: 1,
+			Nodes: []workspacesv1.AdmittedNode{{Name: node, Hostname: node, Replicas: 1}}}
+	}
+	newWorkspace := func(name string) *workspacesv1.WorkspaceDeployment {
+		ws := &workspacesv1.WorkspaceDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: workspacesv1.WorkspaceDeploymentSpec{WorkspaceClassRef: "c-1-0-0",
+				ClusterDeploymentRef: workspacesv1.ClusterDeploymentRef{Namespace: cd.Namespace, Name: cd.Name}}}
+		must(t, k8s.Create(ctx, ws))
+		return ws
+	}
+	byStatus := newWorkspace("a-by-status")
+	byStatus.Status.Phase = workspacesv1.PhaseRunning
+	byStatus.Status.ResolvedResources = res.DeepCopy()
+	byStatus.Status.Admission = admittedOn("n1")
+	must(t, k8s.Status().Update(ctx, byStatus))
+	bySet := newWorkspace("b-by-serviceset")
+	bySet.Status.Phase = workspacesv1.PhaseDeploying
+	bySet.Status.ResolvedResources = res.DeepCopy()
+	must(t, k8s.Status().Update(ctx, bySet))
+	carried, err := json.Marshal(admittedOn("n2"))
+	must(t, err)
+	must(t, k8s.Create(ctx, &k0rdentv1beta1.ServiceSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: cdNS, Name: ns + "-b-by-serviceset",
+			Labels: map[string]string{workspacesv1.ClusterDeploymentLabel: cd.Name, workspacesv1.WorkspaceLabel: bySet.Name,
+				workspacesv1.WorkspaceNamespaceLabel: ns},
+			Annotations: map[string]string{owned.AnnotationAdmission: string(carried)}},
+		Spec: k0rdentv1beta1.ServiceSetSpec{Cluster: cd.Name,
+			Provider: k0rdentv1beta1.StateManagementProviderConfig{Name: k0rdentv1beta1.DefaultStateManagementProvider},
+			Services: []k0rdentv1beta1.ServiceWithValues{{Name: "b-by-serviceset", Namespace: "ws-b", Template: "t"}}},
+	}))
+	asking := newWorkspace("c-asking")
+
+	cached, informers := gateCache(ctx, t)
+	eventually(t, "the cache shows the workspaces, the quota and the ServiceSet", func() error {
+		var got workspacesv1.WorkspaceDeployment
+		if err := cached.Get(ctx, client.ObjectKeyFromObject(byStatus), &got); err != nil {
+			return err
+		}
+		if err := contains(string(got.Status.Phase), string(workspacesv1.PhaseRunning)); err != nil {
+			return err
+		}
+		if err := cached.Get(ctx, client.ObjectKeyFromObject(asking), &got); err != nil {
+			return err
+		}
+		var q workspacesv1.WorkspaceQuota
+		if err := cached.Get(ctx, types.NamespacedName{Namespace: ns, Name: "gpus"}, &q); err != nil {
+			return err
+		}
+		var sets k0rdentv1beta1.ServiceSetList
+		if err := cached.List(ctx, &sets, client.InNamespace(cdNS)); err != nil {
+			return err
+		}
+		return contains(fmt.Sprint(len(sets.Items)), "1")
+	})
+	gpuNode := func(name string) corev1.Node {
+		return corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{corev1.LabelHostname: name}},
+			Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")},
+				Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+	}
+	child := snapshot{nodes: []corev1.Node{gpuNode("n1"), gpuNode("n2"), gpuNode("n3"), gpuNode("n4")}}
+	for _, tc := range []struct {
+		name      string
+		informers cache.Informers
+	}{{"the cache's indexes", informers}, {"a list through the cached client", nil}} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := gate.New(cached, tc.informers, child)
+			if d := admitter(ctx, t, g, res, cd)(asking); d.Outcome != gate.OverQuota {
+				t.Fatalf("the quota's 2 GPUs are held, yet the workspace asking one got %s: %s", d.Outcome, d.Message)
+			}
+		})
+	}
+}
+
 // TestALostAdmissionKeepsItsPlaceBeforeItsPassComes: when a GPU node is replaced under a new name, the
 // workspaces admitted on it have lost their admission, but until their own passes gate them again the
 // cache still shows them Running there. A newer workspace gated first, onto the new node, must count

@@ -21,7 +21,7 @@ import (
 // setupPlacement adds what placement and quotas need to the workspace controller: the Colony and
 // WorkspaceQuota watches that wake the waiters, and the WorkspaceQuota status controller.
 func (r *Reconciler) setupPlacement(mgr manager.Manager, b *builder.TypedBuilder[reconcile.Request]) (*builder.TypedBuilder[reconcile.Request], error) {
-	if err := (&gate.QuotaReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+	if err := (&gate.QuotaReconciler{Client: mgr.GetClient(), Cache: mgr.GetCache()}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the WorkspaceQuota controller: %w", err)
 	}
 	return b.

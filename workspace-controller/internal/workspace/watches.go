@@ -100,6 +100,14 @@ func registerIndexes(ctx context.Context, idx client.FieldIndexer) error {
 	}); err != nil {
 		return fmt.Errorf("indexing ServiceSets by cluster: %w", err)
 	}
+	if err := idx.IndexField(ctx, &k0rdentv1beta1.ServiceSet{}, owned.IndexServiceSetWorkspaceNamespace, func(o client.Object) []string {
+		if ns := o.GetLabels()[workspacesv1.WorkspaceNamespaceLabel]; ns != "" {
+			return []string{ns}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("indexing ServiceSets by their workspace's namespace: %w", err)
+	}
 	if err := idx.IndexField(ctx, &workspacesv1.WorkspaceDeployment{}, owned.IndexClusterNamespace, func(o client.Object) []string {
 		return []string{owned.ClusterKey(o.(*workspacesv1.WorkspaceDeployment)).Namespace}
 	}); err != nil {
