@@ -60,9 +60,7 @@ func TestPendingAdmissionOfAFailedWorkspaceHoldsGPUs(t *testing.T) {
 	})
 
 	// The child: one node with one GPU, free.
-	node := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{corev1.LabelHostname: "n1"}},
-		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")},
-			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+	node := oneGPUNode("n1")
 	g := gate.New(cached, informers, snapshot{nodes: []corev1.Node{node}})
 	noServiceSet := func(context.Context) (bool, error) { return false, nil }
 	// The healing workspace's pass admits it onto n1 and goes on to make its ServiceSet: its
@@ -130,10 +128,8 @@ func TestAWaiterKeepsItsPlaceBeforeItsStatusIsCached(t *testing.T) {
 
 	// The child's one GPU node is cordoned: the older workspace is told to wait (its status write is
 	// never made here, as if the pass had not got to it yet).
-	node := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{corev1.LabelHostname: "n1"}},
-		Spec: corev1.NodeSpec{Unschedulable: true},
-		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")},
-			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+	node := oneGPUNode("n1")
+	node.Spec.Unschedulable = true
 	child := &snapshot{nodes: []corev1.Node{node}}
 	g := gate.New(cached, informers, child)
 	admit := admitter(ctx, t, g, res, cd)
@@ -235,12 +231,7 @@ func TestGateReadsTheCacheIndexes(t *testing.T) {
 		}
 		return contains(fmt.Sprint(len(sets.Items)), "1")
 	})
-	gpuNode := func(name string) corev1.Node {
-		return corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{corev1.LabelHostname: name}},
-			Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")},
-				Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
-	}
-	child := snapshot{nodes: []corev1.Node{gpuNode("n1"), gpuNode("n2")}, id: id}
+	child := snapshot{nodes: []corev1.Node{oneGPUNode("n1"), oneGPUNode("n2")}, id: id}
 	for _, tc := range []struct {
 		name      string
 		informers cache.Informers
@@ -329,12 +320,7 @@ func TestQuotaReadsTheCacheIndexes(t *testing.T) {
 		}
 		return contains(fmt.Sprint(len(sets.Items)), "1")
 	})
-	gpuNode := func(name string) corev1.Node {
-		return corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{corev1.LabelHostname: name}},
-			Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")},
-				Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
-	}
-	child := snapshot{nodes: []corev1.Node{gpuNode("n1"), gpuNode("n2"), gpuNode("n3"), gpuNode("n4")}}
+	child := snapshot{nodes: []corev1.Node{oneGPUNode("n1"), oneGPUNode("n2"), oneGPUNode("n3"), oneGPUNode("n4")}}
 	for _, tc := range []struct {
 		name      string
 		informers cache.Informers
@@ -382,9 +368,7 @@ func TestALostAdmissionKeepsItsPlaceBeforeItsPassComes(t *testing.T) {
 	})
 
 	// n1 was replaced by n1-r1 (one GPU, free); the newer workspace's pass comes first.
-	node := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1-r1", Labels: map[string]string{corev1.LabelHostname: "n1-r1"}},
-		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")},
-			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+	node := oneGPUNode("n1-r1")
 	g := gate.New(cached, informers, snapshot{nodes: []corev1.Node{node}})
 	admit := admitter(ctx, t, g, res, cd)
 	if d := admit(wss[1]); d.Outcome != gate.Waiting {
@@ -419,4 +403,12 @@ func admitter(ctx context.Context, t *testing.T, g *gate.Gate, res *workspacesv1
 		must(t, err)
 		return d
 	}
+}
+
+// oneGPUNode is a Ready child node with one NVIDIA GPU, its hostname label its name: the gate's view of
+// a child in the tests that hand it a snapshot.
+func oneGPUNode(name string) corev1.Node {
+	return corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{corev1.LabelHostname: name}},
+		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")},
+			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
 }
