@@ -63,9 +63,14 @@ func undeployedRollout(set *k0rdentv1beta1.ServiceSet) (time.Time, bool) {
 	if set == nil {
 		return time.Time{}, false
 	}
+	// Compared before parsing: most rollouts were deployed, and a decision asks for every ServiceSet
+	// of the cluster.
 	stamp := set.Annotations[owned.AnnotationRolloutStarted]
+	if stamp == "" || set.Annotations[owned.AnnotationRolloutDeployed] == stamp {
+		return time.Time{}, false
+	}
 	started, err := time.Parse(time.RFC3339, stamp)
-	if err != nil || set.Annotations[owned.AnnotationRolloutDeployed] == stamp {
+	if err != nil {
 		return time.Time{}, false
 	}
 	return started, true
@@ -111,12 +116,11 @@ func (d *deployTimeouts) of(ctx context.Context, o *workspacesv1.WorkspaceDeploy
 // asking; nodes and pods are the child's.
 func (g *Gate) reservations(ctx context.Context, ws *workspacesv1.WorkspaceDeployment, want *workspacesv1.ResolvedResources, st site,
 	nodes []corev1.Node, pods []corev1.Pod, now time.Time) (heldGPUs, error) {
-	self := ws.Namespace + "/" + ws.Name
 	list, err := g.workspacesOn(ctx, st)
 	if err != nil {
 		return heldGPUs{}, err
 	}
-	withSet := map[string]*k0rdentv1beta1.ServiceSet{}
+	withSet := map[types.NamespacedName]*k0rdentv1beta1.ServiceSet{}
 	listed := map[types.NamespacedName]bool{}
 	for _, o := range list {
 		cd := owned.ClusterKey(o)
@@ -159,11 +163,11 @@ func (g *Gate) reservations(ctx context.Context, ws *workspacesv1.WorkspaceDeplo
 	timeouts := deployTimeouts{client: g.client}
 	var admitted, waiting []gpu.Reservation
 	for _, o := range list {
-		key := o.Namespace + "/" + o.Name
-		if key == self {
+		if o.Name == ws.Name && o.Namespace == ws.Namespace {
 			continue
 		}
-		set, hasSet := withSet[key]
+		key := o.Namespace + "/" + o.Name
+		set, hasSet := withSet[types.NamespacedName{Namespace: o.Namespace, Name: o.Name}]
 		current, phase := g.mem.state(o)
 		ad := owned.AdmissionOf(current, set)
 		if !st.counts(ad) {
@@ -416,10 +420,10 @@ func (g *Gate) workspacesOn(ctx context.Context, st site) ([]*workspacesv1.Works
 	return g.withRecentAdmissions(ctx, st, items), nil
 }
 
-// workspacesWithServiceSets adds the ServiceSets on the cluster to out by workspace (namespace/name),
+// workspacesWithServiceSets adds the ServiceSets on the cluster to out by workspace,
 // from their labels, leaving out those of stopped workspaces. The ServiceSets are the cache's own
 // objects: they are only read.
-func (g *Gate) workspacesWithServiceSets(ctx context.Context, cd types.NamespacedName, out map[string]*k0rdentv1beta1.ServiceSet) error {
+func (g *Gate) workspacesWithServiceSets(ctx context.Context, cd types.NamespacedName, out map[types.NamespacedName]*k0rdentv1beta1.ServiceSet) error {
 	// By the cluster index: a label selector alone would read every ServiceSet of the namespace.
 	sets, err := g.serviceSetsBy(ctx, owned.IndexServiceSetCluster, cd.String())
 	if err != nil {
@@ -430,7 +434,7 @@ func (g *Gate) workspacesWithServiceSets(ctx context.Context, cd types.Namespace
 		if l[owned.LabelStopped] == "true" {
 			continue // scaled to zero: its release holds no GPU (stop.go)
 		}
-		out[l[workspacesv1.WorkspaceNamespaceLabel]+"/"+l[workspacesv1.WorkspaceLabel]] = set
+		out[types.NamespacedName{Namespace: l[workspacesv1.WorkspaceNamespaceLabel], Name: l[workspacesv1.WorkspaceLabel]}] = set
 	}
 	return nil
 }

@@ -29,18 +29,31 @@ func ReleaseNamespace(ws *workspacesv1.WorkspaceDeployment) string {
 
 // ReleaseNamespaceOn is ReleaseNamespace on the cluster of ClusterDeployment cd, which placement
 // weighs before the workspace is placed there.
+//
+// The GPU gate asks it for every workspace of a cluster in each decision, so the recorded ws-<name>,
+// the common case, is recognised without building either form, and the shared form (a hash of the
+// namespace) is built only when it is needed.
 func ReleaseNamespaceOn(ws *workspacesv1.WorkspaceDeployment, cd types.NamespacedName) string {
-	local, shared := LocalReleaseNamespace(ws.Name), SharedReleaseNamespace(ws.Name, ws.Namespace)
-	switch rec := ws.Status.ReleaseNamespace; {
-	case rec == local || rec == shared:
+	rec := ws.Status.ReleaseNamespace
+	if isLocalReleaseNamespace(rec, ws.Name) {
 		return rec
-	case rec == "" && ws.Status.ServiceSetName != "", AdoptedServiceSetName(ws) != "":
-		return local
+	}
+	if rec != "" && rec == SharedReleaseNamespace(ws.Name, ws.Namespace) {
+		return rec
+	}
+	if (rec == "" && ws.Status.ServiceSetName != "") || AdoptedServiceSetName(ws) != "" {
+		return LocalReleaseNamespace(ws.Name)
 	}
 	if cd.Namespace != "" && cd.Namespace != ws.Namespace {
-		return shared
+		return SharedReleaseNamespace(ws.Name, ws.Namespace)
 	}
-	return local
+	return LocalReleaseNamespace(ws.Name)
+}
+
+// isLocalReleaseNamespace reports whether ns is LocalReleaseNamespace(name), without building it.
+func isLocalReleaseNamespace(ns, name string) bool {
+	const prefix = "ws-"
+	return len(ns) == len(prefix)+len(name) && strings.HasPrefix(ns, prefix) && ns[len(prefix):] == name
 }
 
 // LocalReleaseNamespace is the release namespace of a workspace on a cluster of its own namespace:

@@ -135,6 +135,58 @@ func TestReleaseNamespace(t *testing.T) {
 	}
 }
 
+// FuzzReleaseNamespaceOnKeepsTheRule: ReleaseNamespaceOn, which recognises a recorded ws-<name>
+// without building it and builds the shared form only when it needs it, names what the rule names
+// when both forms are built first (releaseNamespaceRule).
+func FuzzReleaseNamespaceOnKeepsTheRule(f *testing.F) {
+	// rec: 0 none, 1 ws-<name>, 2 the shared form, 3 the literal; then the ServiceSet name recorded,
+	// whether the workspace adopted an upstream ServiceSet, and the cluster's namespace.
+	f.Add("team-a", "notebook", uint8(1), "", "", false, "team-a")
+	f.Add("team-a", "notebook", uint8(2), "", "", false, "platform")
+	f.Add("team-a", "notebook", uint8(0), "", "cd-ws-notebook", false, "platform")
+	f.Add("team-a", "notebook", uint8(0), "", "", true, "platform")
+	f.Add("team-a", "notebook", uint8(3), "kube-system", "", false, "platform")
+	f.Add("team-a", "notebook", uint8(3), "ws-notebooks", "", false, "")
+	f.Add("team-a", "", uint8(3), "ws-", "", false, "team-b")
+	f.Fuzz(func(t *testing.T, ns, name string, recKind uint8, literal, setName string, adopted bool, cdNamespace string) {
+		ws := workspace(ns, name, "cd", nil)
+		ws.Spec.ClusterDeploymentRef.Namespace = cdNamespace
+		switch recKind % 4 {
+		case 1:
+			ws.Status.ReleaseNamespace = LocalReleaseNamespace(name)
+		case 2:
+			ws.Status.ReleaseNamespace = SharedReleaseNamespace(name, ns)
+		case 3:
+			ws.Status.ReleaseNamespace = literal
+		}
+		ws.Status.ServiceSetName = setName
+		if adopted {
+			ws.Annotations = map[string]string{workspacesv1.ServiceSetNameAnnotation: LegacyName(ws)}
+		}
+		cd := types.NamespacedName{Namespace: cdNamespace, Name: "cd"}
+		if got, want := ReleaseNamespaceOn(ws, cd), releaseNamespaceRule(ws, cd); got != want {
+			t.Fatalf("ReleaseNamespaceOn(%s/%s, recorded %q, ServiceSet %q, adopted %v, cluster %s) = %q, the rule gives %q",
+				ns, name, ws.Status.ReleaseNamespace, setName, adopted, cd, got, want)
+		}
+	})
+}
+
+// releaseNamespaceRule is ReleaseNamespaceOn's rule written plainly: the recorded namespace when it is
+// one of the workspace's two forms; ws-<name> for a workspace installed before it was recorded or
+// adopted; else the form of the cluster's namespace.
+func releaseNamespaceRule(ws *workspacesv1.WorkspaceDeployment, cd types.NamespacedName) string {
+	local, shared := LocalReleaseNamespace(ws.Name), SharedReleaseNamespace(ws.Name, ws.Namespace)
+	switch rec := ws.Status.ReleaseNamespace; {
+	case rec == local || rec == shared:
+		return rec
+	case rec == "" && ws.Status.ServiceSetName != "", AdoptedServiceSetName(ws) != "":
+		return local
+	case cd.Namespace != "" && cd.Namespace != ws.Namespace:
+		return shared
+	}
+	return local
+}
+
 func TestClusterWaiterKeys(t *testing.T) {
 	ws := &workspacesv1.WorkspaceDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "w"}}
 	ws.Spec.ClusterDeploymentRef.Name = "gpu-1"
