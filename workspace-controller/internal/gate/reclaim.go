@@ -1,8 +1,10 @@
 package gate
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -175,19 +177,23 @@ func (c priorityCaps) sortOn(list []*workspacesv1.WorkspaceDeployment, st site) 
 	for i, o := range list {
 		q[i] = queued{o: o, reclaim: reclaimingOn(o, st), priority: c.effective(o)}
 	}
-	sort.Slice(q, func(i, j int) bool {
-		a, b := &q[i], &q[j]
+	// slices.SortFunc rather than sort.Slice: no reflection in the swaps.
+	slices.SortFunc(q, func(a, b queued) int {
 		switch {
 		case a.reclaim != nil && b.reclaim == nil:
-			return true
+			return -1
 		case a.reclaim == nil && b.reclaim != nil:
-			return false
+			return 1
 		case a.reclaim != nil && !a.reclaim.Since.Equal(&b.reclaim.Since):
-			return a.reclaim.Since.Before(&b.reclaim.Since)
+			return a.reclaim.Since.Compare(b.reclaim.Since.Time)
 		case a.priority != b.priority:
-			return a.priority > b.priority
+			return cmp.Compare(b.priority, a.priority)
+		case owned.Older(a.o, b.o):
+			return -1
+		case owned.Older(b.o, a.o):
+			return 1
 		}
-		return owned.Older(a.o, b.o)
+		return 0
 	})
 	for i := range q {
 		list[i] = q[i].o
