@@ -379,6 +379,54 @@ func TestALostAdmissionKeepsItsPlaceBeforeItsPassComes(t *testing.T) {
 	}
 }
 
+// TestASpreadWorkspaceDoesNotWaitOnItself: a workspace admitted over two nodes (not pinned to one),
+// whose replicas are not bound yet, asks for a third replica. Its own unbound replicas are not
+// another workspace's GPUs: the count of the cluster leaves the asking workspace out, or it would wait
+// for itself ("GPUs counted for workspace a-older on node n1 are not bound yet") for good.
+func TestASpreadWorkspaceDoesNotWaitOnItself(t *testing.T) {
+	must(t, stopControllers())
+	t.Cleanup(func() { must(t, startControllers()) })
+	ctx, cancel := context.WithCancel(ctxT(t))
+	defer cancel()
+	ns := newNamespace(t)
+	cd := types.NamespacedName{Namespace: ns, Name: "gpu"}
+	one := int32(1)
+	res := &workspacesv1.ResolvedResources{Replicas: 2, GPUResourceName: "nvidia.com/gpu",
+		PerReplica: workspacesv1.PerReplicaResources{GPUVendor: workspacesv1.GPUVendorNVIDIA, GPUCount: &one}}
+	spread := olderAndNewer(ctx, t, cd)[0]
+	spread.Status.Phase = workspacesv1.PhaseDeploying
+	spread.Status.ResolvedResources = res.DeepCopy()
+	spread.Status.Admission = &workspacesv1.Admission{Cluster: cd.String(), GPUResourceName: "nvidia.com/gpu",
+		GPUVendor: workspacesv1.GPUVendorNVIDIA, GPUsPerReplica: 1, GPUs: 2, Replicas: 2,
+		Nodes: []workspacesv1.AdmittedNode{{Name: "n1", Hostname: "n1", Replicas: 1}, {Name: "n2", Hostname: "n2", Replicas: 1}}}
+	must(t, k8s.Status().Update(ctx, spread))
+	cached, informers := gateCache(ctx, t)
+	eventually(t, "the cache shows the spread admission", func() error {
+		var got workspacesv1.WorkspaceDeployment
+		if err := cached.Get(ctx, client.ObjectKeyFromObject(spread), &got); err != nil {
+			return err
+		}
+		if got.Status.Admission == nil {
+			return fmt.Errorf("no admission yet")
+		}
+		return nil
+	})
+
+	// Two nodes of two GPUs each, no pod bound: three replicas fit only spread over both.
+	var nodes []corev1.Node
+	for _, name := range []string{"n1", "n2"} {
+		n := oneGPUNode(name)
+		n.Status.Allocatable["nvidia.com/gpu"] = resource.MustParse("2")
+		nodes = append(nodes, n)
+	}
+	g := gate.New(cached, informers, snapshot{nodes: nodes})
+	grown := res.DeepCopy()
+	grown.Replicas = 3
+	if d := admitter(ctx, t, g, grown, cd)(spread); d.Outcome != gate.Admitted {
+		t.Fatalf("a spread workspace asking for a third replica: %s: %s, want admitted (it waited on its own replicas)", d.Outcome, d.Message)
+	}
+}
+
 // olderAndNewer creates the workspaces a-older and b-newer on cd, in that order: a-older is ahead in
 // the cluster's queue (a tie of creation seconds is broken by name).
 func olderAndNewer(ctx context.Context, t *testing.T, cd types.NamespacedName) []*workspacesv1.WorkspaceDeployment {
