@@ -7,9 +7,10 @@
 // replicas the child shows bound, and the waiters ahead in the priority queue), the namespace's
 // WorkspaceQuota count, tightest fit across candidates, the per-cluster and per-namespace locks that
 // serialise decisions, and the memory of the admissions and placements this process wrote that the
-// manager's cache may not show yet. An admission the gate grants is written (through the request's
-// Record) before the locks are released, so the next decision, in this process or after a restart,
-// counts it.
+// manager's cache may not show yet. An admission the gate grants is recorded before the locks are
+// released (remembered until the pass's status write and carried by the ServiceSet the pass makes,
+// or written through the request's Record), so the next decision, in this process or after a
+// restart, counts it.
 //
 // The WorkspaceQuota status controller (QuotaReconciler) lives here too: it shares the counting.
 //

@@ -143,10 +143,11 @@ type Decision struct {
 // hold, or will hold, the GPUs. It no longer holds when it was granted on an earlier ClusterDeployment
 // of the name (ClusterRecreated) or an admitted node is lost (Lost); the workspace is then gated again
 // as if it had none, and Decision.Lost says why. An admission without a cluster UID (recorded before
-// it was) is given the current one without gating again. Before the gate's locks are released an admission is either remembered until the pass's
-// status write (a first GPU admission outside any quota, which also travels on the ServiceSet the pass
-// makes), or written at once through req.Record (under a quota, or when a ServiceSet exists); so the
-// next decision on the cluster, in this process or after a restart, counts it.
+// it was) is given the current one without gating again. Before the gate's locks are released an
+// admission is either remembered until the pass's status write (a first GPU admission, which also
+// travels on the ServiceSet the pass makes), or written at once through req.Record (a CPU-only
+// admission under a quota, or any admission when a ServiceSet exists); so the next decision on the
+// cluster or under the namespace's quotas, in this process or after a restart, counts it.
 func (g *Gate) Admit(ctx context.Context, req Request) (Decision, error) {
 	cluster := req.Cluster.String()
 	d := Decision{Outcome: Covered, Cluster: req.Cluster}
@@ -251,13 +252,16 @@ func (g *Gate) Admit(ctx context.Context, req Request) (Decision, error) {
 	if cpuOnly && !q.Applies {
 		return d, nil
 	}
-	if !q.Applies && req.ServiceSet == nil {
-		// A first GPU admission outside any quota is not written on its own: it travels on the
-		// ServiceSet this pass makes (owned.AnnotationAdmission) and reaches the status with the
-		// pass's one status write. Until then this process counts it from memory; after a restart,
-		// the ServiceSet holds it, and before the ServiceSet exists nothing does, and nothing needs
-		// to. Under a quota the namespace's count reads statuses, so the admission is written at
-		// once; so it is when a ServiceSet exists, whose release may still run on the old admission.
+	if !cpuOnly && req.ServiceSet == nil {
+		// A first GPU admission is not written on its own: it travels on the ServiceSet this pass
+		// makes (owned.AnnotationAdmission) and reaches the status with the pass's one status write.
+		// Until then this process counts it from memory (memory.state); after a restart, the
+		// ServiceSet holds it, and before the ServiceSet exists nothing does, and nothing needs to.
+		// Every count reads both, under a quota and in a cohort too: the cluster's reservations, the
+		// namespace's and the cohort's quota use (namespaceUse), the borrowers a reclaim weighs
+		// (reclaim) and the WorkspaceQuotas' status. A CPU-only admission under a quota is written at
+		// once (a ServiceSet carries GPU admissions only), and so is any admission when a ServiceSet
+		// exists, whose release may still run on the old admission.
 		g.mem.pend(req.key(), ad)
 		return d, nil
 	}

@@ -238,6 +238,10 @@ func (g *Gate) reclaim(ctx context.Context, req Request, st site, cohort string,
 	if err != nil {
 		return nil, "", err
 	}
+	withSet, err := g.serviceSetsByWorkspace(ctx, list)
+	if err != nil {
+		return nil, "", err
+	}
 	caps, err := g.priorityCaps(ctx)
 	if err != nil {
 		return nil, "", err
@@ -252,7 +256,10 @@ func (g *Gate) reclaim(ctx context.Context, req Request, st site, cohort string,
 		if key == self {
 			continue
 		}
+		// Its admission as the reservations count it: remembered or in its status, else carried by
+		// its ServiceSet (a pass that made the ServiceSet ended before its status write).
 		cur, _ := g.mem.state(o)
+		cur = owned.AdmissionOf(cur, withSet[types.NamespacedName{Namespace: o.Namespace, Name: o.Name}])
 		if cur != nil && st.counts(cur) && cur.GPUsPerReplica > 0 {
 			// What stays whatever is stopped, unless it is a borrower chosen: every admission's
 			// replicas not bound yet.

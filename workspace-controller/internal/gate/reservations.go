@@ -120,17 +120,9 @@ func (g *Gate) reservations(ctx context.Context, ws *workspacesv1.WorkspaceDeplo
 	if err != nil {
 		return heldGPUs{}, err
 	}
-	withSet := map[types.NamespacedName]*k0rdentv1beta1.ServiceSet{}
-	listed := map[types.NamespacedName]bool{}
-	for _, o := range list {
-		cd := owned.ClusterKey(o)
-		if listed[cd] {
-			continue
-		}
-		listed[cd] = true
-		if err := g.workspacesWithServiceSets(ctx, cd, withSet); err != nil {
-			return heldGPUs{}, err
-		}
+	withSet, err := g.serviceSetsByWorkspace(ctx, list)
+	if err != nil {
+		return heldGPUs{}, err
 	}
 	unpinned := map[string]bool{}
 	caps, err := g.priorityCaps(ctx)
@@ -418,6 +410,24 @@ func (g *Gate) workspacesOn(ctx context.Context, st site) ([]*workspacesv1.Works
 		}
 	}
 	return g.withRecentAdmissions(ctx, st, items), nil
+}
+
+// serviceSetsByWorkspace returns the ServiceSets not scaled to zero of the listed workspaces, by
+// workspace, read by the cluster index once for each cluster they are on.
+func (g *Gate) serviceSetsByWorkspace(ctx context.Context, list []*workspacesv1.WorkspaceDeployment) (map[types.NamespacedName]*k0rdentv1beta1.ServiceSet, error) {
+	withSet := map[types.NamespacedName]*k0rdentv1beta1.ServiceSet{}
+	listed := map[types.NamespacedName]bool{}
+	for _, o := range list {
+		cd := owned.ClusterKey(o)
+		if listed[cd] {
+			continue
+		}
+		listed[cd] = true
+		if err := g.workspacesWithServiceSets(ctx, cd, withSet); err != nil {
+			return nil, err
+		}
+	}
+	return withSet, nil
 }
 
 // workspacesWithServiceSets adds the ServiceSets on the cluster to out by workspace,
