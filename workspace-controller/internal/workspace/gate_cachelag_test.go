@@ -32,15 +32,10 @@ import (
 // The suite's controllers are stopped for the test, so that nothing rewrites the Failed status the
 // cache must show; the gate's reservations run on a real cache of the real API server.
 func TestPendingAdmissionOfAFailedWorkspaceHoldsGPUs(t *testing.T) {
-	must(t, stopControllers())
-	t.Cleanup(func() { must(t, startControllers()) })
-	ctx, cancel := context.WithCancel(ctxT(t))
-	defer cancel()
+	ctx := withControllersStopped(t)
 	ns := newNamespace(t)
 	cd := types.NamespacedName{Namespace: ns, Name: "gpu"}
-	one := int32(1)
-	res := &workspacesv1.ResolvedResources{Replicas: 1, GPUResourceName: "nvidia.com/gpu",
-		PerReplica: workspacesv1.PerReplicaResources{GPUVendor: workspacesv1.GPUVendorNVIDIA, GPUCount: &one}}
+	res := oneGPUEach(1)
 
 	healing := &workspacesv1.WorkspaceDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "healing"},
 		Spec: workspacesv1.WorkspaceDeploymentSpec{WorkspaceClassRef: "c-1-0-0",
@@ -107,15 +102,10 @@ func (c snapshot) Peers(types.NamespacedName) []types.NamespacedName { return ni
 // node replaced or uncordoned during a rollout: seen in the chaos suite), must still find the older
 // one ahead of it in the queue and wait, rather than take the GPUs the older one waits for.
 func TestAWaiterKeepsItsPlaceBeforeItsStatusIsCached(t *testing.T) {
-	must(t, stopControllers())
-	t.Cleanup(func() { must(t, startControllers()) })
-	ctx, cancel := context.WithCancel(ctxT(t))
-	defer cancel()
+	ctx := withControllersStopped(t)
 	ns := newNamespace(t)
 	cd := types.NamespacedName{Namespace: ns, Name: "gpu"}
-	one := int32(1)
-	res := &workspacesv1.ResolvedResources{Replicas: 1, GPUResourceName: "nvidia.com/gpu",
-		PerReplica: workspacesv1.PerReplicaResources{GPUVendor: workspacesv1.GPUVendorNVIDIA, GPUCount: &one}}
+	res := oneGPUEach(1)
 	wss := olderAndNewer(ctx, t, cd)
 	cached, informers := gateCache(ctx, t)
 	eventually(t, "the cache shows both workspaces", func() error {
@@ -170,51 +160,24 @@ func gateCache(ctx context.Context, t *testing.T) (client.Client, cache.Cache) {
 // that ended before its status write: found by the cluster index and the ServiceSet index). A third
 // workspace asking one GPU must wait, whether the gate reads the indexes or lists.
 func TestGateReadsTheCacheIndexes(t *testing.T) {
-	must(t, stopControllers())
-	t.Cleanup(func() { must(t, startControllers()) })
-	ctx, cancel := context.WithCancel(ctxT(t))
-	defer cancel()
+	ctx := withControllersStopped(t)
 	ns := newNamespace(t)
 	a, b := types.NamespacedName{Namespace: ns, Name: "gpu-a"}, types.NamespacedName{Namespace: ns, Name: "gpu-b"}
 	const id = types.UID("child-1")
-	one := int32(1)
-	res := &workspacesv1.ResolvedResources{Replicas: 1, GPUResourceName: "nvidia.com/gpu",
-		PerReplica: workspacesv1.PerReplicaResources{GPUVendor: workspacesv1.GPUVendorNVIDIA, GPUCount: &one}}
-	admittedOn := func(cd types.NamespacedName, node string) *workspacesv1.Admission {
-		return &workspacesv1.Admission{Cluster: cd.String(), ClusterIdentity: id, GPUResourceName: "nvidia.com/gpu",
-			GPUVendor: workspacesv1.GPUVendorNVIDIA, GPUsPerReplica: 1, GPUs: 1, Replicas: 1,
-			Nodes: []workspacesv1.AdmittedNode{{Name: node, Hostname: node, Replicas: 1}}}
-	}
-	newWorkspace := func(name string, cd types.NamespacedName) *workspacesv1.WorkspaceDeployment {
-		ws := &workspacesv1.WorkspaceDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-			Spec: workspacesv1.WorkspaceDeploymentSpec{WorkspaceClassRef: "c-1-0-0",
-				ClusterDeploymentRef: workspacesv1.ClusterDeploymentRef{Namespace: ns, Name: cd.Name}}}
-		must(t, k8s.Create(ctx, ws))
-		return ws
-	}
+	res := oneGPUEach(1)
 	// On n1, through gpu-a: Running, its admission in its status.
-	byIdentity := newWorkspace("a-by-identity", a)
+	byIdentity := newWorkspaceOn(ctx, t, ns, "a-by-identity", a)
 	byIdentity.Status.Phase = workspacesv1.PhaseRunning
 	byIdentity.Status.ResolvedResources = res.DeepCopy()
-	byIdentity.Status.Admission = admittedOn(a, "n1")
+	byIdentity.Status.Admission = admittedOnNodes(a, "n1")
+	byIdentity.Status.Admission.ClusterIdentity = id
 	must(t, k8s.Status().Update(ctx, byIdentity))
 	// On n2, through gpu-b: Deploying, its admission only on its ServiceSet.
-	bySet := newWorkspace("b-by-serviceset", b)
-	bySet.Status.Phase = workspacesv1.PhaseDeploying
-	bySet.Status.ResolvedResources = res.DeepCopy()
-	must(t, k8s.Status().Update(ctx, bySet))
-	carried, err := json.Marshal(admittedOn(b, "n2"))
-	must(t, err)
-	must(t, k8s.Create(ctx, &k0rdentv1beta1.ServiceSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "b-by-serviceset",
-			Labels: map[string]string{workspacesv1.ClusterDeploymentLabel: b.Name, workspacesv1.WorkspaceLabel: bySet.Name,
-				workspacesv1.WorkspaceNamespaceLabel: ns},
-			Annotations: map[string]string{owned.AnnotationAdmission: string(carried)}},
-		Spec: k0rdentv1beta1.ServiceSetSpec{Cluster: b.Name,
-			Provider: k0rdentv1beta1.StateManagementProviderConfig{Name: k0rdentv1beta1.DefaultStateManagementProvider},
-			Services: []k0rdentv1beta1.ServiceWithValues{{Name: "b-by-serviceset", Namespace: "ws-b", Template: "t"}}},
-	}))
-	asking := newWorkspace("c-asking", b)
+	bySet := newWorkspaceOn(ctx, t, ns, "b-by-serviceset", b)
+	carried := admittedOnNodes(b, "n2")
+	carried.ClusterIdentity = id
+	carryAdmission(ctx, t, bySet, res, b, carried)
+	asking := newWorkspaceOn(ctx, t, ns, "c-asking", b)
 
 	cached, informers := gateCache(ctx, t)
 	eventually(t, "the cache shows the workspaces and the ServiceSet", func() error {
@@ -253,50 +216,18 @@ func TestGateReadsTheCacheIndexes(t *testing.T) {
 // namespace, apart from its workspace's); a third workspace asking one GPU, with free GPUs on the
 // child, must be refused by the quota whether the gate reads the indexes or lists.
 func TestQuotaReadsTheCacheIndexes(t *testing.T) {
-	must(t, stopControllers())
-	t.Cleanup(func() { must(t, startControllers()) })
-	ctx, cancel := context.WithCancel(ctxT(t))
-	defer cancel()
+	ctx := withControllersStopped(t)
 	ns, cdNS := newNamespace(t), newNamespace(t)
 	cd := types.NamespacedName{Namespace: cdNS, Name: "gpu"}
-	must(t, k8s.Create(ctx, &workspacesv1.WorkspaceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gpus"},
-		Spec: workspacesv1.WorkspaceQuotaSpec{GPUs: []workspacesv1.GPUQuota{{Vendor: workspacesv1.GPUVendorNVIDIA, Limit: 2}}}}))
-	one := int32(1)
-	res := &workspacesv1.ResolvedResources{Replicas: 1, GPUResourceName: "nvidia.com/gpu",
-		PerReplica: workspacesv1.PerReplicaResources{GPUVendor: workspacesv1.GPUVendorNVIDIA, GPUCount: &one}}
-	admittedOn := func(node string) *workspacesv1.Admission {
-		return &workspacesv1.Admission{Cluster: cd.String(), GPUResourceName: "nvidia.com/gpu",
-			GPUVendor: workspacesv1.GPUVendorNVIDIA, GPUsPerReplica: 1, GPUs: 1, Replicas: 1,
-			Nodes: []workspacesv1.AdmittedNode{{Name: node, Hostname: node, Replicas: 1}}}
-	}
-	newWorkspace := func(name string) *workspacesv1.WorkspaceDeployment {
-		ws := &workspacesv1.WorkspaceDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-			Spec: workspacesv1.WorkspaceDeploymentSpec{WorkspaceClassRef: "c-1-0-0",
-				ClusterDeploymentRef: workspacesv1.ClusterDeploymentRef{Namespace: cd.Namespace, Name: cd.Name}}}
-		must(t, k8s.Create(ctx, ws))
-		return ws
-	}
-	byStatus := newWorkspace("a-by-status")
+	gpuQuota(ctx, t, ns, 2, nil)
+	res := oneGPUEach(1)
+	byStatus := newWorkspaceOn(ctx, t, ns, "a-by-status", cd)
 	byStatus.Status.Phase = workspacesv1.PhaseRunning
 	byStatus.Status.ResolvedResources = res.DeepCopy()
-	byStatus.Status.Admission = admittedOn("n1")
+	byStatus.Status.Admission = admittedOnNodes(cd, "n1")
 	must(t, k8s.Status().Update(ctx, byStatus))
-	bySet := newWorkspace("b-by-serviceset")
-	bySet.Status.Phase = workspacesv1.PhaseDeploying
-	bySet.Status.ResolvedResources = res.DeepCopy()
-	must(t, k8s.Status().Update(ctx, bySet))
-	carried, err := json.Marshal(admittedOn("n2"))
-	must(t, err)
-	must(t, k8s.Create(ctx, &k0rdentv1beta1.ServiceSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: cdNS, Name: ns + "-b-by-serviceset",
-			Labels: map[string]string{workspacesv1.ClusterDeploymentLabel: cd.Name, workspacesv1.WorkspaceLabel: bySet.Name,
-				workspacesv1.WorkspaceNamespaceLabel: ns},
-			Annotations: map[string]string{owned.AnnotationAdmission: string(carried)}},
-		Spec: k0rdentv1beta1.ServiceSetSpec{Cluster: cd.Name,
-			Provider: k0rdentv1beta1.StateManagementProviderConfig{Name: k0rdentv1beta1.DefaultStateManagementProvider},
-			Services: []k0rdentv1beta1.ServiceWithValues{{Name: "b-by-serviceset", Namespace: "ws-b", Template: "t"}}},
-	}))
-	asking := newWorkspace("c-asking")
+	carryAdmission(ctx, t, newWorkspaceOn(ctx, t, ns, "b-by-serviceset", cd), res, cd, admittedOnNodes(cd, "n2"))
+	asking := newWorkspaceOn(ctx, t, ns, "c-asking", cd)
 
 	cached, informers := gateCache(ctx, t)
 	eventually(t, "the cache shows the workspaces, the quota and the ServiceSet", func() error {
@@ -340,23 +271,16 @@ func TestQuotaReadsTheCacheIndexes(t *testing.T) {
 // an older one's replicas as still to be placed, ahead of it, and wait (seen in the chaos suite:
 // newer workspaces admitted onto the replacement while older ones then waited).
 func TestALostAdmissionKeepsItsPlaceBeforeItsPassComes(t *testing.T) {
-	must(t, stopControllers())
-	t.Cleanup(func() { must(t, startControllers()) })
-	ctx, cancel := context.WithCancel(ctxT(t))
-	defer cancel()
+	ctx := withControllersStopped(t)
 	ns := newNamespace(t)
 	cd := types.NamespacedName{Namespace: ns, Name: "gpu"}
-	one := int32(1)
-	res := &workspacesv1.ResolvedResources{Replicas: 1, GPUResourceName: "nvidia.com/gpu",
-		PerReplica: workspacesv1.PerReplicaResources{GPUVendor: workspacesv1.GPUVendorNVIDIA, GPUCount: &one}}
+	res := oneGPUEach(1)
 	wss := olderAndNewer(ctx, t, cd)
 	// The older one runs, admitted on node n1.
 	older := wss[0]
 	older.Status.Phase = workspacesv1.PhaseRunning
 	older.Status.ResolvedResources = res.DeepCopy()
-	older.Status.Admission = &workspacesv1.Admission{Cluster: cd.String(), GPUResourceName: "nvidia.com/gpu",
-		GPUVendor: workspacesv1.GPUVendorNVIDIA, GPUsPerReplica: 1, GPUs: 1, Replicas: 1,
-		Nodes: []workspacesv1.AdmittedNode{{Name: "n1", Hostname: "n1", Replicas: 1}}}
+	older.Status.Admission = admittedOnNodes(cd, "n1")
 	must(t, k8s.Status().Update(ctx, older))
 	cached, informers := gateCache(ctx, t)
 	eventually(t, "the cache shows the older workspace Running", func() error {
@@ -384,21 +308,14 @@ func TestALostAdmissionKeepsItsPlaceBeforeItsPassComes(t *testing.T) {
 // another workspace's GPUs: the count of the cluster leaves the asking workspace out, or it would wait
 // for itself ("GPUs counted for workspace a-older on node n1 are not bound yet") for good.
 func TestASpreadWorkspaceDoesNotWaitOnItself(t *testing.T) {
-	must(t, stopControllers())
-	t.Cleanup(func() { must(t, startControllers()) })
-	ctx, cancel := context.WithCancel(ctxT(t))
-	defer cancel()
+	ctx := withControllersStopped(t)
 	ns := newNamespace(t)
 	cd := types.NamespacedName{Namespace: ns, Name: "gpu"}
-	one := int32(1)
-	res := &workspacesv1.ResolvedResources{Replicas: 2, GPUResourceName: "nvidia.com/gpu",
-		PerReplica: workspacesv1.PerReplicaResources{GPUVendor: workspacesv1.GPUVendorNVIDIA, GPUCount: &one}}
+	res := oneGPUEach(2)
 	spread := olderAndNewer(ctx, t, cd)[0]
 	spread.Status.Phase = workspacesv1.PhaseDeploying
 	spread.Status.ResolvedResources = res.DeepCopy()
-	spread.Status.Admission = &workspacesv1.Admission{Cluster: cd.String(), GPUResourceName: "nvidia.com/gpu",
-		GPUVendor: workspacesv1.GPUVendorNVIDIA, GPUsPerReplica: 1, GPUs: 2, Replicas: 2,
-		Nodes: []workspacesv1.AdmittedNode{{Name: "n1", Hostname: "n1", Replicas: 1}, {Name: "n2", Hostname: "n2", Replicas: 1}}}
+	spread.Status.Admission = admittedOnNodes(cd, "n1", "n2")
 	must(t, k8s.Status().Update(ctx, spread))
 	cached, informers := gateCache(ctx, t)
 	eventually(t, "the cache shows the spread admission", func() error {
@@ -459,4 +376,71 @@ func oneGPUNode(name string) corev1.Node {
 	return corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{corev1.LabelHostname: name}},
 		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")},
 			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+}
+
+// withControllersStopped stops the suite's controllers for the test, so that nothing rewrites the
+// statuses the gate's cache must show, and returns the test's context.
+func withControllersStopped(t *testing.T) context.Context {
+	t.Helper()
+	must(t, stopControllers())
+	t.Cleanup(func() { must(t, startControllers()) })
+	ctx, cancel := context.WithCancel(ctxT(t))
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// oneGPUEach is replicas of one NVIDIA GPU each.
+func oneGPUEach(replicas int32) *workspacesv1.ResolvedResources {
+	one := int32(1)
+	return &workspacesv1.ResolvedResources{Replicas: replicas, GPUResourceName: "nvidia.com/gpu",
+		PerReplica: workspacesv1.PerReplicaResources{GPUVendor: workspacesv1.GPUVendorNVIDIA, GPUCount: &one}}
+}
+
+// admittedOnNodes is an admission on cd of one replica of one NVIDIA GPU on each node named.
+func admittedOnNodes(cd types.NamespacedName, nodes ...string) *workspacesv1.Admission {
+	ad := &workspacesv1.Admission{Cluster: cd.String(), GPUResourceName: "nvidia.com/gpu", GPUVendor: workspacesv1.GPUVendorNVIDIA,
+		GPUsPerReplica: 1, GPUs: int64(len(nodes)), Replicas: int32(len(nodes))}
+	for _, n := range nodes {
+		ad.Nodes = append(ad.Nodes, workspacesv1.AdmittedNode{Name: n, Hostname: n, Replicas: 1})
+	}
+	return ad
+}
+
+// newWorkspaceOn creates the workspace ns/name on the ClusterDeployment cd.
+func newWorkspaceOn(ctx context.Context, t *testing.T, ns, name string, cd types.NamespacedName) *workspacesv1.WorkspaceDeployment {
+	t.Helper()
+	ws := &workspacesv1.WorkspaceDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: workspacesv1.WorkspaceDeploymentSpec{WorkspaceClassRef: "c-1-0-0",
+			ClusterDeploymentRef: workspacesv1.ClusterDeploymentRef{Namespace: cd.Namespace, Name: cd.Name}}}
+	must(t, k8s.Create(ctx, ws))
+	return ws
+}
+
+// carryAdmission makes ws a workspace whose admission only its ServiceSet carries, as a pass leaves it
+// that made the ServiceSet and ended before its status write: Deploying with res resolved and no
+// admission in its status, and its ServiceSet on cd (in cd's namespace) carrying ad.
+func carryAdmission(ctx context.Context, t *testing.T, ws *workspacesv1.WorkspaceDeployment, res *workspacesv1.ResolvedResources,
+	cd types.NamespacedName, ad *workspacesv1.Admission) {
+	t.Helper()
+	ws.Status.Phase = workspacesv1.PhaseDeploying
+	ws.Status.ResolvedResources = res.DeepCopy()
+	must(t, k8s.Status().Update(ctx, ws))
+	carried, err := json.Marshal(ad)
+	must(t, err)
+	must(t, k8s.Create(ctx, &k0rdentv1beta1.ServiceSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: cd.Namespace, Name: ws.Namespace + "-" + ws.Name,
+			Labels: map[string]string{workspacesv1.ClusterDeploymentLabel: cd.Name, workspacesv1.WorkspaceLabel: ws.Name,
+				workspacesv1.WorkspaceNamespaceLabel: ws.Namespace},
+			Annotations: map[string]string{owned.AnnotationAdmission: string(carried)}},
+		Spec: k0rdentv1beta1.ServiceSetSpec{Cluster: cd.Name,
+			Provider: k0rdentv1beta1.StateManagementProviderConfig{Name: k0rdentv1beta1.DefaultStateManagementProvider},
+			Services: []k0rdentv1beta1.ServiceWithValues{{Name: ws.Name, Namespace: "ws-" + ws.Name, Template: "t"}}},
+	}))
+}
+
+// gpuQuota creates the WorkspaceQuota ns/gpus of limit NVIDIA GPUs, guaranteed of them (nil: all).
+func gpuQuota(ctx context.Context, t *testing.T, ns string, limit int64, guaranteed *int64) {
+	t.Helper()
+	must(t, k8s.Create(ctx, &workspacesv1.WorkspaceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gpus"},
+		Spec: workspacesv1.WorkspaceQuotaSpec{GPUs: []workspacesv1.GPUQuota{{Vendor: workspacesv1.GPUVendorNVIDIA, Limit: limit, Guaranteed: guaranteed}}}}))
 }

@@ -2,20 +2,17 @@ package workspace
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	k0rdentv1beta1 "github.com/exalsius/exalsius-operator/common/api/k0rdent/v1beta1"
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/gate"
-	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 )
 
 // TestAFirstAdmissionUnderAQuotaIsNotWrittenOnItsOwn: a workspace's first GPU admission under a
@@ -27,17 +24,11 @@ import (
 // The suite's controllers are stopped for the test; the gate runs on a real cache of the real API
 // server.
 func TestAFirstAdmissionUnderAQuotaIsNotWrittenOnItsOwn(t *testing.T) {
-	must(t, stopControllers())
-	t.Cleanup(func() { must(t, startControllers()) })
-	ctx, cancel := context.WithCancel(ctxT(t))
-	defer cancel()
+	ctx := withControllersStopped(t)
 	ns := newNamespace(t)
 	cd := types.NamespacedName{Namespace: ns, Name: "gpu"}
-	must(t, k8s.Create(ctx, &workspacesv1.WorkspaceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gpus"},
-		Spec: workspacesv1.WorkspaceQuotaSpec{GPUs: []workspacesv1.GPUQuota{{Vendor: workspacesv1.GPUVendorNVIDIA, Limit: 1}}}}))
-	one := int32(1)
-	res := &workspacesv1.ResolvedResources{Replicas: 1, GPUResourceName: "nvidia.com/gpu",
-		PerReplica: workspacesv1.PerReplicaResources{GPUVendor: workspacesv1.GPUVendorNVIDIA, GPUCount: &one}}
+	gpuQuota(ctx, t, ns, 1, nil)
+	res := oneGPUEach(1)
 	wss := olderAndNewer(ctx, t, cd)
 	cached, informers := gateCache(ctx, t)
 	eventually(t, "the cache shows the quota and both workspaces", func() error {
@@ -83,51 +74,21 @@ func TestAFirstAdmissionUnderAQuotaIsNotWrittenOnItsOwn(t *testing.T) {
 // uses none; namespace "borrower" is guaranteed none and borrows it, its admission on its ServiceSet.
 // A workspace of the lender asking its guaranteed GPU must wait and reclaim it from that borrower.
 func TestAReclaimCountsABorrowerItsServiceSetCarries(t *testing.T) {
-	must(t, stopControllers())
-	t.Cleanup(func() { must(t, startControllers()) })
-	ctx, cancel := context.WithCancel(ctxT(t))
-	defer cancel()
+	ctx := withControllersStopped(t)
 	lender, borrower := newNamespace(t), newNamespace(t)
 	cohort := name("fleet")
 	joinCohort(t, lender, cohort)
 	joinCohort(t, borrower, cohort)
-	for _, q := range []struct {
-		ns         string
-		guaranteed int64
-	}{{lender, 1}, {borrower, 0}} {
-		guaranteed := q.guaranteed
-		must(t, k8s.Create(ctx, &workspacesv1.WorkspaceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: q.ns, Name: "gpus"},
-			Spec: workspacesv1.WorkspaceQuotaSpec{GPUs: []workspacesv1.GPUQuota{{Vendor: workspacesv1.GPUVendorNVIDIA, Limit: 1, Guaranteed: &guaranteed}}}}))
-	}
+	all, none := int64(1), int64(0)
+	gpuQuota(ctx, t, lender, 1, &all)
+	gpuQuota(ctx, t, borrower, 1, &none)
 	cd := types.NamespacedName{Namespace: lender, Name: "gpu"}
-	one := int32(1)
-	res := &workspacesv1.ResolvedResources{Replicas: 1, GPUResourceName: "nvidia.com/gpu",
-		PerReplica: workspacesv1.PerReplicaResources{GPUVendor: workspacesv1.GPUVendorNVIDIA, GPUCount: &one}}
-	newWorkspace := func(ns, name string) *workspacesv1.WorkspaceDeployment {
-		ws := &workspacesv1.WorkspaceDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-			Spec: workspacesv1.WorkspaceDeploymentSpec{WorkspaceClassRef: "c-1-0-0",
-				ClusterDeploymentRef: workspacesv1.ClusterDeploymentRef{Namespace: cd.Namespace, Name: cd.Name}}}
-		must(t, k8s.Create(ctx, ws))
-		return ws
-	}
-	borrowing := newWorkspace(borrower, "borrowing")
-	borrowing.Status.Phase = workspacesv1.PhaseDeploying
-	borrowing.Status.ResolvedResources = res.DeepCopy()
-	must(t, k8s.Status().Update(ctx, borrowing))
-	carried, err := json.Marshal(&workspacesv1.Admission{Cluster: cd.String(), GPUResourceName: "nvidia.com/gpu",
-		GPUVendor: workspacesv1.GPUVendorNVIDIA, GPUsPerReplica: 1, GPUs: 1, Replicas: 1, BorrowedGPUs: 1,
-		Nodes: []workspacesv1.AdmittedNode{{Name: "n1", Hostname: "n1", Replicas: 1}}})
-	must(t, err)
-	must(t, k8s.Create(ctx, &k0rdentv1beta1.ServiceSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: cd.Namespace, Name: borrower + "-borrowing",
-			Labels: map[string]string{workspacesv1.ClusterDeploymentLabel: cd.Name, workspacesv1.WorkspaceLabel: borrowing.Name,
-				workspacesv1.WorkspaceNamespaceLabel: borrower},
-			Annotations: map[string]string{owned.AnnotationAdmission: string(carried)}},
-		Spec: k0rdentv1beta1.ServiceSetSpec{Cluster: cd.Name,
-			Provider: k0rdentv1beta1.StateManagementProviderConfig{Name: k0rdentv1beta1.DefaultStateManagementProvider},
-			Services: []k0rdentv1beta1.ServiceWithValues{{Name: "borrowing", Namespace: "ws-borrowing", Template: "t"}}},
-	}))
-	asking := newWorkspace(lender, "asking")
+	res := oneGPUEach(1)
+	borrowing := newWorkspaceOn(ctx, t, borrower, "borrowing", cd)
+	carried := admittedOnNodes(cd, "n1")
+	carried.BorrowedGPUs = 1
+	carryAdmission(ctx, t, borrowing, res, cd, carried)
+	asking := newWorkspaceOn(ctx, t, lender, "asking", cd)
 
 	cached, informers := gateCache(ctx, t)
 	eventually(t, "the cache shows the cohort, its quotas, the workspaces and the ServiceSet", func() error {
