@@ -257,11 +257,11 @@ func (g *Gate) Admit(ctx context.Context, req Request) (Decision, error) {
 		// makes (owned.AnnotationAdmission) and reaches the status with the pass's one status write.
 		// Until then this process counts it from memory (memory.state); after a restart, the
 		// ServiceSet holds it, and before the ServiceSet exists nothing does, and nothing needs to.
-		// Every count reads both, under a quota and in a cohort too: the cluster's reservations, the
-		// namespace's and the cohort's quota use (namespaceUse), the borrowers a reclaim weighs
-		// (reclaim) and the WorkspaceQuotas' status. A CPU-only admission under a quota is written at
-		// once (a ServiceSet carries GPU admissions only), and so is any admission when a ServiceSet
-		// exists, whose release may still run on the old admission.
+		// The gate's counts read both, under a quota and in a cohort too: the cluster's reservations,
+		// the namespace's and the cohort's quota use (namespaceUse) and the borrowers a reclaim weighs
+		// (reclaim); a WorkspaceQuota's status counts the ServiceSet's. A CPU-only admission under a
+		// quota is written at once (a ServiceSet carries GPU admissions only), and so is any admission
+		// when a ServiceSet exists, whose release may still run on the old admission.
 		g.mem.pend(req.key(), ad)
 		return d, nil
 	}
