@@ -400,10 +400,19 @@ func portsHeld(ctx context.Context, rd cached, namespace string) (int32, error) 
 
 // SetupWithManager watches the quotas, the workspaces of their namespaces and the namespaces' cohort
 // labels: a workspace of one cohort member changes what the others have lent.
+//
+// A quota is counted again when its spec changes, not when its status does: the event of each status
+// write counted the quota again at once, around quotaCountDelay, so that in a burst every write was
+// followed by another (make bench, class cohort: 0.17 to 0.29 status writes per admission, against
+// 0.04 with the writes' events ignored, about once a second per quota). A spec
+// change (and a quota made or deleted) also counts the other quotas of its namespace and of its
+// cohort's members: the guarantees of each decide what the others lend and borrow.
 func (q *QuotaReconciler) SetupWithManager(mgr manager.Manager) error {
+	specOnly := builder.WithPredicates(predicate.GenerationChangedPredicate{})
 	return builder.ControllerManagedBy(mgr).
 		Named("workspacequota").
-		For(&workspacesv1.WorkspaceQuota{}).
+		For(&workspacesv1.WorkspaceQuota{}, specOnly).
+		Watches(&workspacesv1.WorkspaceQuota{}, handler.EnqueueRequestsFromMapFunc(q.forQuota), specOnly).
 		Watches(&workspacesv1.WorkspaceDeployment{}, countLater(q.forWorkspace)).
 		Watches(&k0rdentv1beta1.ServiceSet{}, countLater(q.forWorkspace),
 			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
@@ -473,6 +482,15 @@ func (q *QuotaReconciler) forWorkspace(ctx context.Context, o client.Object) []r
 		return nil
 	}
 	return q.forCohorts(ctx, ns, cohort)
+}
+
+// forQuota maps a quota to the quotas of its namespace and of the other namespaces of its cohort.
+func (q *QuotaReconciler) forQuota(ctx context.Context, o client.Object) []reconcile.Request {
+	cohort, err := cohortOf(ctx, q.Client, o.GetNamespace())
+	if err != nil {
+		return nil
+	}
+	return q.forCohorts(ctx, o.GetNamespace(), cohort)
 }
 
 // forCohorts maps a namespace and cohorts to the quotas of the namespace and of the cohorts' members.

@@ -248,6 +248,39 @@ func TestCohortBorrowing(t *testing.T) {
 	})
 }
 
+// TestAQuotaChangeRecountsItsCohort: a change of one member's quota counts the other members' quotas
+// again, with no workspace changing: when a borrows within a guarantee it raised, b's status no longer
+// shows the GPUs as lent.
+func TestAQuotaChangeRecountsItsCohort(t *testing.T) {
+	nsA, classA, cdA := gateFixture(t)
+	nsB, _, _ := gateFixture(t)
+	cohort := name("fleet")
+	joinCohort(t, nsA, cohort)
+	joinCohort(t, nsB, cohort)
+	model := name("h100")
+	pinnableNode(t, child.Client, gpu.ResourceNVIDIA, 8, model)
+	entry := func(limit, guaranteed int64) []workspacesv1.GPUQuota {
+		return []workspacesv1.GPUQuota{{Vendor: workspacesv1.GPUVendorNVIDIA, Limit: limit, Guaranteed: &guaranteed}}
+	}
+	qA := createQuota(t, nsA, workspacesv1.WorkspaceQuotaSpec{GPUs: entry(8, 1)})
+	qB := createQuota(t, nsB, workspacesv1.WorkspaceQuotaSpec{GPUs: entry(4, 3)})
+	borrower := createWorkspace(t, nsA, classA, cdA, func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Resources = gpuResources(3, model) })
+	if ws := waitPhase(t, borrower, workspacesv1.PhaseDeploying, ""); ws.Status.Admission.BorrowedGPUs != 2 {
+		t.Fatalf("admission borrows %d GPUs, want 2", ws.Status.Admission.BorrowedGPUs)
+	}
+	quotaGPUStatus(t, qB, cohort, workspacesv1.GPUUsage{Vendor: workspacesv1.GPUVendorNVIDIA, Used: 0, Limit: 4, Guaranteed: 3, Lent: 2},
+		"NVIDIA 0/4 (guaranteed 3, lent 2), workspaces 0")
+
+	got := &workspacesv1.WorkspaceQuota{}
+	must(t, k8s.Get(ctxT(t), client.ObjectKeyFromObject(qA), got))
+	got.Spec.GPUs = entry(8, 3)
+	must(t, k8s.Update(ctxT(t), got))
+	quotaGPUStatus(t, qA, cohort, workspacesv1.GPUUsage{Vendor: workspacesv1.GPUVendorNVIDIA, Used: 3, Limit: 8, Guaranteed: 3},
+		"NVIDIA 3/8 (guaranteed 3), workspaces 1")
+	quotaGPUStatus(t, qB, cohort, workspacesv1.GPUUsage{Vendor: workspacesv1.GPUVendorNVIDIA, Used: 0, Limit: 4, Guaranteed: 3},
+		"NVIDIA 0/4 (guaranteed 3), workspaces 0")
+}
+
 // TestCohortBurstNoOverBorrowing: two namespaces guaranteed nothing, on clusters of their own, borrow
 // at once what a third leaves unused (3 GPUs): exactly 3 of their 16 one-GPU workspaces are admitted,
 // however the decisions interleave (the cohort's one lock), and the rest wait with QuotaExceeded.
