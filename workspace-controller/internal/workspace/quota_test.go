@@ -151,6 +151,26 @@ func joinCohort(t *testing.T, ns, cohort string) {
 	must(t, k8s.Update(ctxT(t), obj))
 }
 
+// nvidiaGPUs is a quota's one GPU entry: NVIDIA GPUs of any model, limit and guaranteed.
+func nvidiaGPUs(limit, guaranteed int64) []workspacesv1.GPUQuota {
+	return []workspacesv1.GPUQuota{{Vendor: workspacesv1.GPUVendorNVIDIA, Limit: limit, Guaranteed: &guaranteed}}
+}
+
+// cohortOfTwo makes two namespaces with a class and a cluster each (gateFixture), both in a new
+// cohort, and an 8-GPU node of a new model on the child; it returns the namespaces, classes and
+// clusters, the cohort and the model.
+func cohortOfTwo(t *testing.T) (nsA, classA, cdA, nsB, classB, cdB, cohort, model string) {
+	t.Helper()
+	nsA, classA, cdA = gateFixture(t)
+	nsB, classB, cdB = gateFixture(t)
+	cohort = name("fleet")
+	joinCohort(t, nsA, cohort)
+	joinCohort(t, nsB, cohort)
+	model = name("h100")
+	pinnableNode(t, child.Client, gpu.ResourceNVIDIA, 8, model)
+	return nsA, classA, cdA, nsB, classB, cdB, cohort, model
+}
+
 // quotaGPUStatus waits until a quota's first GPU entry shows want and the summary sum.
 func quotaGPUStatus(t *testing.T, q *workspacesv1.WorkspaceQuota, cohort string, want workspacesv1.GPUUsage, summary string) {
 	t.Helper()
@@ -171,18 +191,9 @@ func quotaGPUStatus(t *testing.T, q *workspacesv1.WorkspaceQuota, cohort string,
 // and no more; a workspace with preemptionPolicy Never does not borrow; both quotas show what is
 // borrowed and lent; b's own admissions within its guarantee go on while a borrows.
 func TestCohortBorrowing(t *testing.T) {
-	nsA, classA, cdA := gateFixture(t)
-	nsB, classB, cdB := gateFixture(t)
-	cohort := name("fleet")
-	joinCohort(t, nsA, cohort)
-	joinCohort(t, nsB, cohort)
-	model := name("h100")
-	pinnableNode(t, child.Client, gpu.ResourceNVIDIA, 8, model)
-	entry := func(limit, guaranteed int64) []workspacesv1.GPUQuota {
-		return []workspacesv1.GPUQuota{{Vendor: workspacesv1.GPUVendorNVIDIA, Limit: limit, Guaranteed: &guaranteed}}
-	}
-	qA := createQuota(t, nsA, workspacesv1.WorkspaceQuotaSpec{GPUs: entry(8, 1)})
-	qB := createQuota(t, nsB, workspacesv1.WorkspaceQuotaSpec{GPUs: entry(4, 3)})
+	nsA, classA, cdA, nsB, classB, cdB, cohort, model := cohortOfTwo(t)
+	qA := createQuota(t, nsA, workspacesv1.WorkspaceQuotaSpec{GPUs: nvidiaGPUs(8, 1)})
+	qB := createQuota(t, nsB, workspacesv1.WorkspaceQuotaSpec{GPUs: nvidiaGPUs(4, 3)})
 	gpus := func(n int32, policy workspacesv1.PreemptionPolicy) func(*workspacesv1.WorkspaceDeployment) {
 		return func(ws *workspacesv1.WorkspaceDeployment) {
 			ws.Spec.Resources = gpuResources(n, model)
@@ -252,18 +263,9 @@ func TestCohortBorrowing(t *testing.T) {
 // again, with no workspace changing: when a borrows within a guarantee it raised, b's status no longer
 // shows the GPUs as lent.
 func TestAQuotaChangeRecountsItsCohort(t *testing.T) {
-	nsA, classA, cdA := gateFixture(t)
-	nsB, _, _ := gateFixture(t)
-	cohort := name("fleet")
-	joinCohort(t, nsA, cohort)
-	joinCohort(t, nsB, cohort)
-	model := name("h100")
-	pinnableNode(t, child.Client, gpu.ResourceNVIDIA, 8, model)
-	entry := func(limit, guaranteed int64) []workspacesv1.GPUQuota {
-		return []workspacesv1.GPUQuota{{Vendor: workspacesv1.GPUVendorNVIDIA, Limit: limit, Guaranteed: &guaranteed}}
-	}
-	qA := createQuota(t, nsA, workspacesv1.WorkspaceQuotaSpec{GPUs: entry(8, 1)})
-	qB := createQuota(t, nsB, workspacesv1.WorkspaceQuotaSpec{GPUs: entry(4, 3)})
+	nsA, classA, cdA, nsB, _, _, cohort, model := cohortOfTwo(t)
+	qA := createQuota(t, nsA, workspacesv1.WorkspaceQuotaSpec{GPUs: nvidiaGPUs(8, 1)})
+	qB := createQuota(t, nsB, workspacesv1.WorkspaceQuotaSpec{GPUs: nvidiaGPUs(4, 3)})
 	borrower := createWorkspace(t, nsA, classA, cdA, func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Resources = gpuResources(3, model) })
 	if ws := waitPhase(t, borrower, workspacesv1.PhaseDeploying, ""); ws.Status.Admission.BorrowedGPUs != 2 {
 		t.Fatalf("admission borrows %d GPUs, want 2", ws.Status.Admission.BorrowedGPUs)
@@ -273,7 +275,7 @@ func TestAQuotaChangeRecountsItsCohort(t *testing.T) {
 
 	got := &workspacesv1.WorkspaceQuota{}
 	must(t, k8s.Get(ctxT(t), client.ObjectKeyFromObject(qA), got))
-	got.Spec.GPUs = entry(8, 3)
+	got.Spec.GPUs = nvidiaGPUs(8, 3)
 	must(t, k8s.Update(ctxT(t), got))
 	quotaGPUStatus(t, qA, cohort, workspacesv1.GPUUsage{Vendor: workspacesv1.GPUVendorNVIDIA, Used: 3, Limit: 8, Guaranteed: 3},
 		"NVIDIA 3/8 (guaranteed 3), workspaces 1")
@@ -297,12 +299,9 @@ func TestCohortBurstNoOverBorrowing(t *testing.T) {
 	model := name("h100")
 	pinnableNode(t, children[0].Client, gpu.ResourceNVIDIA, 8, model)
 	pinnableNode(t, children[1].Client, gpu.ResourceNVIDIA, 8, model)
-	entry := func(limit, guaranteed int64) []workspacesv1.GPUQuota {
-		return []workspacesv1.GPUQuota{{Vendor: workspacesv1.GPUVendorNVIDIA, Limit: limit, Guaranteed: &guaranteed}}
-	}
-	createQuota(t, nsA, workspacesv1.WorkspaceQuotaSpec{GPUs: entry(8, 0)})
-	createQuota(t, nsB, workspacesv1.WorkspaceQuotaSpec{GPUs: entry(8, 0)})
-	createQuota(t, nsC, workspacesv1.WorkspaceQuotaSpec{GPUs: entry(3, 3)})
+	createQuota(t, nsA, workspacesv1.WorkspaceQuotaSpec{GPUs: nvidiaGPUs(8, 0)})
+	createQuota(t, nsB, workspacesv1.WorkspaceQuotaSpec{GPUs: nvidiaGPUs(8, 0)})
+	createQuota(t, nsC, workspacesv1.WorkspaceQuotaSpec{GPUs: nvidiaGPUs(3, 3)})
 	var wg sync.WaitGroup
 	for i := range 16 {
 		ns, class, cd := nsA, classA, cdA
@@ -327,18 +326,9 @@ func TestCohortBurstNoOverBorrowing(t *testing.T) {
 // TestCohortReleaseWakesBorrowers: a workspace waiting to borrow is admitted when another member of
 // its cohort frees the guarantee it waits for (no event of its own namespace brings it back).
 func TestCohortReleaseWakesBorrowers(t *testing.T) {
-	nsA, classA, cdA := gateFixture(t)
-	nsB, classB, cdB := gateFixture(t)
-	cohort := name("fleet")
-	joinCohort(t, nsA, cohort)
-	joinCohort(t, nsB, cohort)
-	model := name("h100")
-	pinnableNode(t, child.Client, gpu.ResourceNVIDIA, 8, model)
-	entry := func(limit, guaranteed int64) []workspacesv1.GPUQuota {
-		return []workspacesv1.GPUQuota{{Vendor: workspacesv1.GPUVendorNVIDIA, Limit: limit, Guaranteed: &guaranteed}}
-	}
-	createQuota(t, nsA, workspacesv1.WorkspaceQuotaSpec{GPUs: entry(4, 0)})
-	createQuota(t, nsB, workspacesv1.WorkspaceQuotaSpec{GPUs: entry(2, 2)})
+	nsA, classA, cdA, nsB, classB, cdB, _, model := cohortOfTwo(t)
+	createQuota(t, nsA, workspacesv1.WorkspaceQuotaSpec{GPUs: nvidiaGPUs(4, 0)})
+	createQuota(t, nsB, workspacesv1.WorkspaceQuotaSpec{GPUs: nvidiaGPUs(2, 2)})
 	gpus := func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Resources = gpuResources(1, model) }
 	lender := createWorkspace(t, nsB, classB, cdB, func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Resources = gpuResources(2, model) })
 	waitPhase(t, lender, workspacesv1.PhaseDeploying, "")
@@ -363,12 +353,9 @@ func TestCohortWaitersOneQueue(t *testing.T) {
 	}
 	model := name("h100")
 	pinnableNode(t, child.Client, gpu.ResourceNVIDIA, 8, model)
-	entry := func(limit, guaranteed int64) []workspacesv1.GPUQuota {
-		return []workspacesv1.GPUQuota{{Vendor: workspacesv1.GPUVendorNVIDIA, Limit: limit, Guaranteed: &guaranteed}}
-	}
-	createQuota(t, nsA, workspacesv1.WorkspaceQuotaSpec{GPUs: entry(2, 0)})
-	createQuota(t, nsB, workspacesv1.WorkspaceQuotaSpec{GPUs: entry(2, 0)})
-	createQuota(t, nsC, workspacesv1.WorkspaceQuotaSpec{GPUs: entry(2, 2)})
+	createQuota(t, nsA, workspacesv1.WorkspaceQuotaSpec{GPUs: nvidiaGPUs(2, 0)})
+	createQuota(t, nsB, workspacesv1.WorkspaceQuotaSpec{GPUs: nvidiaGPUs(2, 0)})
+	createQuota(t, nsC, workspacesv1.WorkspaceQuotaSpec{GPUs: nvidiaGPUs(2, 2)})
 	two := func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Resources = gpuResources(2, model) }
 	lender := createWorkspace(t, nsC, classC, cdC, two)
 	waitPhase(t, lender, workspacesv1.PhaseDeploying, "")
