@@ -266,7 +266,16 @@ func satAdd(a, b int64) int64 {
 // one brings back the quota waiters of the others.
 func CohortPeers(ctx context.Context, c client.Reader, namespace string) []string {
 	cohort, err := cohortOf(ctx, c, namespace)
-	if err != nil || cohort == "" {
+	if err != nil {
+		return nil
+	}
+	return CohortMembersBut(ctx, c, cohort, namespace)
+}
+
+// CohortMembersBut lists the namespaces of a cohort other than namespace, none for no cohort ("") or
+// when they cannot be listed.
+func CohortMembersBut(ctx context.Context, c client.Reader, cohort, namespace string) []string {
+	if cohort == "" {
 		return nil
 	}
 	names, err := cohortNamespaces(ctx, c, cohort)

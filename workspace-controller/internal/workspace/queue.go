@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -18,17 +20,38 @@ import (
 	"github.com/exalsius/exalsius-operator/workspace-controller/internal/owned"
 )
 
-// setupPlacement adds what placement and quotas need to the workspace controller: the Colony and
-// WorkspaceQuota watches that wake the waiters, and the WorkspaceQuota status controller.
+// setupPlacement adds what placement and quotas need to the workspace controller: the Colony,
+// WorkspaceQuota and cohort-label watches that wake the waiters, and the WorkspaceQuota status
+// controller.
 func (r *Reconciler) setupPlacement(mgr manager.Manager, b *builder.TypedBuilder[reconcile.Request]) (*builder.TypedBuilder[reconcile.Request], error) {
 	if err := (&gate.QuotaReconciler{Client: mgr.GetClient(), Cache: mgr.GetCache()}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the WorkspaceQuota controller: %w", err)
 	}
 	return b.
 		Watches(&infrav1.Colony{}, handler.EnqueueRequestsFromMapFunc(r.forColony)).
-		Watches(&workspacesv1.WorkspaceQuota{}, handler.EnqueueRequestsFromMapFunc(r.forQuota)).
+		Watches(&workspacesv1.WorkspaceQuota{}, handler.EnqueueRequestsFromMapFunc(r.forQuota),
+			builder.WithPredicates(quotaSpecChanged{})).
 		Watches(&workspacesv1.WorkspaceQuota{}, handler.EnqueueRequestsFromMapFunc(r.forPriorityCap),
-			builder.WithPredicates(maxPriorityChanged{})), nil
+			builder.WithPredicates(maxPriorityChanged{})).
+		WatchesMetadata(&corev1.Namespace{}, handler.Funcs{UpdateFunc: r.cohortChanged}), nil
+}
+
+// cohortChanged brings back, when a namespace joins or leaves a cohort (its workspaces.exalsius.ai/cohort
+// label), the quota waiters of the other members of the cohort it left and of the one it joined: a
+// member that joins lends what its guarantees leave unused, one that leaves takes its borrowing with
+// it. Its own workspaces come back through forNamespace.
+func (r *Reconciler) cohortChanged(ctx context.Context, e event.UpdateEvent, wq workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	was, is := e.ObjectOld.GetLabels()[workspacesv1.CohortLabel], e.ObjectNew.GetLabels()[workspacesv1.CohortLabel]
+	if was == is {
+		return
+	}
+	for _, cohort := range []string{was, is} {
+		for _, ns := range gate.CohortMembersBut(ctx, r.Client, cohort, e.ObjectNew.GetName()) {
+			for _, req := range r.namespaceWaiters(ctx, ns, client.ObjectKey{}) {
+				wq.Add(req)
+			}
+		}
+	}
 }
 
 // namespaceWaiters lists the workspaces of a namespace that wait for placement or for the namespace's
@@ -70,6 +93,15 @@ func (r *Reconciler) forQuota(ctx context.Context, o client.Object) []reconcile.
 		out = append(out, r.namespaceWaiters(ctx, peer, client.ObjectKey{})...)
 	}
 	return out
+}
+
+// quotaSpecChanged passes the WorkspaceQuota events that can let a waiter in: a quota created or
+// deleted, or its spec changed (a raised limit, a guarantee changed in a cohort). Its status does not
+// pass: the quota controller writes it as the namespace's use changes, up to once a second through a
+// burst, and no waiter reads it (the gate counts the use itself); passing it woke every waiter of the
+// namespace and of its cohort each time. A release wakes the waiters through the workspace watch.
+type quotaSpecChanged struct {
+	predicate.GenerationChangedPredicate
 }
 
 // maxPriorityChanged passes the WorkspaceQuota events that change the namespace's priority cap

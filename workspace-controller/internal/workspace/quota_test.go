@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -139,7 +140,7 @@ func TestPriorityCappedByNamespace(t *testing.T) {
 	waitPhase(t, younger, workspacesv1.PhaseWaiting, workspacesv1.ReasonWaitingForGpuCapacity)
 }
 
-// joinCohort labels a namespace into a cohort.
+// joinCohort labels a namespace into a cohort; with cohort "" it takes the label off.
 func joinCohort(t *testing.T, ns, cohort string) {
 	t.Helper()
 	obj := &corev1.Namespace{}
@@ -148,6 +149,9 @@ func joinCohort(t *testing.T, ns, cohort string) {
 		obj.Labels = map[string]string{}
 	}
 	obj.Labels[workspacesv1.CohortLabel] = cohort
+	if cohort == "" {
+		delete(obj.Labels, workspacesv1.CohortLabel)
+	}
 	must(t, k8s.Update(ctxT(t), obj))
 }
 
@@ -281,6 +285,64 @@ func TestAQuotaChangeRecountsItsCohort(t *testing.T) {
 		"NVIDIA 3/8 (guaranteed 3), workspaces 1")
 	quotaGPUStatus(t, qB, cohort, workspacesv1.GPUUsage{Vendor: workspacesv1.GPUVendorNVIDIA, Used: 0, Limit: 4, Guaranteed: 3},
 		"NVIDIA 0/4 (guaranteed 3), workspaces 0")
+}
+
+// TestCohortChangeWakesItsBorrowers: a namespace that joins a cohort or leaves it changes what the
+// others may borrow, and their quota waiters are admitted at once: nothing of their namespace, quota
+// or cluster changed, and their timer retry is a minute away.
+//   - joining: a of cohort fleet waits to borrow 2 GPUs, with no member to lend them; b, whose quota
+//     guarantees 3 GPUs it does not use, is labelled into the cohort.
+//   - leaving: c, guaranteed nothing, borrows all 3 GPUs b leaves unused, and a waits; c leaves the
+//     cohort, taking its borrowing with it.
+func TestCohortChangeWakesItsBorrowers(t *testing.T) {
+	for _, leave := range []bool{false, true} {
+		t.Run(map[bool]string{false: "joining", true: "leaving"}[leave], func(t *testing.T) {
+			nsA, classA, cdA := gateFixture(t)
+			nsB, _, _ := gateFixture(t)
+			nsC, classC, cdC := gateFixture(t)
+			cohort, model := name("fleet"), name("h100")
+			joinCohort(t, nsA, cohort)
+			pinnableNode(t, child.Client, gpu.ResourceNVIDIA, 8, model)
+			qA := createQuota(t, nsA, workspacesv1.WorkspaceQuotaSpec{GPUs: nvidiaGPUs(8, 1)})
+			createQuota(t, nsB, workspacesv1.WorkspaceQuotaSpec{GPUs: nvidiaGPUs(4, 3)})
+			createQuota(t, nsC, workspacesv1.WorkspaceQuotaSpec{GPUs: nvidiaGPUs(8, 0)})
+			threeGPUs := func(ws *workspacesv1.WorkspaceDeployment) { ws.Spec.Resources = gpuResources(3, model) }
+			if leave {
+				joinCohort(t, nsB, cohort)
+				joinCohort(t, nsC, cohort)
+				if ws := waitPhase(t, createWorkspace(t, nsC, classC, cdC, threeGPUs), workspacesv1.PhaseDeploying, ""); ws.Status.Admission.BorrowedGPUs != 3 {
+					t.Fatalf("c's admission borrows %d GPUs, want 3", ws.Status.Admission.BorrowedGPUs)
+				}
+			}
+			borrower := createWorkspace(t, nsA, classA, cdA, threeGPUs)
+			waitPhase(t, borrower, workspacesv1.PhaseWaiting, workspacesv1.ReasonQuotaExceeded)
+			// a's quota counts the waiter a second after it changed: what the setup set going has run
+			// out, and the waiter's own passes with it.
+			eventually(t, "WorkspaceQuota "+qA.Name+" counting the waiter", func() error {
+				got := &workspacesv1.WorkspaceQuota{}
+				if err := k8s.Get(ctxT(t), client.ObjectKeyFromObject(qA), got); err != nil {
+					return err
+				}
+				if got.Status.Waiting != 1 {
+					return fmt.Errorf("waiting %d", got.Status.Waiting)
+				}
+				return nil
+			})
+
+			if leave {
+				joinCohort(t, nsC, "")
+			} else {
+				joinCohort(t, nsB, cohort)
+			}
+			changed := time.Now()
+			if ws := waitPhase(t, borrower, workspacesv1.PhaseDeploying, ""); ws.Status.Admission.BorrowedGPUs != 2 {
+				t.Errorf("admission borrows %d GPUs, want 2", ws.Status.Admission.BorrowedGPUs)
+			}
+			if since := time.Since(changed); since > DefaultWaitingRetry/2 {
+				t.Errorf("admitted %s after the cohort changed: the namespace's event did not wake the borrower, its %s retry did", since.Round(time.Second), DefaultWaitingRetry)
+			}
+		})
+	}
 }
 
 // TestCohortBurstNoOverBorrowing: two namespaces guaranteed nothing, on clusters of their own, borrow

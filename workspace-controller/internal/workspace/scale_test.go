@@ -102,9 +102,9 @@ func TestRecordPassEventOnePerPass(t *testing.T) {
 	}
 }
 
-// TestWatchPredicates: the controller's own status and finalizer writes, a class's inUseBy count and
-// a ClusterDeployment's unrelated status churn wake no workspace; spec, deletion, labels, annotations,
-// validity and readiness do.
+// TestWatchPredicates: the controller's own status and finalizer writes, a class's inUseBy count, a
+// ClusterDeployment's unrelated status churn and a WorkspaceQuota's status wake no workspace; spec,
+// deletion, labels, annotations, validity and readiness do.
 func TestWatchPredicates(t *testing.T) {
 	ws := &workspacesv1.WorkspaceDeployment{ObjectMeta: metav1.ObjectMeta{Name: "ws", Generation: 1, ResourceVersion: "1"}}
 	status := ws.DeepCopy()
@@ -142,11 +142,25 @@ func TestWatchPredicates(t *testing.T) {
 	labelled := cd.DeepCopy()
 	labelled.Labels = map[string]string{"k": "v"}
 
+	quota := &workspacesv1.WorkspaceQuota{ObjectMeta: metav1.ObjectMeta{Name: "q", Generation: 1, ResourceVersion: "1"}}
+	quota.Spec.GPUs = []workspacesv1.GPUQuota{{Vendor: workspacesv1.GPUVendorNVIDIA, Limit: 4}}
+	used := quota.DeepCopy()
+	used.ResourceVersion = "2"
+	used.Status.GPUs = []workspacesv1.GPUUsage{{Vendor: workspacesv1.GPUVendorNVIDIA, Used: 3, Limit: 4}}
+	used.Status.Summary = "NVIDIA 3/4"
+	raised := used.DeepCopy()
+	raised.Generation = 2
+	raised.Spec.GPUs[0].Limit = 8
+
 	for _, tc := range []struct {
 		name string
 		pass bool
 		got  bool
 	}{
+		{"quota status", false, quotaSpecChanged{}.Update(event.UpdateEvent{ObjectOld: quota, ObjectNew: used})},
+		{"quota limit raised", true, quotaSpecChanged{}.Update(event.UpdateEvent{ObjectOld: used, ObjectNew: raised})},
+		{"quota created", true, quotaSpecChanged{}.Create(event.CreateEvent{Object: quota})},
+		{"quota deleted", true, quotaSpecChanged{}.Delete(event.DeleteEvent{Object: quota})},
 		{"own status and finalizer write", false, workspaceChanged{writes: writes}.Update(event.UpdateEvent{ObjectOld: ws, ObjectNew: status})},
 		{"someone else's status write", true, workspaceChanged{writes: writes}.Update(event.UpdateEvent{ObjectOld: ws, ObjectNew: foreign})},
 		{"spec change", true, workspaceChanged{}.Update(event.UpdateEvent{ObjectOld: ws, ObjectNew: spec})},
