@@ -33,23 +33,24 @@ func (r *Reconciler) setupPlacement(mgr manager.Manager, b *builder.TypedBuilder
 			builder.WithPredicates(quotaSpecChanged{})).
 		Watches(&workspacesv1.WorkspaceQuota{}, handler.EnqueueRequestsFromMapFunc(r.forPriorityCap),
 			builder.WithPredicates(maxPriorityChanged{})).
-		WatchesMetadata(&corev1.Namespace{}, handler.Funcs{UpdateFunc: r.cohortChanged}), nil
+		// Typed, not metadata only: the gate reads cohorts from this informer's cache, which shows the
+		// change before its handlers run, so a waiter woken here never decides on the old cohort.
+		Watches(&corev1.Namespace{}, handler.Funcs{UpdateFunc: r.cohortChanged}), nil
 }
 
 // cohortChanged brings back, when a namespace joins or leaves a cohort (its workspaces.exalsius.ai/cohort
-// label), the quota waiters of the other members of the cohort it left and of the one it joined: a
-// member that joins lends what its guarantees leave unused, one that leaves takes its borrowing with
-// it. Its own workspaces come back through forNamespace.
+// label), its own waiters and the quota waiters of the other members of the cohort it left and of the
+// one it joined: a member that joins lends what its guarantees leave unused, one that leaves takes its
+// borrowing with it.
 func (r *Reconciler) cohortChanged(ctx context.Context, e event.UpdateEvent, wq workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	was, is := e.ObjectOld.GetLabels()[workspacesv1.CohortLabel], e.ObjectNew.GetLabels()[workspacesv1.CohortLabel]
 	if was == is {
 		return
 	}
-	for _, cohort := range []string{was, is} {
-		for _, ns := range gate.CohortMembersBut(ctx, r.Client, cohort, e.ObjectNew.GetName()) {
-			for _, req := range r.namespaceWaiters(ctx, ns, client.ObjectKey{}) {
-				wq.Add(req)
-			}
+	namespaces := append([]string{e.ObjectNew.GetName()}, gate.CohortMembersBut(ctx, r.Client, was, e.ObjectNew.GetName())...)
+	for _, ns := range append(namespaces, gate.CohortMembersBut(ctx, r.Client, is, e.ObjectNew.GetName())...) {
+		for _, req := range r.namespaceWaiters(ctx, ns, client.ObjectKey{}) {
+			wq.Add(req)
 		}
 	}
 }
