@@ -189,3 +189,40 @@ func TestParseLoad(t *testing.T) {
 		}
 	}
 }
+
+func TestProcessCPU(t *testing.T) {
+	text := "# HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.\n" +
+		"# TYPE process_cpu_seconds_total counter\n" +
+		`apiserver_request_total{verb="POST"} 7` + "\n" +
+		"process_cpu_seconds_total 12.5\n" +
+		"process_resident_memory_bytes 1e+08\n"
+	if v, ok := processCPU(text); !ok || v != 12.5 {
+		t.Fatalf("processCPU = %v, %v; want 12.5, true", v, ok)
+	}
+	if v, ok := processCPU("process_cpu_seconds_total_other 3\nprocess_cpu_seconds_total 3.2e+01\n"); !ok || v != 32 {
+		t.Fatalf("processCPU after a longer name, in an exponent = %v, %v; want 32, true", v, ok)
+	}
+	for _, bad := range []string{"", "process_resident_memory_bytes 1\n", "process_cpu_seconds_total x\n",
+		"process_cpu_seconds_total_other 3\n"} {
+		if v, ok := processCPU(bad); ok {
+			t.Errorf("processCPU(%q) = %v, true; want not found", bad, v)
+		}
+	}
+}
+
+func TestCPUSplit(t *testing.T) {
+	r := result{scenario: scenario{n: 1000}, cpuSeconds: 6, servers: serverCPUs{api: 18, etcd: 2, childAPI: 3, childEtcd: 1},
+		ref: rates{eight: 1000, apiPerCreate: 0.0012}}
+	// Per workspace: controller 6 ms, API server 18, etcd 2, child 3 and 1: 30 ms in all. One ConfigMap
+	// create cost the API server 1.2 ms, so it allows 1.2/18 = 6.7% of the reference's rate; 2 cores
+	// allow 2000/30 = 66.7 workspaces/s, 6.7% of 1,000/s.
+	got := strings.Join(cpuSplit(r, 2), " | ")
+	want := "6.00 | 18.00 | 2.00 | 3.00 | 1.00 | 30.00 | 1.20 | 6.7% | 6.7%"
+	if got != want {
+		t.Fatalf("cpuSplit = %q, want %q", got, want)
+	}
+	r.ref.apiPerCreate = 0
+	if got := strings.Join(cpuSplit(r, 2), " | "); !strings.HasSuffix(got, "| — | — | —") {
+		t.Fatalf("cpuSplit without a reference = %q, want the shares left out", got)
+	}
+}

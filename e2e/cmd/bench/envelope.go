@@ -153,7 +153,7 @@ func runEnvelope(ctx context.Context, c config) error {
 	if err != nil {
 		return err
 	}
-	if res.ref, err = reference(ctx, cl, "bench-reference", c.refFor); err != nil {
+	if res.ref, err = reference(ctx, cl, "bench-reference", c.refFor, func() (serverCPUs, error) { return readServerCPUs(ctx, m, nil) }); err != nil {
 		return err
 	}
 	progress("envelope: reference: %.0f ConfigMap creates/s from 1 client, %.0f/s from 8", res.ref.one, res.ref.eight)

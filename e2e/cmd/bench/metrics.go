@@ -13,6 +13,8 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/exalsius/exalsius-operator/common/testing/testenv"
 )
 
 // requests counts an API server's requests by "resource[/subresource] VERB", from
@@ -51,6 +53,94 @@ func scrapeRequests(ctx context.Context, cfg *rest.Config) (requests, error) {
 		out[key+" "+labels["verb"]] += value
 	}
 	return out, sc.Err()
+}
+
+// processCPU reads process_cpu_seconds_total, the CPU seconds of the process behind a Prometheus
+// metrics text (kube-apiserver and etcd both export it); ok is false when the text has none.
+func processCPU(text string) (float64, bool) {
+	for line := range strings.SplitSeq(text, "\n") {
+		if v, found := strings.CutPrefix(line, "process_cpu_seconds_total "); found {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return f, err == nil
+		}
+	}
+	return 0, false
+}
+
+// serverCPU reads the CPU seconds an API server has spent, from its own metrics.
+func serverCPU(ctx context.Context, cfg *rest.Config) (float64, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return 0, err
+	}
+	raw, err := cs.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("reading the API server's metrics: %w", err)
+	}
+	v, ok := processCPU(string(raw))
+	if !ok {
+		return 0, fmt.Errorf("the API server's metrics have no process_cpu_seconds_total")
+	}
+	return v, nil
+}
+
+// etcdCPU reads the CPU seconds an etcd has spent, from the metrics it serves on its client URL.
+func etcdCPU(ctx context.Context, clientURL string) (float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(clientURL, "/")+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("reading etcd's metrics: %w", err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, fmt.Errorf("reading etcd's metrics: %w", err)
+	}
+	v, ok := processCPU(string(raw))
+	if !ok {
+		return 0, fmt.Errorf("etcd's metrics at %s have no process_cpu_seconds_total", clientURL)
+	}
+	return v, nil
+}
+
+// serverCPUs are the CPU seconds spent by the API servers and etcds of a scenario: the management
+// cluster's, and all its children's together.
+type serverCPUs struct {
+	api, etcd           float64
+	childAPI, childEtcd float64
+}
+
+func (c serverCPUs) minus(base serverCPUs) serverCPUs {
+	return serverCPUs{api: c.api - base.api, etcd: c.etcd - base.etcd, childAPI: c.childAPI - base.childAPI, childEtcd: c.childEtcd - base.childEtcd}
+}
+
+// readServerCPUs reads the CPU seconds of the management API server and etcd and, when children are
+// given, of theirs.
+func readServerCPUs(ctx context.Context, m *testenv.Management, children []*testenv.Child) (serverCPUs, error) {
+	var out serverCPUs
+	var err error
+	if out.api, err = serverCPU(ctx, m.Config); err != nil {
+		return out, err
+	}
+	if out.etcd, err = etcdCPU(ctx, m.Env.ControlPlane.Etcd.URL.String()); err != nil {
+		return out, err
+	}
+	for _, ch := range children {
+		api, err := serverCPU(ctx, ch.Config)
+		if err != nil {
+			return out, fmt.Errorf("child %s: %w", ch.Name, err)
+		}
+		e, err := etcdCPU(ctx, ch.Env.ControlPlane.Etcd.URL.String())
+		if err != nil {
+			return out, fmt.Errorf("child %s: %w", ch.Name, err)
+		}
+		out.childAPI += api
+		out.childEtcd += e
+	}
+	return out, nil
 }
 
 // parseSample splits `name{a="x",b="y"} 12` into its labels and value.

@@ -60,8 +60,9 @@ type result struct {
 	idleWritesPerMinute float64 // -1 when not measured
 	rssMiB, peakMiB     float64
 	cpuSeconds          float64
-	idleCPUSeconds      float64 // in the idle window; -1 when not measured
-	ref                 rates   // the same API server's ConfigMap create rates, before the controller starts
+	servers             serverCPUs // the API servers' and etcds' CPU seconds over the same span as cpuSeconds
+	idleCPUSeconds      float64    // in the idle window; -1 when not measured
+	ref                 rates      // the same API server's ConfigMap create rates, before the controller starts
 	doubleBooked        int
 	notAdmitted         int
 }
@@ -89,7 +90,7 @@ func runScenario(ctx context.Context, c config, sc scenario, children []*testenv
 	}
 	// The reference: this server's own create rate, with the same client, before the controller runs
 	// (its ConfigMaps are deleted again, so the controller never caches them).
-	if res.ref, err = reference(ctx, cl, "bench-reference", c.refFor); err != nil {
+	if res.ref, err = reference(ctx, cl, "bench-reference", c.refFor, func() (serverCPUs, error) { return readServerCPUs(ctx, m, nil) }); err != nil {
 		return res, fmt.Errorf("measuring the reference: %w", err)
 	}
 	progress("%s: reference: %.0f ConfigMap creates/s from 1 client, %.0f/s from 8", sc, res.ref.one, res.ref.eight)
@@ -173,6 +174,10 @@ func runScenario(ctx context.Context, c config, sc scenario, children []*testenv
 		return res, err
 	}
 	procBefore, err := readProc(proc.Pid())
+	if err != nil {
+		return res, err
+	}
+	serversBefore, err := readServerCPUs(ctx, m, children)
 	if err != nil {
 		return res, err
 	}
@@ -281,6 +286,11 @@ func runScenario(ctx context.Context, c config, sc scenario, children []*testenv
 	}
 	res.rssMiB, res.peakMiB = procAfter.rssMiB, procAfter.peakMiB
 	res.cpuSeconds = procAfter.cpuSeconds - procBefore.cpuSeconds
+	serversAfter, err := readServerCPUs(ctx, m, children)
+	if err != nil {
+		return res, err
+	}
+	res.servers = serversAfter.minus(serversBefore)
 	if b, err := os.ReadFile(filepath.Join(dir, "controller.log")); err == nil {
 		res.logErrors = strings.Count(string(b), `"level":"error"`) + strings.Count(string(b), "\tERROR\t")
 	}
