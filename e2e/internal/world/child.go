@@ -229,16 +229,29 @@ func (c *ChildCluster) SyncNodes(ctx context.Context, nodes []corev1.Node) error
 		}
 		if cur == nil {
 			status := n.Status
-			if err := cl.Create(ctx, n); err != nil {
-				return fmt.Errorf("child %s: creating node %s: %w", c.Name, n.Name, err)
-			}
-			if !equality.Semantic.DeepEqual(n.Status.Allocatable, status.Allocatable) {
-				n.Status.Capacity, n.Status.Allocatable = status.Capacity, status.Allocatable
-				if err := cl.Status().Update(ctx, n); err != nil {
-					return fmt.Errorf("child %s: setting capacity of node %s: %w", c.Name, n.Name, err)
+			err := cl.Create(ctx, n)
+			switch {
+			case apierrors.IsAlreadyExists(err):
+				// Another sync of the same nodes made it since the list (the simulator brings a
+				// cluster's nodes in line with its ClusterDeployment while a test replaces one), or a
+				// create that timed out was stored before client-go tried it again. It is corrected
+				// below like any node that was there.
+				n.Status = status
+				cur = &corev1.Node{}
+				if err := cl.Get(ctx, client.ObjectKeyFromObject(n), cur); err != nil {
+					return fmt.Errorf("child %s: reading node %s: %w", c.Name, n.Name, err)
 				}
+			case err != nil:
+				return fmt.Errorf("child %s: creating node %s: %w", c.Name, n.Name, err)
+			default:
+				if !equality.Semantic.DeepEqual(n.Status.Allocatable, status.Allocatable) {
+					n.Status.Capacity, n.Status.Allocatable = status.Capacity, status.Allocatable
+					if err := cl.Status().Update(ctx, n); err != nil {
+						return fmt.Errorf("child %s: setting capacity of node %s: %w", c.Name, n.Name, err)
+					}
+				}
+				continue
 			}
-			continue
 		}
 		// The config cordons a node when it is made; later a cordon is the cluster's own (kubectl
 		// cordon, a drain), which Cluster API leaves alone: it is not reverted here.
