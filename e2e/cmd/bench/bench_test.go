@@ -212,17 +212,22 @@ func TestProcessCPU(t *testing.T) {
 
 func TestCPUSplit(t *testing.T) {
 	r := result{scenario: scenario{n: 1000}, cpuSeconds: 6, servers: serverCPUs{api: 18, etcd: 2, childAPI: 3, childEtcd: 1},
-		ref: rates{eight: 1000, apiPerCreate: 0.0012}}
+		ref: rates{eight: 1000, apiPerCreate: 0.0012, workspaces: 250, apiPerWorkspace: 0.0041}}
 	// Per workspace: controller 6 ms, API server 18, etcd 2, child 3 and 1: 30 ms in all. One ConfigMap
 	// create cost the API server 1.2 ms, so it allows 1.2/18 = 6.7% of the reference's rate; 2 cores
-	// allow 2000/30 = 66.7 workspaces/s, 6.7% of 1,000/s.
+	// allow 2000/30 = 66.7 workspaces/s, 6.7% of 1,000/s. The workspaces' own creates ran at 250/s,
+	// 25% of the ConfigMaps', at 4.1 ms each.
 	got := strings.Join(cpuSplit(r, 2), " | ")
-	want := "6.00 | 18.00 | 2.00 | 3.00 | 1.00 | 30.00 | 1.20 | 6.7% | 6.7%"
+	want := "6.00 | 18.00 | 2.00 | 3.00 | 1.00 | 30.00 | 1.20 | 6.7% | 6.7% | 4.10 | 25.0%"
 	if got != want {
 		t.Fatalf("cpuSplit = %q, want %q", got, want)
 	}
 	r.ref.apiPerCreate = 0
-	if got := strings.Join(cpuSplit(r, 2), " | "); !strings.HasSuffix(got, "| — | — | —") {
+	if got := strings.Join(cpuSplit(r, 2), " | "); !strings.HasSuffix(got, "| — | — | — | 4.10 | 25.0%") {
+		t.Fatalf("cpuSplit without a ConfigMap CPU figure = %q, want those shares left out and the creates' kept", got)
+	}
+	r.ref = rates{}
+	if got := strings.Join(cpuSplit(r, 2), " | "); !strings.HasSuffix(got, "| — | — | — | — | —") {
 		t.Fatalf("cpuSplit without a reference = %q, want the shares left out", got)
 	}
 }

@@ -33,6 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 	"github.com/exalsius/exalsius-operator/common/gpu"
 	"github.com/exalsius/exalsius-operator/common/testing/childtest"
 	"github.com/exalsius/exalsius-operator/common/testing/testenv"
@@ -217,59 +218,94 @@ type rates struct {
 	// The management API server's CPU seconds per ConfigMap create from 8 clients; 0 when not
 	// measured.
 	apiPerCreate float64
+	// The same server's WorkspaceDeployment creates per second from 8 clients, with no controller
+	// running, and its CPU seconds per such create: what the tenants' own creates cost before the
+	// controller does anything. 0 when not measured.
+	workspaces, apiPerWorkspace float64
 }
 
 // reference measures how fast the API server behind cl creates ConfigMaps from 1 and from 8
 // concurrent creators sharing cl (the bench's creators share their client the same way), d each, in
-// namespace ns, and deletes them again. cpu reads the server's CPU seconds (with its etcd's, unused
-// here), around the 8-client creates.
+// namespace ns, then WorkspaceDeployments (the bench's own, with no controller to act on them) from 8,
+// and deletes them again. cpu reads the server's CPU seconds (with its etcd's, unused here), around
+// each 8-client run.
 func reference(ctx context.Context, cl client.Client, ns string, d time.Duration, cpu func() (serverCPUs, error)) (rates, error) {
 	if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return rates{}, err
 	}
+	configMap := func(name string) client.Object {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string]string{"k": "v"}}
+	}
+	// The bench's workspace, as its creators write it (no such class or cluster exists: nothing reads it).
+	workspace := func(name string) client.Object {
+		return &workspacesv1.WorkspaceDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: workspacesv1.WorkspaceDeploymentSpec{WorkspaceClassRef: "reference",
+				ClusterDeploymentRef: workspacesv1.ClusterDeploymentRef{Name: "reference"}}}
+	}
 	var out rates
-	for _, clients := range []int{1, 8} {
-		var total atomic.Int64
-		var before serverCPUs
-		if clients == 8 {
-			var err error
-			if before, err = cpu(); err != nil {
-				return rates{}, err
-			}
-		}
-		deadline := time.Now().Add(d)
-		start := time.Now()
-		var wg sync.WaitGroup
-		for w := range clients {
-			wg.Go(func() {
-				for i := 0; time.Now().Before(deadline) && ctx.Err() == nil; i++ {
-					cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("c-%d-%d-%d", clients, w, i)},
-						Data: map[string]string{"k": "v"}}
-					if err := cl.Create(ctx, cm); err == nil {
-						total.Add(1)
-					}
-				}
-			})
-		}
-		wg.Wait()
-		r := float64(total.Load()) / time.Since(start).Seconds()
-		if clients == 1 {
-			out.one = r
-		} else {
-			out.eight = r
-			after, err := cpu()
-			if err != nil {
-				return rates{}, err
-			}
-			if n := float64(total.Load()); n > 0 {
-				out.apiPerCreate = (after.api - before.api) / n
-			}
-		}
+	var err error
+	if out.one, _, err = createRate(ctx, cl, 1, d, "c1", configMap, nil); err != nil {
+		return out, err
+	}
+	if out.eight, out.apiPerCreate, err = createRate(ctx, cl, 8, d, "c8", configMap, cpu); err != nil {
+		return out, err
+	}
+	if out.workspaces, out.apiPerWorkspace, err = createRate(ctx, cl, 8, d, "w8", workspace, cpu); err != nil {
+		return out, err
 	}
 	if err := cl.DeleteAllOf(ctx, &corev1.ConfigMap{}, client.InNamespace(ns)); err != nil {
 		return out, err
 	}
+	if err := cl.DeleteAllOf(ctx, &workspacesv1.WorkspaceDeployment{}, client.InNamespace(ns)); err != nil {
+		return out, err
+	}
 	return out, ctx.Err()
+}
+
+// createRate creates the objects obj makes from the given number of concurrent clients for d, and
+// returns the creates per second and, when cpu is set, the API server's CPU seconds per create.
+// Names are prefix-client-i.
+func createRate(ctx context.Context, cl client.Client, clients int, d time.Duration, prefix string, obj func(name string) client.Object,
+	cpu func() (serverCPUs, error)) (rate, perCreate float64, err error) {
+	var before serverCPUs
+	if cpu != nil {
+		if before, err = cpu(); err != nil {
+			return 0, 0, err
+		}
+	}
+	var total atomic.Int64
+	var firstErr atomic.Value
+	deadline := time.Now().Add(d)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := range clients {
+		wg.Go(func() {
+			for i := 0; time.Now().Before(deadline) && ctx.Err() == nil; i++ {
+				if err := cl.Create(ctx, obj(fmt.Sprintf("%s-%d-%d", prefix, w, i))); err != nil {
+					firstErr.CompareAndSwap(nil, err)
+					continue
+				}
+				total.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	n := float64(total.Load())
+	if n == 0 {
+		if e, ok := firstErr.Load().(error); ok {
+			return 0, 0, fmt.Errorf("no %s create succeeded: %w", prefix, e)
+		}
+		return 0, 0, fmt.Errorf("no %s create in %s", prefix, d)
+	}
+	rate = n / time.Since(start).Seconds()
+	if cpu != nil {
+		after, err := cpu()
+		if err != nil {
+			return 0, 0, err
+		}
+		perCreate = (after.api - before.api) / n
+	}
+	return rate, perCreate, nil
 }
 
 // unthrottled is cfg without a client-side rate limit.

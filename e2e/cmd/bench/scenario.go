@@ -93,7 +93,8 @@ func runScenario(ctx context.Context, c config, sc scenario, children []*testenv
 	if res.ref, err = reference(ctx, cl, "bench-reference", c.refFor, func() (serverCPUs, error) { return readServerCPUs(ctx, m, nil) }); err != nil {
 		return res, fmt.Errorf("measuring the reference: %w", err)
 	}
-	progress("%s: reference: %.0f ConfigMap creates/s from 1 client, %.0f/s from 8", sc, res.ref.one, res.ref.eight)
+	progress("%s: reference: %.0f ConfigMap creates/s from 1 client, %.0f/s from 8; %.0f WorkspaceDeployment creates/s from 8",
+		sc, res.ref.one, res.ref.eight, res.ref.workspaces)
 	kubeconfigs := make([][]byte, len(children))
 	for i, ch := range children {
 		kubeconfigs[i] = ch.Kubeconfig
