@@ -7,10 +7,16 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	workspacesv1 "github.com/exalsius/exalsius-operator/common/api/workspaces/v1"
 )
@@ -229,5 +235,33 @@ func TestCPUSplit(t *testing.T) {
 	r.ref = rates{}
 	if got := strings.Join(cpuSplit(r, 2), " | "); !strings.HasSuffix(got, "| — | — | — | — | —") {
 		t.Fatalf("cpuSplit without a reference = %q, want the shares left out", got)
+	}
+}
+
+// failingCreates is a client whose every Create fails, alternately with an API status error and a
+// plain one (the two kinds a create can return: the server's refusal, or a transport failure).
+type failingCreates struct {
+	client.Client
+	calls atomic.Int64
+}
+
+func (f *failingCreates) Create(context.Context, client.Object, ...client.CreateOption) error {
+	if f.calls.Add(1)%2 == 0 {
+		return errors.New("connection refused")
+	}
+	return apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "x", errors.New("denied"))
+}
+
+// A reference whose creates all fail, with errors of more than one kind, ends with an error that says
+// so (and does not panic), instead of a rate of 0.
+func TestCreateRateWithoutASuccessfulCreate(t *testing.T) {
+	cl := &failingCreates{}
+	obj := func(name string) client.Object { return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}} }
+	_, _, err := createRate(context.Background(), cl, 8, 200*time.Millisecond, "c8", obj, nil)
+	if err == nil || !strings.Contains(err.Error(), "no c8 create succeeded") {
+		t.Fatalf("createRate = %v, want an error naming the failed creates", err)
+	}
+	if cl.calls.Load() < 2 {
+		t.Fatalf("%d creates tried, want both kinds of error seen", cl.calls.Load())
 	}
 }

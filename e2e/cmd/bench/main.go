@@ -274,7 +274,7 @@ func createRate(ctx context.Context, cl client.Client, clients int, d time.Durat
 		}
 	}
 	var total atomic.Int64
-	var firstErr atomic.Value
+	var firstErr atomic.Pointer[error] // the first failed create's error, of whatever type
 	deadline := time.Now().Add(d)
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -282,7 +282,7 @@ func createRate(ctx context.Context, cl client.Client, clients int, d time.Durat
 		wg.Go(func() {
 			for i := 0; time.Now().Before(deadline) && ctx.Err() == nil; i++ {
 				if err := cl.Create(ctx, obj(fmt.Sprintf("%s-%d-%d", prefix, w, i))); err != nil {
-					firstErr.CompareAndSwap(nil, err)
+					firstErr.CompareAndSwap(nil, &err)
 					continue
 				}
 				total.Add(1)
@@ -292,8 +292,8 @@ func createRate(ctx context.Context, cl client.Client, clients int, d time.Durat
 	wg.Wait()
 	n := float64(total.Load())
 	if n == 0 {
-		if e, ok := firstErr.Load().(error); ok {
-			return 0, 0, fmt.Errorf("no %s create succeeded: %w", prefix, e)
+		if e := firstErr.Load(); e != nil {
+			return 0, 0, fmt.Errorf("no %s create succeeded: %w", prefix, *e)
 		}
 		return 0, 0, fmt.Errorf("no %s create in %s", prefix, d)
 	}

@@ -154,13 +154,14 @@ func cpuSplit(r result, cores int) []string {
 	all := per(r.cpuSeconds + s.api + s.etcd + s.childAPI + s.childEtcd)
 	out := []string{fmt.Sprintf("%.2f", per(r.cpuSeconds)), fmt.Sprintf("%.2f", per(s.api)), fmt.Sprintf("%.2f", per(s.etcd)),
 		fmt.Sprintf("%.2f", per(s.childAPI)), fmt.Sprintf("%.2f", per(s.childEtcd)), fmt.Sprintf("%.2f", all)}
+	alone := createsAlone(r.ref)
 	if r.ref.apiPerCreate <= 0 || s.api <= 0 || r.ref.eight <= 0 || all <= 0 {
-		return append(out, "—", "—", "—", createsAlone(r.ref)[0], createsAlone(r.ref)[1])
+		return append(out, "—", "—", "—", alone[0], alone[1])
 	}
 	apiShare := 100 * r.ref.apiPerCreate * 1000 / per(s.api)
 	machine := 100 * float64(cores) * 1000 / all / r.ref.eight
 	return append(out, fmt.Sprintf("%.2f", r.ref.apiPerCreate*1000), fmt.Sprintf("%.1f%%", apiShare), fmt.Sprintf("%.1f%%", machine),
-		createsAlone(r.ref)[0], createsAlone(r.ref)[1])
+		alone[0], alone[1])
 }
 
 // createsAlone is what the reference's WorkspaceDeployment creates cost the management API server, in
