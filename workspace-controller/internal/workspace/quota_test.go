@@ -277,10 +277,15 @@ func TestAQuotaChangeRecountsItsCohort(t *testing.T) {
 	quotaGPUStatus(t, qB, cohort, workspacesv1.GPUUsage{Vendor: workspacesv1.GPUVendorNVIDIA, Used: 0, Limit: 4, Guaranteed: 3, Lent: 2},
 		"NVIDIA 0/4 (guaranteed 3, lent 2), workspaces 0")
 
-	got := &workspacesv1.WorkspaceQuota{}
-	must(t, k8s.Get(ctxT(t), client.ObjectKeyFromObject(qA), got))
-	got.Spec.GPUs = nvidiaGPUs(8, 3)
-	must(t, k8s.Update(ctxT(t), got))
+	// The controller writes the quota's status meanwhile: an update that read it before conflicts.
+	eventually(t, "raising a's guarantee", func() error {
+		got := &workspacesv1.WorkspaceQuota{}
+		if err := k8s.Get(ctxT(t), client.ObjectKeyFromObject(qA), got); err != nil {
+			return err
+		}
+		got.Spec.GPUs = nvidiaGPUs(8, 3)
+		return k8s.Update(ctxT(t), got)
+	})
 	quotaGPUStatus(t, qA, cohort, workspacesv1.GPUUsage{Vendor: workspacesv1.GPUVendorNVIDIA, Used: 3, Limit: 8, Guaranteed: 3},
 		"NVIDIA 3/8 (guaranteed 3), workspaces 1")
 	quotaGPUStatus(t, qB, cohort, workspacesv1.GPUUsage{Vendor: workspacesv1.GPUVendorNVIDIA, Used: 0, Limit: 4, Guaranteed: 3},
